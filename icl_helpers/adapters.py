@@ -59,7 +59,7 @@ class Arch:
         """Module whose output holds the values, and their slice of its last dim."""
         raise NotImplementedError
 
-    # --- weights (float32 views or copies, on the model's device) -------------------
+    # --- weights (views of the model's parameters) ------------------------------------
     def W_O(self, layer: int) -> torch.Tensor:
         """[H, dh, d]: head h writes z_h @ W_O[h]."""
         raise NotImplementedError
@@ -67,6 +67,10 @@ class Arch:
     def b_O(self, layer: int) -> torch.Tensor | None:
         """[d] or None."""
         raise NotImplementedError
+
+    def W_O_stack(self, like: torch.Tensor) -> torch.Tensor:
+        """[L, H, dh, d] every layer's W_O, on `like`'s device and dtype."""
+        return torch.stack([self.W_O(l).to(like) for l in range(self.n_layers)])
 
     def W_out(self, layer: int) -> torch.Tensor:
         """[d_mlp, d]: neuron k writes a_k * W_out[k]."""

@@ -22,8 +22,8 @@ _GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 class ICLModel:
     """A Hugging Face causal LM, its tokenizer and its architecture adapter.
 
-    Wrap a model you loaded yourself with `ICLModel(model, tokenizer)`; it must use eager
-    attention if you want attention weights (`load_model` sets that up).
+    Wrap a model you loaded yourself with `ICLModel(model, tokenizer)`: it is put in eval
+    mode, without gradients, with eager attention (so attention weights can be read).
     """
 
     model: PreTrainedModel
@@ -32,7 +32,9 @@ class ICLModel:
     arch: Arch = field(init=False)
 
     def __post_init__(self) -> None:
-        self.model.eval()
+        self.model.eval().requires_grad_(False)
+        if self.model.config._attn_implementation != "eager":  # attention weights need eager
+            self.model.set_attn_implementation("eager")
         self.arch = arch_for(self.model)
         self.name = self.name or getattr(self.model.config, "_name_or_path", "") or "model"
         if self.tokenizer.pad_token is None:
@@ -123,7 +125,7 @@ def load_model(
     if str(device) == "auto":
         kwargs["device_map"] = "auto"
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path)  # fails fast where the hub is unreachable
         model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     except OSError as err:
         raise UsageError(

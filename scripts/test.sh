@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Set up (with the test extras) and run every test, notebooks included.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --dev
+export ICL_DATA_DIR="${ICL_DATA_DIR:-$(cd .. && pwd)/shared/datasets}"
+.venv/bin/python -m pytest -q tests "$@"

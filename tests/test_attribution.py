@@ -1,0 +1,96 @@
+"""Frozen-norm projection and log-probability increase, against a naive full-vocabulary version."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from icl_helpers.attribution import Readout, head_increase, neuron_increase, position_increase
+from icl_helpers.decompose import decompose
+from icl_helpers.locate import locate
+from tests.conftest import PROMPTS
+from tests.test_decompose import close
+
+
+def naive_increase(readout: Readout, base, vectors, target, scale) -> torch.Tensor:
+    """I(v | x) from explicit full-vocabulary log-softmaxes. base [B, d], vectors [B, n, d] -> [B, n]."""
+    rows = torch.arange(len(target))
+    before = readout.logits(base, scale).log_softmax(-1)[rows, target]  # [B]
+    after = readout.logits(base[:, None] + vectors, scale).log_softmax(-1)  # [B, n, V]
+    return after[rows, :, target] - before[:, None]
+
+
+@pytest.fixture(scope="module")
+def dec(small):
+    return decompose(small, PROMPTS * 8, pattern=True, values=True, neurons=True)  # 24 prompts
+
+
+def test_projection_of_final_residual_is_the_models_logits(small, dec):
+    logits = Readout(small.arch).logits(dec.resid[:, -1], dec.scale)
+    beta = getattr(small.arch.final_norm(), "bias", None)
+    if beta is not None:  # LayerNorm: bs leaves out the norm's bias, W_U beta
+        logits = logits + small.arch.W_U() @ beta
+    close(logits, dec.logits)
+
+
+def test_projection_is_linear(small, dec):
+    r = Readout(small.arch)
+    x, v = dec.resid[:, 1], dec.attn[:, 1]
+    close(r.logits(x + v, dec.scale), r.logits(x, dec.scale) + r.logits(v, dec.scale))
+
+
+@pytest.mark.parametrize("n_prompts", [3, 24])  # 24 prompts take the folded path (B(H-1) > d)
+def test_head_increase_equals_naive(small, dec, n_prompts):
+    r = Readout(small.arch)
+    rows = slice(0, n_prompts)
+    w, scale = dec.predictions[rows], dec.scale[rows]
+    got = head_increase(r, small.arch, dec.z[rows], dec.resid[rows, :-1], w, scale)
+    heads = dec.heads()[rows]
+    for l in range(small.arch.n_layers):
+        close(got[:, l], naive_increase(r, dec.resid[rows, l], heads[:, l], w, scale))
+
+
+def test_chunking_changes_nothing(small, dec):
+    w = dec.predictions
+    whole = head_increase(Readout(small.arch), small.arch, dec.z, dec.resid[:, :-1], w, dec.scale)
+    tiny = Readout(small.arch, vocab_chunk=999, block_floats=10_000)  # uneven chunks, 1-prompt blocks
+    close(head_increase(tiny, small.arch, dec.z, dec.resid[:, :-1], w, dec.scale), whole)
+
+
+def test_position_increase_equals_naive(small, dec):
+    r = Readout(small.arch)
+    w = dec.predictions
+    for l, h in [(0, 0), (small.arch.n_layers - 1, small.arch.n_heads - 1)]:
+        want = naive_increase(r, dec.resid[:, l], dec.position_terms(l, h), w, dec.scale)
+        close(position_increase(r, dec, l, h, w), want)
+
+
+def test_neuron_increase_equals_naive(small, dec):
+    r = Readout(small.arch)
+    w, l = dec.predictions, small.arch.n_layers - 1
+    neurons = dec.neurons[:, l, :, None] * small.arch.W_out(l)  # [B, K, d]
+    close(neuron_increase(r, dec, l, w), naive_increase(r, dec.mid[:, l], neurons, w, dec.scale))
+
+
+def test_locate_scores_layers_and_is_independent_of_batch_size(small, dec):
+    prompts = PROMPTS * 8
+    one_batch = locate(small, prompts, batch_size=len(prompts))
+    per_prompt = locate(small, prompts, batch_size=1)
+    close(one_batch.head, per_prompt.head)
+    r = Readout(small.arch)
+    w = dec.predictions
+    for l in range(small.arch.n_layers):
+        close(one_batch.attn[:, l], naive_increase(r, dec.resid[:, l], dec.attn[:, l, None], w, dec.scale)[:, 0])
+        close(one_batch.ffn[:, l], naive_increase(r, dec.mid[:, l], dec.mlp[:, l, None], w, dec.scale)[:, 0])
+    close(one_batch.head, head_increase(r, small.arch, dec.z, dec.resid[:, :-1], w, dec.scale).cpu())
+    top = one_batch.top_heads(3)
+    assert [s for _, _, s in top] == sorted((s for _, _, s in top), reverse=True)
+    assert one_batch.head_mean[top[0][0], top[0][1]] == one_batch.head_mean.max()
+
+
+def test_locate_scores_given_targets(small):
+    targets = torch.tensor([11] * len(PROMPTS))
+    result = locate(small, PROMPTS, targets=targets)
+    assert result.targets.tolist() == [11] * len(PROMPTS)
+    dec = decompose(small, PROMPTS)
+    want = head_increase(Readout(small.arch), small.arch, dec.z, dec.resid[:, :-1], targets, dec.scale)
+    close(result.head, want)

@@ -1,0 +1,29 @@
+"""The bundled SmolLM2-135M: exact decomposition on the paper's example prompt."""
+from __future__ import annotations
+
+import torch
+
+from icl_helpers.attribution import Readout
+from icl_helpers.decompose import decompose
+from icl_helpers.locate import locate
+from tests.test_decompose import close
+
+EXAMPLE = "love : bar like : bar eight : foo two : foo one :"
+
+
+def test_bundled_model_decomposes_exactly(smollm):
+    arch = smollm.arch
+    assert (arch.n_layers, arch.n_heads, arch.n_kv_heads, arch.d_model) == (30, 9, 3, 576)
+    dec = decompose(smollm, [EXAMPLE], neurons=True)
+    close(dec.resid[:, 0] + dec.attn.sum(1) + dec.mlp.sum(1), dec.resid[:, -1])
+    close(dec.heads().sum(2), dec.attn)  # no output bias in Llama
+    close(torch.einsum("blk,lkd->bld", dec.neurons, torch.stack([arch.W_out(l) for l in range(30)])), dec.mlp)
+    close(Readout(arch).logits(dec.resid[:, -1], dec.scale), dec.logits)  # RMSNorm: exact
+    assert smollm.tokenizer.decode(dec.predictions) == " foo"
+
+
+def test_example_prompt_top_heads_are_deep(smollm):
+    result = locate(smollm, [EXAMPLE])
+    top = result.top_heads(10)
+    assert all(layer >= 15 for layer, _, _ in top), top  # all in the deeper half of 30 layers
+    assert top[0][2] > 0.5  # the best head alone raises log p(" foo") by over half a nat

@@ -1,0 +1,112 @@
+"""The decomposition must sum back to what the model computed, to float tolerance."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from icl_helpers.decompose import decompose
+from tests.conftest import PROMPTS
+
+
+def close(a: torch.Tensor, b: torch.Tensor, rel: float = 1e-5) -> None:
+    """Equal to `rel` of the larger tensor's scale (sums of many terms lose a few ulps)."""
+    atol = rel * max(1.0, float(b.abs().max()))
+    torch.testing.assert_close(a, b, rtol=0, atol=atol)
+
+
+@pytest.fixture(scope="module")
+def full(small):
+    return decompose(small, PROMPTS, pattern=True, values=True, attn_all=True, queries=True, neurons=True)
+
+
+def test_residual_stream_is_embeddings_plus_every_layer(full):
+    close(full.resid[:, 0] + full.attn.sum(1) + full.mlp.sum(1), full.resid[:, -1])
+    close(full.resid[:, 1:], full.mid + full.mlp)
+
+
+def test_layer_inputs_match_models_hidden_states(small, full):
+    enc = small.encode(PROMPTS)
+    with torch.no_grad():
+        hidden = small.model(**enc, output_hidden_states=True).hidden_states
+    rows = torch.arange(len(PROMPTS))
+    for l in range(small.arch.n_layers):
+        close(full.resid[:, l], hidden[l][rows, full.last])
+
+
+def test_heads_plus_bias_equal_attention_output(small, full):
+    heads = full.heads().sum(2)
+    for l in range(small.arch.n_layers):
+        b_O = small.arch.b_O(l)
+        close(heads[:, l] + (0 if b_O is None else b_O), full.attn[:, l])
+
+
+def test_position_terms_sum_to_each_head(small, full):
+    heads = full.heads()
+    for l in range(small.arch.n_layers):
+        for h in range(small.arch.n_heads):
+            close(full.position_terms(l, h).sum(1), heads[:, l, h])
+
+
+def test_neurons_sum_to_ffn_output(small, full):
+    for l in range(small.arch.n_layers):
+        bias = small.arch.mlp_out(l).bias
+        close(full.neurons[:, l] @ small.arch.W_out(l) + (0 if bias is None else bias), full.mlp[:, l])
+
+
+def test_attention_rows_match_models_attentions(small, full):
+    enc = small.encode(PROMPTS)
+    with torch.no_grad():
+        attentions = small.model(**enc, output_attentions=True).attentions
+    rows = torch.arange(len(PROMPTS))
+    for l in range(small.arch.n_layers):
+        close(full.pattern[:, l], attentions[l][rows, :, full.last])
+    # the last position attends to real tokens only
+    T = full.input_ids.shape[1]
+    after_last = torch.arange(T)[None, :] > full.last[:, None]
+    assert full.pattern.permute(0, 3, 1, 2)[after_last].abs().max() == 0
+
+
+def test_key_inputs_are_earlier_attention_outputs(small, full):
+    rows = torch.arange(len(PROMPTS))
+    for l in range(small.arch.n_layers + 1):
+        close(full.key_inputs(l)[rows, full.last], full.attn[:, :l].sum(1))
+
+
+def test_query_in_key_space_rebuilds_the_attention_row(small, full):
+    """GPT-2 (no rotation): softmax_p((q W_K^T) . ln_1(x_p) + q . b_K) / sqrt(dh) = alpha(t, p)."""
+    if small.name != "gpt2":
+        pytest.skip("keys are rotated by position in the Llama family")
+    arch = small.arch
+    enc = small.encode(PROMPTS)
+    with torch.no_grad():
+        hidden = small.model(**enc, output_hidden_states=True).hidden_states
+    real = enc["attention_mask"].bool()
+    for l in range(arch.n_layers):
+        normed = arch.blocks()[l].ln_1(hidden[l])  # [B, T, d]
+        b_K = arch.attn(l).c_attn.bias[arch.d_model : 2 * arch.d_model].view(arch.n_heads, arch.d_head)
+        for h in range(arch.n_heads):
+            q = full.queries[:, l, h]
+            scores = (normed @ full.query_in_key_space(l, h)[:, :, None]).squeeze(-1) + (q @ b_K[h])[:, None]
+            scores = (scores / arch.d_head**0.5).masked_fill(~real, -torch.inf)
+            close(scores.softmax(-1), full.pattern[:, l, h])
+
+
+def test_batched_equals_one_prompt_at_a_time(small, full):
+    for i, prompt in enumerate(PROMPTS):
+        one = decompose(small, [prompt], pattern=True, values=True, neurons=True)
+        n = int(one.last[0]) + 1
+        for name in ("resid", "attn", "mlp", "z", "logits", "scale", "neurons"):
+            close(getattr(full, name)[i], getattr(one, name)[0])
+        close(full.pattern[i, ..., :n], one.pattern[0])
+        close(full.values[i, :, :, :n], one.values[0])
+
+
+def test_final_scale_is_the_norm_the_model_used(small, full):
+    norm = small.arch.final_norm()
+    with torch.no_grad():
+        normed = norm(full.resid[:, -1])
+    gamma = small.arch.norm_weight()
+    beta = getattr(norm, "bias", None)
+    f = full.resid[:, -1]
+    centred = f - f.mean(-1, keepdim=True) if small.arch.norm_kind == "layer" else f
+    close(gamma * centred / full.scale[:, None] + (0 if beta is None else beta), normed)
