@@ -1,0 +1,313 @@
+"""Interventions during a normal forward pass (METHOD.md section 8).
+
+* `ablated`: zero, or set to a dataset mean, the output of any set of heads: a pre-hook on
+  the attention output projection replaces the heads' slices of z at every position.
+* `balanced_labels`: in chosen heads, the last position's attention weights on label
+  positions are divided by their class's count and rescaled to the label positions'
+  original total, so a class's weight no longer grows with its number of demonstrations
+  (majority-label bias).
+* `position_free_labels`: in chosen heads, the last position's scores to label keys are
+  computed without the keys' position term (recency bias). RoPE: every label key is
+  rotated to one common position (by default the prompt's last label position).
+  Absolute position embeddings (GPT-2) **(choice)**: the label key is recomputed from the
+  layer input minus the position embedding of its own position, x_p - wpe[p], through
+  ln_1 and the key projection; position information that earlier layers wrote into x_p
+  stays.
+
+Each is a context manager that changes nothing outside its `with` block: hooks are
+removed, and the attention function (registered through transformers'
+`AttentionInterface`, see `_edited_attention`) is switched back. They compose by nesting
+or with `applied(...)`, and act on a right-padded batch of B prompts and T tokens: the
+label edits take that batch's `LabelPositions`.
+"""
+from __future__ import annotations
+
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Callable, ContextManager, Iterator, Sequence
+from weakref import WeakKeyDictionary
+
+import torch
+from torch import nn
+from transformers import AttentionInterface
+from transformers.masking_utils import AttentionMaskInterface, eager_mask
+from transformers.models.llama.modeling_llama import rotate_half
+
+from .adapters import Arch, GPT2Arch
+from .hooks import Hook, attached
+from .models import ICLModel
+
+Heads = Sequence[tuple[int, int]]  # (layer, head) pairs
+
+
+def head_mask(arch: Arch, heads: Heads) -> torch.Tensor:
+    """[L, H] bool: True at the given (layer, head) pairs."""
+    mask = torch.zeros(arch.n_layers, arch.n_heads, dtype=torch.bool)
+    if len(heads):
+        layers, hs = torch.tensor([(l, h) for l, h, *_ in heads]).T
+        mask[layers, hs] = True
+    return mask
+
+
+def random_heads(arch: Arch, k: int, generator: torch.Generator, exclude: Heads = ()) -> list[tuple[int, int]]:
+    """k distinct heads drawn uniformly from all heads not in `exclude`."""
+    pool = (~head_mask(arch, exclude)).flatten().nonzero().flatten()
+    pick = pool[torch.randperm(len(pool), generator=generator)[:k]]
+    return [(i // arch.n_heads, i % arch.n_heads) for i in pick.tolist()]
+
+
+# --- ablation -----------------------------------------------------------------------
+
+
+@contextmanager
+def ablated(m: ICLModel, heads: Heads, means: torch.Tensor | None = None) -> Iterator[None]:
+    """Replace the output of `heads` at every position: by zero, or by `means` [L, H, dh]
+    (see `head_means`). Removing z_{l,h} removes exactly head_{l,h} = z_{l,h} W_O^{l,h}
+    from ATTN_l; an output bias b_O stays.
+    """
+    arch = m.arch
+    mask = head_mask(arch, heads)
+    hooks: list[Hook] = []
+    for l in mask.any(1).nonzero().flatten().tolist():
+        module = arch.attn_out(l)
+        fill = torch.zeros(arch.n_heads, arch.d_head) if means is None else means[l]
+        fill = fill.to(module.weight)
+        drop = mask[l].to(module.weight.device)
+        hooks.append((module, "pre", lambda mod, args, drop=drop, fill=fill: _replace_heads(args, drop, fill)))
+    with attached(hooks):
+        yield
+
+
+def _replace_heads(args: tuple, drop: torch.Tensor, fill: torch.Tensor) -> tuple:
+    """args[0] z [B, T, H*dh] with heads `drop` [H] set to `fill` [H, dh]."""
+    z = args[0]
+    per_head = z.view(*z.shape[:-1], *fill.shape)
+    return (torch.where(drop[:, None], fill, per_head).flatten(-2), *args[1:])
+
+
+@torch.no_grad()
+def head_means(m: ICLModel, prompts: list[str], batch_size: int = 32) -> torch.Tensor:
+    """[L, H, dh]: each head's z averaged over every real token of `prompts`."""
+    arch = m.arch
+    total = torch.zeros(arch.n_layers, arch.n_heads * arch.d_head, dtype=torch.float64)
+    count = 0
+    for start in range(0, len(prompts), batch_size):
+        enc = m.encode(prompts[start : start + batch_size])
+        real = enc["attention_mask"].bool()
+
+        def add(l: int, z: torch.Tensor) -> None:
+            total[l] += z[real].double().sum(0).cpu()
+
+        hooks: list[Hook] = [(arch.attn_out(l), "pre", lambda mod, args, l=l: add(l, args[0])) for l in range(arch.n_layers)]
+        with attached(hooks):
+            m.model.base_model(**enc, use_cache=False)
+        count += int(real.sum())
+    return (total / count).float().view(arch.n_layers, arch.n_heads, arch.d_head)
+
+
+# --- attention edits at the last position -------------------------------------------
+
+
+@dataclass
+class LabelPositions:
+    """Where one right-padded batch's labels are: B prompts, C label classes, T tokens."""
+
+    classes: torch.Tensor  # [B, C, T] bool: the positions of each label class
+    last: torch.Tensor  # [B]: index of the last real token (the query that predicts)
+
+    @classmethod
+    def from_masks(cls, masks: Sequence[torch.Tensor], attention_mask: torch.Tensor) -> "LabelPositions":
+        """From one [B, T] bool mask per class and the batch's attention mask [B, T]."""
+        return cls(torch.stack(list(masks), 1).bool(), attention_mask.sum(1) - 1)
+
+    @property
+    def any(self) -> torch.Tensor:
+        """[B, T] bool: every label position."""
+        return self.classes.any(1)
+
+    def to(self, device: torch.device) -> "LabelPositions":
+        return LabelPositions(self.classes.to(device), self.last.to(device))
+
+
+class LabelEdit:
+    """Edits one attention module's last-position row for the heads `heads` [H] bool.
+
+    `scores` acts before the softmax, `weights` after; both get and return [B, H, T, T].
+    """
+
+    def __init__(self, heads: torch.Tensor, labels: LabelPositions):
+        self.heads = heads
+        self.labels = labels
+
+    def scores(self, query: torch.Tensor, key: torch.Tensor, scores: torch.Tensor, scaling: float) -> torch.Tensor:
+        return scores
+
+    def weights(self, weights: torch.Tensor) -> torch.Tensor:
+        return weights
+
+    def _set_last_row(self, full: torch.Tensor, row: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
+        """full [B, H, T, T] with its last-position row replaced by `row` [B, H, T] where
+        `where` [B, H, T] and the edited heads; a new tensor."""
+        rows = torch.arange(full.shape[0], device=full.device)
+        last = self.labels.last.to(full.device)
+        where = where & self.heads.to(full.device)[None, :, None]
+        out = full.clone()
+        out[rows, :, last] = torch.where(where, row, full[rows, :, last])
+        return out
+
+
+class BalanceLabels(LabelEdit):
+    """Weights on label positions divided by their class's count, rescaled to their old total."""
+
+    def weights(self, weights: torch.Tensor) -> torch.Tensor:
+        rows = torch.arange(weights.shape[0], device=weights.device)
+        classes = self.labels.classes.to(weights.device)  # [B, C, T]
+        counts = classes.sum(-1, keepdim=True).clamp(min=1)  # [B, C, 1]
+        per_position = (classes / counts).sum(1).to(weights.dtype)  # [B, T]: 1/count, 0 off labels
+        row = weights[rows, :, self.labels.last.to(weights.device)]  # [B, H, T]
+        scaled = row * per_position[:, None]
+        old_total = (row * classes.any(1)[:, None]).sum(-1, keepdim=True)
+        new_total = scaled.sum(-1, keepdim=True)
+        rescaled = scaled * old_total / new_total.clamp(min=torch.finfo(weights.dtype).tiny)
+        return self._set_last_row(weights, rescaled, classes.any(1)[:, None].expand_as(row))
+
+
+class PositionFreeLabels(LabelEdit):
+    """Scores of the last query to label keys with the keys' position term removed.
+
+    keys(key [B, H_kv, T, dh]) -> [B, H_kv, T, dh] gives the position-free keys.
+    """
+
+    def __init__(self, heads: torch.Tensor, labels: LabelPositions, keys: Callable[[torch.Tensor], torch.Tensor]):
+        super().__init__(heads, labels)
+        self.keys = keys
+
+    def scores(self, query: torch.Tensor, key: torch.Tensor, scores: torch.Tensor, scaling: float) -> torch.Tensor:
+        rows = torch.arange(query.shape[0], device=query.device)
+        q = query[rows, :, self.labels.last.to(query.device)]  # [B, H, dh]
+        free = self.keys(key).repeat_interleave(query.shape[1] // key.shape[1], 1)  # [B, H, T, dh]
+        row = torch.einsum("bhd,bhtd->bht", q, free) * scaling
+        return self._set_last_row(scores, row, self.labels.any.to(query.device)[:, None].expand_as(row))
+
+
+class RotaryKeys:
+    """RoPE keys (already rotated to their own positions) rotated on to `target` [B]."""
+
+    def __init__(self, rotary: nn.Module, target: torch.Tensor):
+        self.rotary = rotary
+        self.target = target
+
+    def __call__(self, key: torch.Tensor) -> torch.Tensor:
+        T = key.shape[2]
+        offset = self.target.to(key.device)[:, None] - torch.arange(T, device=key.device)  # [B, T]
+        cos, sin = self.rotary(key, offset)  # [B, T, dh], times the rotary's attention scaling
+        scale = getattr(self.rotary, "attention_scaling", 1.0)
+        cos, sin = cos[:, None] / scale, sin[:, None] / scale
+        return key * cos + rotate_half(key) * sin
+
+
+class AbsoluteKeys:
+    """GPT-2 keys recomputed from the layer input minus its position embedding.
+
+    `x` [B, T, d], the layer input, is set by a pre-hook on the block (`hook`).
+    """
+
+    def __init__(self, arch: GPT2Arch, layer: int):
+        self.block = arch.blocks()[layer]
+        self.wpe = arch.position_embedding()
+        self.d = arch.d_model
+        self.x: torch.Tensor | None = None
+
+    def hook(self) -> Hook:
+        return (self.block, "pre", lambda mod, args: setattr(self, "x", args[0]))
+
+    def __call__(self, key: torch.Tensor) -> torch.Tensor:
+        B, H, T, dh = key.shape
+        x = self.x - self.wpe.weight[:T]
+        k = self.block.attn.c_attn(self.block.ln_1(x))[..., self.d : 2 * self.d]
+        return k.view(B, T, H, dh).transpose(1, 2)
+
+
+_IMPLEMENTATION = "icl_helpers_edited"
+_EDITS: WeakKeyDictionary[nn.Module, list[LabelEdit]] = WeakKeyDictionary()
+
+
+def _edited_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    """Eager attention (as in LlamaAttention / GPT2Attention) with the module's active
+    `LabelEdit`s applied. query [B, H, T, dh], key and value [B, H_kv, T, dh]; returns the
+    output [B, T, H, dh] and the (edited) weights [B, H, T, T]."""
+    groups = query.shape[1] // key.shape[1]
+    scores = query @ key.repeat_interleave(groups, 1).transpose(2, 3) * scaling
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    edits = _EDITS.get(module, [])
+    for edit in edits:
+        scores = edit.scores(query, key, scores, scaling)
+    weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    for edit in edits:
+        weights = edit.weights(weights)
+    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
+    out = weights @ value.repeat_interleave(groups, 1)
+    return out.transpose(1, 2).contiguous(), weights
+
+
+AttentionInterface.register(_IMPLEMENTATION, _edited_attention)
+AttentionMaskInterface.register(_IMPLEMENTATION, eager_mask)
+
+
+@contextmanager
+def _edited(m: ICLModel, edits: dict[int, LabelEdit], hooks: Sequence[Hook] = ()) -> Iterator[None]:
+    """Activate `edits` (layer -> edit) and `hooks`; switch the model's attention function."""
+    modules = {l: m.arch.attn(l) for l in edits}
+    previous = m.model.config._attn_implementation
+    for l, edit in edits.items():
+        _EDITS.setdefault(modules[l], []).append(edit)
+    m.model.set_attn_implementation(_IMPLEMENTATION)
+    try:
+        with attached(list(hooks)):
+            yield
+    finally:
+        m.model.set_attn_implementation(previous)
+        for l, edit in edits.items():
+            _EDITS[modules[l]].remove(edit)
+
+
+def balanced_labels(m: ICLModel, heads: Heads, labels: LabelPositions) -> ContextManager[None]:
+    """In `heads`, the last position's attention on label positions balanced across classes
+    (`BalanceLabels`). With equal class counts it changes nothing."""
+    mask = head_mask(m.arch, heads)
+    edits = {l: BalanceLabels(mask[l], labels) for l in mask.any(1).nonzero().flatten().tolist()}
+    return _edited(m, edits)
+
+
+def position_free_labels(
+    m: ICLModel, heads: Heads, labels: LabelPositions, target: torch.Tensor | None = None
+) -> ContextManager[None]:
+    """In `heads`, the last position's scores to label keys without their position term.
+
+    target [B]: the common position RoPE label keys are rotated to; default, each prompt's
+    last label position (with one label per prompt the rotation is then the identity).
+    Ignored for absolute position embeddings.
+    """
+    arch = m.arch
+    mask = head_mask(arch, heads)
+    layers = mask.any(1).nonzero().flatten().tolist()
+    if isinstance(arch, GPT2Arch):
+        keys = {l: AbsoluteKeys(arch, l) for l in layers}
+        hooks = [k.hook() for k in keys.values()]
+    else:
+        if target is None:
+            T = labels.classes.shape[-1]
+            target = (labels.any * torch.arange(T, device=labels.any.device)).amax(-1)
+        keys = {l: RotaryKeys(m.model.base_model.rotary_emb, target) for l in layers}
+        hooks = []
+    return _edited(m, {l: PositionFreeLabels(mask[l], labels, keys[l]) for l in layers}, hooks)
+
+
+@contextmanager
+def applied(*interventions: ContextManager) -> Iterator[None]:
+    """Enter several interventions at once (in order), leave them in reverse order."""
+    with ExitStack() as stack:
+        for intervention in interventions:
+            stack.enter_context(intervention)
+        yield

@@ -1,0 +1,163 @@
+"""Interventions: exact where they should change nothing, exact in what they remove,
+batched, composable, and gone afterwards."""
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+from icl_helpers.decompose import decompose
+from icl_helpers.interventions import (
+    AbsoluteKeys,
+    LabelPositions,
+    RotaryKeys,
+    ablated,
+    applied,
+    balanced_labels,
+    head_mask,
+    head_means,
+    position_free_labels,
+    random_heads,
+)
+from tests.conftest import PROMPTS
+from tests.test_decompose import close
+
+EXAMPLES = [
+    "love : bar like : bar eight : foo two : foo one :",
+    "happy : bar seven : foo three : foo ten :",
+    "a rather long demonstration here : bar fine : bar twelve : foo nine : foo six :",
+]
+
+
+def labels_of(m, prompts: list[str]) -> LabelPositions:
+    """Positions of the tokens " foo" (class 0) and " bar" (class 1) in each prompt."""
+    enc = m.encode(prompts)
+    ids = enc["input_ids"]
+    foo, bar = (m.tokenizer.encode(w)[0] for w in (" foo", " bar"))
+    return LabelPositions.from_masks([ids == foo, ids == bar], enc["attention_mask"])
+
+
+def last_logits(m, prompts: list[str]) -> torch.Tensor:
+    """[B, V] logits at each prompt's last real token."""
+    enc = m.encode(prompts)
+    with torch.no_grad():
+        hidden = m.model.base_model(**enc).last_hidden_state
+    return m.model.get_output_embeddings()(hidden[torch.arange(len(prompts)), enc["attention_mask"].sum(1) - 1])
+
+
+def some_heads(m) -> list[tuple[int, int]]:
+    return [(1, 0), (1, 3), (m.arch.n_layers - 1, 2)]
+
+
+def test_balancing_equal_classes_changes_nothing(small):
+    balanced = [EXAMPLES[0], EXAMPLES[2]]  # two foo and two bar labels each
+    with balanced_labels(small, some_heads(small), labels_of(small, balanced)):
+        edited = last_logits(small, balanced)
+    close(edited, last_logits(small, balanced))
+
+
+def test_identity_rotation_changes_nothing(small):
+    if small.arch.__class__.__name__ == "GPT2Arch":
+        pytest.skip("absolute positions: no rotation")
+    found = labels_of(small, EXAMPLES)
+    first_foo = found.classes[:, 0].int().argmax(-1)
+    one = torch.zeros_like(found.classes)
+    one[torch.arange(len(EXAMPLES)), 0, first_foo] = True
+    labels = LabelPositions(one, found.last)
+    with position_free_labels(small, some_heads(small), labels):  # target = that label's own position
+        edited = last_logits(small, EXAMPLES)
+    close(edited, last_logits(small, EXAMPLES))
+
+
+def test_rotary_keys_move_to_the_target_position():
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    rotary = LlamaRotaryEmbedding(LlamaConfig(hidden_size=64, num_attention_heads=4))
+    B, H, T, dh = 2, 3, 7, 16
+    raw = torch.randn(B, H, T, dh)
+    cos, sin = rotary(raw, torch.arange(T).expand(B, T))
+    _, at_own = apply_rotary_pos_emb(raw, raw, cos, sin)
+    target = torch.tensor([5, 2])
+    cos_t, sin_t = rotary(raw, target[:, None].expand(B, T))
+    _, at_target = apply_rotary_pos_emb(raw, raw, cos_t, sin_t)
+    close(RotaryKeys(rotary, target)(at_own), at_target)
+
+
+def test_gpt2_layer0_label_keys_lose_the_position_embedding(small):
+    if small.arch.__class__.__name__ != "GPT2Arch":
+        pytest.skip("GPT-2 only")
+    enc = small.encode(EXAMPLES)
+    keys = AbsoluteKeys(small.arch, 0)
+    keys.x = small.model.transformer.wte(enc["input_ids"]) + small.model.transformer.wpe.weight[: enc["input_ids"].shape[1]]
+    block, d = small.model.transformer.h[0], small.arch.d_model
+    expected = block.attn.c_attn(block.ln_1(small.model.transformer.wte(enc["input_ids"])))[..., d : 2 * d]
+    B, T = enc["input_ids"].shape
+    got = keys(torch.empty(B, small.arch.n_heads, T, small.arch.d_head))
+    close(got.transpose(1, 2).flatten(2), expected)
+
+
+def test_ablation_removes_exactly_the_heads_contribution(small):
+    layer = 1
+    plain = decompose(small, PROMPTS)
+    with ablated(small, [(layer, 0), (layer, 2)]):
+        cut = decompose(small, PROMPTS)
+    heads = plain.heads()[:, layer]
+    close(cut.attn[:, layer], plain.attn[:, layer] - heads[:, 0] - heads[:, 2])
+    close(cut.attn[:, :layer], plain.attn[:, :layer])
+
+
+def test_mean_ablation_sets_z_to_the_dataset_mean(small):
+    means = head_means(small, PROMPTS)
+    assert means.shape == (small.arch.n_layers, small.arch.n_heads, small.arch.d_head)
+    with ablated(small, [(2, 1)], means=means):
+        cut = decompose(small, PROMPTS)
+    close(cut.z[:, 2, 1], means[2, 1].expand(len(PROMPTS), -1))
+
+
+def test_balancing_divides_label_weights_by_class_count(small):
+    prompts = [EXAMPLES[1]]  # one bar label, two foo labels
+    labels = labels_of(small, prompts)
+    plain = decompose(small, prompts, pattern=True).pattern[0, 1]  # layer 1: [H, T]
+    with balanced_labels(small, [(1, 0)], labels):
+        edited = decompose(small, prompts, pattern=True).pattern[0, 1]
+    close(edited[1:], plain[1:])  # other heads untouched
+    is_label = labels.any[0]
+    close(edited[0, ~is_label], plain[0, ~is_label])
+    close(edited[0, is_label].sum(), plain[0, is_label].sum())  # label total kept
+    ratio = edited[0] / plain[0]
+    foo, bar = labels.classes[0]
+    close(ratio[foo], ratio[bar][0].expand(2) / 2)
+
+
+def test_interventions_work_in_a_batch_as_one_by_one(small):
+    heads = some_heads(small)
+
+    def run(prompts):
+        labels = labels_of(small, prompts)
+        with applied(ablated(small, [(0, 1)]), balanced_labels(small, heads, labels), position_free_labels(small, heads, labels)):
+            return last_logits(small, prompts)
+
+    close(run(EXAMPLES), torch.cat([run([p]) for p in EXAMPLES]), rel=1e-4)
+
+
+def test_model_is_unchanged_afterwards(small):
+    state = {k: v.clone() for k, v in small.model.state_dict().items()}
+    before = last_logits(small, EXAMPLES)
+    labels = labels_of(small, EXAMPLES)
+    with pytest.raises(RuntimeError):
+        with applied(ablated(small, some_heads(small)), position_free_labels(small, some_heads(small), labels)):
+            raise RuntimeError("an error inside the block")
+    with balanced_labels(small, some_heads(small), labels), ablated(small, some_heads(small), head_means(small, EXAMPLES)):
+        assert not torch.equal(last_logits(small, EXAMPLES), before)
+    assert small.model.config._attn_implementation == "eager"
+    assert all(not mod._forward_pre_hooks and not mod._forward_hooks for mod in small.model.modules())
+    assert all(torch.equal(v, state[k]) for k, v in small.model.state_dict().items())
+    assert torch.equal(last_logits(small, EXAMPLES), before)
+
+
+def test_random_heads_are_distinct_and_avoid_the_excluded(small):
+    exclude = some_heads(small)
+    drawn = random_heads(small.arch, 5, torch.Generator().manual_seed(0), exclude=exclude)
+    assert len(set(drawn)) == 5 and not set(drawn) & set(exclude)
+    assert head_mask(small.arch, drawn).sum() == 5
