@@ -1,0 +1,54 @@
+"""Notebook parameters: the defaults of a parameters cell, overridden by the environment."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import UsageError
+
+# parameter -> environment variable that overrides it
+ENV = {
+    "model": "ICL_MODEL",
+    "n_prompts": "ICL_N_PROMPTS",
+    "device": "ICL_DEVICE",
+    "dtype": "ICL_DTYPE",
+    "data_dir": "ICL_DATA_DIR",
+    "seed": "ICL_SEED",
+}
+
+
+@dataclass(frozen=True)
+class Params:
+    """What a notebook runs on: model, prompts a dataset, device, dtype, data directory, seed."""
+
+    model: str
+    n_prompts: int
+    device: str | None
+    dtype: str
+    data_dir: Path | None
+    seed: int
+
+
+def notebook_params(
+    model: str = "smollm2-135m",
+    n_prompts: int = 32,
+    device: str | None = None,
+    dtype: str = "float32",
+    data_dir: str | Path | None = None,
+    seed: int = 0,
+) -> Params:
+    """The parameters cell's values, each replaced by its environment variable when set
+    (ICL_MODEL, ICL_N_PROMPTS, ICL_DEVICE, ICL_DTYPE, ICL_DATA_DIR, ICL_SEED)."""
+    given = dict(model=model, n_prompts=n_prompts, device=device, dtype=dtype, data_dir=data_dir, seed=seed)
+    values = {k: os.environ.get(ENV[k]) or v for k, v in given.items()}
+    for key in ("n_prompts", "seed"):
+        try:
+            values[key] = int(values[key])
+        except ValueError:
+            raise UsageError(f"{ENV[key]} must be a whole number, not {values[key]!r}.") from None
+    if values["n_prompts"] < 1:
+        raise UsageError(f"The number of prompts must be at least 1, not {values['n_prompts']}.")
+    if values["data_dir"] is not None:
+        values["data_dir"] = Path(values["data_dir"]).expanduser()
+    return Params(**values)

@@ -1,0 +1,38 @@
+"""Notebook parameters: the cell's defaults, overridden by the environment."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from icl_helpers import UsageError
+from icl_helpers.notebook import ENV, notebook_params
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for var in ENV.values():
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_defaults_are_the_cells_values():
+    p = notebook_params(model="gpt2", n_prompts=7, data_dir="~/d")
+    assert (p.model, p.n_prompts, p.device, p.dtype, p.seed) == ("gpt2", 7, None, "float32", 0)
+    assert p.data_dir == Path("~/d").expanduser()
+
+
+def test_environment_overrides(monkeypatch):
+    monkeypatch.setenv("ICL_MODEL", "gpt2-large")
+    monkeypatch.setenv("ICL_N_PROMPTS", "1000")
+    monkeypatch.setenv("ICL_DEVICE", "cuda")
+    monkeypatch.setenv("ICL_DTYPE", "bfloat16")
+    monkeypatch.setenv("ICL_DATA_DIR", "/data")
+    p = notebook_params(n_prompts=32)
+    assert (p.model, p.n_prompts, p.device, p.dtype, p.data_dir) == ("gpt2-large", 1000, "cuda", "bfloat16", Path("/data"))
+
+
+@pytest.mark.parametrize("value", ["many", "0"])
+def test_bad_prompt_counts_say_what_to_do(monkeypatch, value):
+    monkeypatch.setenv("ICL_N_PROMPTS", value)
+    with pytest.raises(UsageError, match="ICL_N_PROMPTS|at least 1"):
+        notebook_params()
