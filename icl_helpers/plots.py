@@ -1,0 +1,181 @@
+"""The paper's figures, drawn from tensors the analyses return.
+
+Every function returns a matplotlib `Figure` that is not attached to pyplot: nothing is
+shown twice or kept alive by a widget redraw, and a notebook shows it by ending a cell
+with it. Heads are (layer, head) pairs, S of them; N is the number of prompts.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+import torch
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+Head = tuple[int, int]
+TRUE, FALSE = "#1f77b4", "#d62728"  # true labels blue, false labels red, in every figure
+
+
+def _fig(width: float = 7.0, height: float = 4.0, ncols: int = 1) -> tuple[Figure, object]:
+    fig = Figure(figsize=(width, height), layout="constrained")
+    axes = fig.subplots(1, ncols)
+    return fig, axes
+
+
+def head_names(heads: Sequence[Head]) -> list[str]:
+    """["22-0", ...]: the paper's layer-head notation."""
+    return [f"{l}-{h}" for l, h in heads]
+
+
+def layer_increase(attn: torch.Tensor, ffn: torch.Tensor, title: str) -> Figure:
+    """Fig. 2: log-probability increase of each attention and FFN layer, attn/ffn [L]."""
+    fig, ax = _fig(8, 3.5)
+    layers = np.arange(len(attn))
+    ax.bar(layers - 0.2, attn.numpy(), width=0.4, label="attention")
+    ax.bar(layers + 0.2, ffn.numpy(), width=0.4, label="FFN")
+    ax.axhline(0, color="black", lw=0.5)
+    ax.set(xlabel="layer", ylabel="log-probability increase", title=title)
+    ax.legend()
+    return fig
+
+
+def head_heatmap(scores: torch.Tensor, top: Sequence[Head], title: str) -> Figure:
+    """Figs. 3-4, 12-15: mean log-probability increase of every head [L, H]; top heads boxed."""
+    L, H = scores.shape
+    fig, ax = _fig(min(3 + 0.35 * H, 12), min(2 + 0.22 * L, 10))
+    lim = float(scores.abs().max())
+    sns.heatmap(scores.numpy(), ax=ax, cmap="RdBu_r", center=0, vmin=-lim, vmax=lim,
+                cbar_kws={"label": "mean log-probability increase"})
+    for l, h in top:
+        ax.add_patch(Rectangle((h, l), 1, 1, fill=False, edgecolor="black", lw=1.5))
+    ax.set(xlabel="head", ylabel="layer", title=f"{title} (boxed: top {len(top)})")
+    ax.invert_yaxis()
+    return fig
+
+
+def overlap_heatmap(overlap: torch.Tensor, names: Sequence[str], k: int) -> Figure:
+    """How many of the top-k heads two datasets share, overlap [D, D]."""
+    fig, ax = _fig(1.5 + 0.9 * len(names), 1 + 0.8 * len(names))
+    sns.heatmap(overlap.numpy(), ax=ax, annot=True, fmt="d", cmap="Greens", vmin=0, vmax=k,
+                xticklabels=names, yticklabels=names, cbar_kws={"label": f"shared heads of the top {k}"})
+    ax.set(xlabel="dataset", ylabel="dataset", title=f"Top-{k} in-context heads shared between datasets")
+    return fig
+
+
+def mrr_bars(heads: Sequence[Head], mrr: torch.Tensor, random_heads: Sequence[Head], random_mrr: torch.Tensor,
+             title: str) -> Figure:
+    """Fig. 5: label-value MRR [S] of each in-context head beside a random head of its layer."""
+    names = head_names(heads)
+    df = pd.DataFrame({
+        "head": names * 2,
+        "MRR": np.concatenate([mrr.numpy(), random_mrr.numpy()]),
+        "which": ["in-context head"] * len(heads) + ["random head, same layer"] * len(heads),
+    })
+    fig, ax = _fig(max(6, 0.45 * len(heads) + 2), 3.8)
+    sns.barplot(df, x="head", y="MRR", hue="which", ax=ax)
+    ax.set_yscale("log")
+    ax.set(xlabel="in-context head (layer-head)", ylabel="MRR of the label's own token (log)", title=title)
+    ax.tick_params(axis="x", rotation=90)
+    return fig
+
+
+def rank_hist(ranks: torch.Tensor, random_ranks: torch.Tensor, head: Head, random_head: Head) -> Figure:
+    """Ranks (1 = top) of label values' own tokens in one head and in a random head, [n] each."""
+    fig, ax = _fig(6, 3.5)
+    top = max(float(ranks.max()), float(random_ranks.max()), 2.0)
+    bins = np.logspace(0, np.log10(top), 30)
+    ax.hist(ranks.numpy(), bins=bins, alpha=0.7, label=f"head {head[0]}-{head[1]}")
+    ax.hist(random_ranks.numpy(), bins=bins, alpha=0.7, label=f"random head {random_head[0]}-{random_head[1]}")
+    ax.set_xscale("log")
+    ax.set(xlabel="rank of the label's own token (1 = top)", ylabel="label positions",
+           title=f"Label-value ranks, head {head[0]}-{head[1]}")
+    ax.legend()
+    return fig
+
+
+def label_attention_bars(heads: Sequence[Head], true: torch.Tensor, false: torch.Tensor, title: str) -> Figure:
+    """Fig. 6: mean attention from the last position to true and false labels, [N, S] each."""
+    names = head_names(heads)
+    df = pd.concat([_long(true, names, "true labels"), _long(false, names, "false labels")])
+    fig, ax = _fig(max(6, 0.45 * len(heads) + 2), 3.8)
+    sns.barplot(df, x="head", y="attention", hue="labels", palette=[TRUE, FALSE], errorbar="sd", ax=ax)
+    ax.set(xlabel="in-context head (layer-head)", ylabel="summed attention weight", title=title)
+    ax.tick_params(axis="x", rotation=90)
+    return fig
+
+
+def _long(values: torch.Tensor, names: list[str], labels: str) -> pd.DataFrame:
+    """[N, S] -> long table (head, attention, labels)."""
+    N = values.shape[0]
+    return pd.DataFrame({"head": names * N, "attention": values.flatten().numpy(), "labels": labels})
+
+
+def head_attention_hist(true: torch.Tensor, false: torch.Tensor, head: Head, title: str) -> Figure:
+    """One head's summed attention on true and on false labels over the prompts, [N] each."""
+    fig, ax = _fig(6, 3.5)
+    bins = np.linspace(0, max(float(true.max()), float(false.max()), 1e-3), 30)
+    ax.hist(true.numpy(), bins=bins, alpha=0.7, color=TRUE, label=f"true labels (mean {true.mean():.3f})")
+    ax.hist(false.numpy(), bins=bins, alpha=0.7, color=FALSE, label=f"false labels (mean {false.mean():.3f})")
+    ax.set(xlabel="summed attention weight from the last position", ylabel="prompts",
+           title=f"{title}: head {head[0]}-{head[1]}")
+    ax.legend()
+    return fig
+
+
+def prompt_attention(tokens: Sequence[str], alpha: torch.Tensor, true: torch.Tensor, false: torch.Tensor,
+                     head: Head) -> Figure:
+    """Attention of the last position over one prompt's tokens, alpha [T]; label masks [T]."""
+    colors = np.where(true.numpy(), TRUE, np.where(false.numpy(), FALSE, "#999999"))
+    fig, ax = _fig(max(6, 0.25 * len(tokens) + 1), 3.5)
+    ax.bar(np.arange(len(tokens)), alpha.numpy(), color=colors)
+    ax.set_xticks(np.arange(len(tokens)), [repr(t)[1:-1] for t in tokens], rotation=90, fontsize=7)
+    ax.set(xlabel="prompt token (blue: true labels, red: false labels)", ylabel="attention weight",
+           title=f"Attention from the last position, head {head[0]}-{head[1]}")
+    return fig
+
+
+def attention_vs_increase(weight: torch.Tensor, increase: torch.Tensor, title: str) -> Figure:
+    """Fig. 7: attention weight on true labels against the head's log-probability increase,
+    one point per (prompt, head), [n] each, with the mean increase in weight bins."""
+    fig, ax = _fig(6, 4)
+    ax.scatter(weight.numpy(), increase.numpy(), s=6, alpha=0.4, color=TRUE)
+    edges = np.linspace(0, float(weight.max()) + 1e-9, 11)
+    idx = np.digitize(weight.numpy(), edges) - 1
+    centres = [(edges[i] + edges[i + 1]) / 2 for i in range(10) if (idx == i).any()]
+    means = [increase.numpy()[idx == i].mean() for i in range(10) if (idx == i).any()]
+    ax.plot(centres, means, color="black", marker="o", label="bin mean")
+    ax.set(xlabel="summed attention weight on true labels", ylabel="head's log-probability increase", title=title)
+    ax.legend()
+    return fig
+
+
+def variant_attention(heads: Sequence[Head], attention: dict[str, tuple[torch.Tensor, torch.Tensor]],
+                      title: str) -> Figure:
+    """Figs. 8-11: mean summed attention on true and false labels per head, one bar group per
+    prompt variant; attention maps variant -> (true [N, S], false [N, S])."""
+    names = head_names(heads)
+    fig, axes = _fig(max(8, 0.7 * len(heads) + 2), 3.8, ncols=2)
+    for ax, which, color in zip(axes, (0, 1), (TRUE, FALSE)):
+        df = pd.concat([_long(pair[which], names, variant) for variant, pair in attention.items()])
+        sns.barplot(df, x="head", y="attention", hue="labels", errorbar=None, ax=ax,
+                    palette=sns.light_palette(color, n_colors=len(attention) + 1)[1:])
+        kind = "true" if which == 0 else "false"
+        ax.set(xlabel="in-context head (layer-head)", ylabel=f"summed attention on {kind} labels",
+               title=f"{kind} labels")
+        ax.tick_params(axis="x", rotation=90)
+        ax.legend(title=None)
+    fig.suptitle(title)
+    return fig
+
+
+def accuracy_change(accuracy: dict[str, float], title: str) -> Figure:
+    """Accuracy of each prompt variant (e.g. balanced, imbalanced), in [0, 1]."""
+    fig, ax = _fig(4, 3.2)
+    sns.barplot(x=list(accuracy), y=list(accuracy.values()), ax=ax, color="#7f7f7f")
+    for i, v in enumerate(accuracy.values()):
+        ax.text(i, v, f"{v:.1%}", ha="center", va="bottom")
+    ax.set(xlabel="prompts", ylabel="accuracy", ylim=(0, 1.1), title=title)
+    return fig

@@ -1,0 +1,137 @@
+"""Interactive pickers for the notebooks: controls that redraw a figure or a table.
+
+Every builder returns an `Explorer`: a widget whose controls (sliders, dropdowns) call its
+`redraw()`, which calls `draw(**values)` and shows the result (a Figure or a DataFrame)
+in its output area. `explorer.shown` holds the last result, so a test can move a control
+and check what was drawn.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Callable, Sequence
+
+import ipywidgets as widgets
+import torch
+from IPython.display import clear_output, display
+
+from . import plots, sweeps
+from .models import ICLModel
+from .sweeps import LabelAttention, Positions, PromptAttention
+
+Head = tuple[int, int]
+
+
+class Explorer(widgets.VBox):
+    """Controls above an output area; any control change redraws."""
+
+    def __init__(self, draw: Callable[..., Any], controls: dict[str, widgets.ValueWidget]):
+        self.draw = draw
+        self.controls = controls
+        self.out = widgets.Output()
+        self.shown: Any = None
+        super().__init__([widgets.HBox(list(controls.values())), self.out])
+        for control in controls.values():
+            control.observe(lambda _: self.redraw(), names="value")
+        self.redraw()
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """The current choice, by the draw function's argument names."""
+        return {name: control.value for name, control in self.controls.items()}
+
+    def redraw(self) -> None:
+        """Draw the current choice into the output area."""
+        self.shown = self.draw(**self.values)
+        with self.out:
+            clear_output(wait=True)
+            display(self.shown)
+
+
+def layer_head_sliders(n_layers: int, n_heads: int, start: Head = (0, 0)) -> dict[str, widgets.IntSlider]:
+    """Sliders `layer` and `head` over every head of a model, starting at `start`."""
+    return {
+        "layer": widgets.IntSlider(value=start[0], min=0, max=n_layers - 1, description="layer"),
+        "head": widgets.IntSlider(value=start[1], min=0, max=n_heads - 1, description="head"),
+    }
+
+
+def head_dropdown(heads: Sequence[Head], description: str = "head") -> dict[str, widgets.Dropdown]:
+    """A dropdown `head` over a list of (layer, head) pairs, labelled layer-head."""
+    options = [(f"{l}-{h}", (l, h)) for l, h in heads]
+    return {"head": widgets.Dropdown(options=options, value=tuple(heads[0]), description=description)}
+
+
+def prompt_slider(n_prompts: int) -> dict[str, widgets.IntSlider]:
+    """A slider `prompt` over prompt indices 0 .. n_prompts-1."""
+    return {"prompt": widgets.IntSlider(value=0, min=0, max=n_prompts - 1, description="prompt")}
+
+
+def any_head(draw: Callable[..., Any], n_layers: int, n_heads: int, start: Head = (0, 0),
+             n_prompts: int | None = None) -> Explorer:
+    """Pick any head with layer/head sliders (and a prompt, if n_prompts is given);
+    draw(layer=, head=[, prompt=])."""
+    controls = layer_head_sliders(n_layers, n_heads, start)
+    if n_prompts is not None:
+        controls |= prompt_slider(n_prompts)
+    return Explorer(draw, controls)
+
+
+def listed_head(draw: Callable[..., Any], heads: Sequence[Head], n_prompts: int | None = None) -> Explorer:
+    """Pick one of the listed heads (e.g. the in-context heads) from a dropdown (and a prompt,
+    if n_prompts is given); draw(head=(layer, head)[, prompt=])."""
+    controls = head_dropdown(heads)
+    if n_prompts is not None:
+        controls |= prompt_slider(n_prompts)
+    return Explorer(draw, controls)
+
+
+def attention_explorer(att: LabelAttention, start: Head, title: str) -> Explorer:
+    """Fig. 6 for any head: its summed attention on true vs false labels over the prompts."""
+    def draw(layer: int, head: int):
+        return plots.head_attention_hist(att.true[:, layer, head], att.false[:, layer, head], (layer, head), title)
+
+    return any_head(draw, att.true.shape[1], att.true.shape[2], start)
+
+
+def prompt_attention_explorer(m: ICLModel, prompts: list[str], true: Positions, false: Positions,
+                              start: Head) -> Explorer:
+    """The last position's attention over one prompt's tokens, any head and prompt."""
+
+    @lru_cache(maxsize=32)
+    def rows(prompt: int) -> PromptAttention:
+        return sweeps.prompt_attention(m, prompts[prompt], true[prompt], false[prompt])
+
+    def draw(layer: int, head: int, prompt: int):
+        pa = rows(prompt)
+        return plots.prompt_attention(pa.tokens, pa.pattern[layer, head], pa.true, pa.false, (layer, head))
+
+    return any_head(draw, m.arch.n_layers, m.arch.n_heads, start, n_prompts=len(prompts))
+
+
+def projection_explorer(m: ICLModel, prompts: list[str], labels: Positions, start: Head, k: int = 10) -> Explorer:
+    """Table 1 for any head and prompt: label values, label keys and the last query."""
+    def draw(layer: int, head: int, prompt: int):
+        return sweeps.projection_table(m, prompts[prompt], labels[prompt], (layer, head), k)
+
+    return any_head(draw, m.arch.n_layers, m.arch.n_heads, start, n_prompts=len(prompts))
+
+
+def rank_explorer(heads: Sequence[Head], ranks: torch.Tensor, random: Sequence[Head],
+                  random_ranks: torch.Tensor) -> Explorer:
+    """Fig. 5 per head: label-value ranks [N, S, K] of an in-context head beside its random head."""
+    def draw(head: Head):
+        s = list(heads).index(head)
+        got, base = ranks[:, s].flatten(), random_ranks[:, s].flatten()
+        return plots.rank_hist(got[~got.isnan()], base[~base.isnan()], head, random[s])
+
+    return listed_head(draw, heads)
+
+
+def variant_explorer(variants: dict[str, LabelAttention], start: Head, title: str) -> Explorer:
+    """Figs. 8-11 for any head: mean summed attention on true and false labels per variant."""
+    def draw(layer: int, head: int):
+        head_only = [(layer, head)]
+        return plots.variant_attention(head_only, {k: a.at(head_only) for k, a in variants.items()}, title)
+
+    first = next(iter(variants.values()))
+    return any_head(draw, first.true.shape[1], first.true.shape[2], start)

@@ -1,0 +1,81 @@
+"""Widget callbacks: moving a control redraws for the chosen layer, head and prompt."""
+from __future__ import annotations
+
+import pytest
+import torch
+from matplotlib.figure import Figure
+
+from icl_helpers import ICLModel, sweeps, widgets
+from icl_helpers.sweeps import LabelAttention
+from tests.conftest import PROMPTS, small_model
+
+L, H, N = 4, 3, 10
+
+
+@pytest.fixture(scope="module")
+def att() -> LabelAttention:
+    g = torch.Generator().manual_seed(0)
+    return LabelAttention(torch.rand(N, L, H, generator=g), torch.rand(N, L, H, generator=g) / 2)
+
+
+@pytest.fixture(scope="module")
+def gpt2(gpt2_tokenizer) -> ICLModel:
+    return ICLModel(small_model("gpt2"), gpt2_tokenizer, name="gpt2")
+
+
+def title(fig: Figure) -> str:
+    return " ".join([fig.axes[0].get_title(), fig.get_suptitle()])
+
+
+def test_explorer_calls_draw_with_the_controls_values():
+    calls = []
+    ex = widgets.any_head(lambda **kw: calls.append(kw) or len(calls), n_layers=L, n_heads=H, start=(1, 2), n_prompts=N)
+    ex.controls["prompt"].value = 7
+    assert calls == [dict(layer=1, head=2, prompt=0), dict(layer=1, head=2, prompt=7)]
+    assert ex.shown == 2
+
+
+def test_attention_explorer_redraws_for_the_chosen_head(att):
+    ex = widgets.attention_explorer(att, start=(0, 0), title="toy")
+    assert "head 0-0" in title(ex.shown)
+    ex.controls["layer"].value, ex.controls["head"].value = 3, 2
+    assert "head 3-2" in title(ex.shown)
+    legend = [t.get_text() for t in ex.shown.axes[0].get_legend().get_texts()]
+    assert f"{att.true[:, 3, 2].mean():.3f}" in legend[0] and f"{att.false[:, 3, 2].mean():.3f}" in legend[1]
+
+
+def test_variant_explorer_redraws_for_the_chosen_head(att):
+    variants = {"balanced": att, "imbalanced": LabelAttention(att.false, att.true)}
+    ex = widgets.variant_explorer(variants, start=(0, 0), title="toy")
+    ex.controls["layer"].value = 2
+    ax_true = ex.shown.axes[0]
+    assert [t.get_text() for t in ax_true.get_xticklabels()] == ["2-0"]
+    heights = sorted(round(p.get_height(), 5) for p in ax_true.patches if p.get_height() > 0)
+    assert heights == sorted(round(float(v), 5) for v in (att.true[:, 2, 0].mean(), att.false[:, 2, 0].mean()))
+
+
+def test_rank_explorer_redraws_for_the_chosen_head():
+    heads, random = [(1, 0), (2, 1)], [(1, 2), (2, 0)]
+    ranks = torch.tensor([[[1.0, 2.0], [5.0, 6.0]]]).repeat(N, 1, 1)  # [N, S=2, K=2]
+    ex = widgets.rank_explorer(heads, ranks, random, ranks * 100)
+    assert "head 1-0" in title(ex.shown)
+    ex.controls["head"].value = (2, 1)
+    assert "head 2-1" in title(ex.shown)
+    assert [t.get_text() for t in ex.shown.axes[0].get_legend().get_texts()] == ["head 2-1", "random head 2-0"]
+
+
+def test_projection_explorer_shows_the_chosen_heads_table(gpt2):
+    labels = [[2, 5, 8, 11], [2], [10, 15]]
+    ex = widgets.projection_explorer(gpt2, PROMPTS, labels, start=(0, 0), k=3)
+    ex.controls["layer"].value, ex.controls["head"].value, ex.controls["prompt"].value = 2, 1, 1
+    want = sweeps.projection_table(gpt2, PROMPTS[1], [2], (2, 1), k=3)
+    assert ex.shown.equals(want)
+
+
+def test_prompt_attention_explorer_draws_the_chosen_row(gpt2):
+    ex = widgets.prompt_attention_explorer(gpt2, PROMPTS, [[8, 11], [2], [1]], [[2, 5], [], [0]], start=(0, 0))
+    ex.controls["head"].value, ex.controls["prompt"].value = 3, 1
+    assert "head 0-3" in title(ex.shown)
+    bars = [p.get_height() for p in ex.shown.axes[0].patches]
+    want = sweeps.prompt_attention(gpt2, PROMPTS[1], [2], []).pattern[0, 3]
+    assert torch.allclose(torch.tensor(bars, dtype=want.dtype), want)
