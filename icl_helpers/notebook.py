@@ -37,16 +37,22 @@ def notebook_params(
     dtype: str = "float32",
     data_dir: str | Path | None = None,
     seed: int = 0,
+    env: dict[str, str] | None = None,
 ) -> Params:
     """The parameters cell's values, each replaced by its environment variable when set
-    (ICL_MODEL, ICL_N_PROMPTS, ICL_DEVICE, ICL_DTYPE, ICL_DATA_DIR, ICL_SEED)."""
+    (ICL_MODEL, ICL_N_PROMPTS, ICL_DEVICE, ICL_DTYPE, ICL_DATA_DIR, ICL_SEED).
+
+    env renames variables, e.g. {"model": "ICL_LLAMA_MODEL"} for a notebook that needs a
+    Llama-family model whatever ICL_MODEL says.
+    """
     given = dict(model=model, n_prompts=n_prompts, device=device, dtype=dtype, data_dir=data_dir, seed=seed)
-    values = {k: os.environ.get(ENV[k]) or v for k, v in given.items()}
+    names = ENV | (env or {})
+    values = {k: os.environ.get(names[k]) or v for k, v in given.items()}
     for key in ("n_prompts", "seed"):
         try:
             values[key] = int(values[key])
         except ValueError:
-            raise UsageError(f"{ENV[key]} must be a whole number, not {values[key]!r}.") from None
+            raise UsageError(f"{names[key]} must be a whole number, not {values[key]!r}.") from None
     if values["n_prompts"] < 1:
         raise UsageError(f"The number of prompts must be at least 1, not {values['n_prompts']}.")
     if values["data_dir"] is not None:

@@ -15,6 +15,7 @@ import torch
 from IPython.display import clear_output, display
 
 from . import plots, sweeps
+from .locate import LocateResult
 from .models import ICLModel
 from .sweeps import LabelAttention, Positions, PromptAttention
 
@@ -135,3 +136,11 @@ def variant_explorer(variants: dict[str, LabelAttention], start: Head, title: st
 
     first = next(iter(variants.values()))
     return any_head(draw, first.true.shape[1], first.true.shape[2], start)
+
+
+def layer_explorer(loc: LocateResult, title: str) -> Explorer:
+    """Fig. 2 for any prompt of a located dataset: each layer's attention and FFN increase."""
+    def draw(prompt: int):
+        return plots.layer_increase(loc.attn[prompt], loc.ffn[prompt], f"{title}, prompt {prompt}")
+
+    return Explorer(draw, prompt_slider(len(loc.targets)))

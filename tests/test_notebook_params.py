@@ -36,3 +36,10 @@ def test_bad_prompt_counts_say_what_to_do(monkeypatch, value):
     monkeypatch.setenv("ICL_N_PROMPTS", value)
     with pytest.raises(UsageError, match="ICL_N_PROMPTS|at least 1"):
         notebook_params()
+
+
+def test_a_notebook_can_rename_a_variable(monkeypatch):
+    monkeypatch.setenv("ICL_MODEL", "gpt2-large")
+    assert notebook_params(model="smollm2-135m", env={"model": "ICL_LLAMA_MODEL"}).model == "smollm2-135m"
+    monkeypatch.setenv("ICL_LLAMA_MODEL", "meta-llama/Llama-2-7b-hf")
+    assert notebook_params(env={"model": "ICL_LLAMA_MODEL"}).model == "meta-llama/Llama-2-7b-hf"

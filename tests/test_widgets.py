@@ -6,6 +6,7 @@ import torch
 from matplotlib.figure import Figure
 
 from icl_helpers import ICLModel, sweeps, widgets
+from icl_helpers.locate import LocateResult
 from icl_helpers.sweeps import LabelAttention
 from tests.conftest import PROMPTS, small_model
 
@@ -79,3 +80,14 @@ def test_prompt_attention_explorer_draws_the_chosen_row(gpt2):
     bars = [p.get_height() for p in ex.shown.axes[0].patches]
     want = sweeps.prompt_attention(gpt2, PROMPTS[1], [2], []).pattern[0, 3]
     assert torch.allclose(torch.tensor(bars, dtype=want.dtype), want)
+
+
+def test_layer_explorer_redraws_for_the_chosen_prompt():
+    g = torch.Generator().manual_seed(1)
+    loc = LocateResult(torch.rand(N, L, H, generator=g), torch.rand(N, L, generator=g), torch.rand(N, L, generator=g),
+                       torch.zeros(N, dtype=torch.long))
+    ex = widgets.layer_explorer(loc, "toy")
+    ex.controls["prompt"].value = 4
+    assert "prompt 4" in title(ex.shown)
+    heights = [p.get_height() for p in ex.shown.axes[0].patches]
+    assert torch.allclose(torch.tensor(heights, dtype=torch.float32), torch.cat([loc.attn[4], loc.ffn[4]]))
