@@ -1,0 +1,322 @@
+"""The paper's datasets as prompt records (METHOD.md section 1).
+
+Word classification (Section 4): word lists in `data/words/`, and 1,000 records a
+dataset in `data/<name>.jsonl`, generated with a fixed seed; regenerate them byte for byte
+with `python -m icl_helpers.datasets`. Records alternate between the two directions
+(even rows: input from the first class, odd rows: from the second).
+
+Sentence classification (Appendix A): SST-2, TREC (coarse), AG News and ETHOS, read from
+a data directory (argument, else $ICL_DATA_DIR, else ../shared/datasets beside the
+checkout), or else from the Hugging Face hub with the `datasets` package. Long texts:
+every demonstration and input is cut to at most `max_chars` characters (default 400, at
+the last space before the limit; 2% of AG News and 3% of ETHOS texts are cut, no SST-2 or
+TREC text). The tests check that this keeps every K=4 prompt that any of the four datasets
+can give within 1,024 GPT-2 tokens, the smallest context of the supported models.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .errors import UsageError
+from .prompts import Record, demos_per_class
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DATA = REPO_ROOT / "data"
+WORD_DATASETS: dict[str, tuple[str, str]] = {
+    "sentiment_number": ("sentiment", "number"),
+    "animal_country": ("animal", "country"),
+}
+WORD_CLASSES = tuple(c for pair in WORD_DATASETS.values() for c in pair)
+MAX_CHARS = 400
+
+
+# --- word classification -------------------------------------------------------------
+def read_word_list(name: str, directory: Path = DATA / "words") -> list[str]:
+    """The words of class `name` (data/words/<name>.txt, one a line), checked for duplicates."""
+    path = Path(directory) / f"{name}.txt"
+    if not path.is_file():
+        raise UsageError(f"No word list {path}: the word classes are {', '.join(WORD_CLASSES)}.")
+    words = [w.strip() for w in path.read_text(encoding="utf-8").splitlines() if w.strip()]
+    seen: set[str] = set()
+    for w in words:
+        if w.lower() in seen:
+            raise UsageError(f"{path}: {w!r} is listed twice; each word once.")
+        seen.add(w.lower())
+    return words
+
+
+def make_word_records(
+    classes: tuple[str, str], words: tuple[list[str], list[str]], n: int = 1000, seed: int = 0, k: int = 4
+) -> list[Record]:
+    """n records from two word lists; row i takes its input from classes[i % 2].
+
+    Each record: an input, K/2 other words of its class (true demonstrations) and K/2
+    words of the other class (false ones), drawn with random.Random(seed).
+    """
+    half = demos_per_class(k)
+    rng = random.Random(seed)
+    records = []
+    for i in range(n):
+        t, f = (0, 1) if i % 2 == 0 else (1, 0)
+        x, *true = rng.sample(words[t], half + 1)
+        false = rng.sample(words[f], half)
+        records.append(Record(x, classes[t], classes[f], tuple(true), tuple(false)))
+    return records
+
+
+def word_dataset_path(name: str, directory: Path = DATA) -> Path:
+    """data/<name>.jsonl for a known word dataset."""
+    if name not in WORD_DATASETS:
+        raise UsageError(f"Unknown word dataset {name!r}; choose one of {', '.join(WORD_DATASETS)}.")
+    return Path(directory) / f"{name}.jsonl"
+
+
+def write_word_datasets(directory: Path = DATA, n: int = 1000, seed: int = 0) -> list[Path]:
+    """Regenerate data/<name>.jsonl for every word dataset from data/words/; returns the files."""
+    paths = []
+    for name, classes in WORD_DATASETS.items():
+        records = make_word_records(classes, tuple(read_word_list(c) for c in classes), n, seed)
+        path = word_dataset_path(name, directory)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(r.to_json() + "\n" for r in records), encoding="utf-8", newline="\n")
+        paths.append(path)
+    return paths
+
+
+def load_word_records(name: str, directory: Path = DATA) -> list[Record]:
+    """The stored records of word dataset `name` ("sentiment_number" or "animal_country")."""
+    path = word_dataset_path(name, directory)
+    if not path.is_file():
+        raise UsageError(f"No file {path}: regenerate it with `python -m icl_helpers.datasets`.")
+    records = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            records.append(Record.from_json(line))
+        except ValueError as err:
+            raise UsageError(f"{path}:{i} is not a prompt record ({err}): regenerate it with `python -m icl_helpers.datasets`.") from None
+    return records
+
+
+# --- sentence classification -----------------------------------------------------------
+@dataclass(frozen=True)
+class Example:
+    text: str
+    label: str  # a class name
+
+
+@dataclass(frozen=True)
+class SentenceData:
+    """A sentence dataset. `train` is None where there is none: demonstrations then come from
+    `test` examples other than the input."""
+
+    name: str
+    classes: tuple[str, ...]
+    test: list[Example]
+    train: list[Example] | None
+
+
+class _Malformed(ValueError):
+    """A bad line of a local file (the loader adds the file name)."""
+
+
+def _sst2_line(row: list[str], classes: tuple[str, ...]) -> Example:
+    label, _, text = row[0].partition(" ")
+    if label not in ("0", "1") or not text.strip():
+        raise _Malformed("expected 'LABEL TEXT' with LABEL 0 or 1")
+    return Example(text, classes[int(label)])
+
+
+def _trec_line(row: list[str], classes: tuple[str, ...]) -> Example:
+    tag, _, text = row[0].partition(" ")
+    coarse = tag.split(":")[0]
+    if coarse not in classes or ":" not in tag or not text.strip():
+        raise _Malformed(f"expected 'COARSE:fine QUESTION' with COARSE one of {', '.join(classes)}")
+    return Example(text, coarse)
+
+
+def _agnews_row(row: list[str], classes: tuple[str, ...]) -> Example:
+    if len(row) != 3 or row[0] not in ("1", "2", "3", "4"):
+        raise _Malformed("expected 'Class Index,Title,Description' with a class index 1-4")
+    return Example(f"{row[1]} {row[2]}", classes[int(row[0]) - 1])
+
+
+def _ethos_row(row: list[str], classes: tuple[str, ...]) -> Example:
+    try:
+        score = float(row[1]) if len(row) == 2 else None
+    except ValueError:
+        score = None
+    if score is None or not 0 <= score <= 1:
+        raise _Malformed("expected 'comment;isHate' with isHate a number in [0, 1]")
+    return Example(row[0], classes[int(score >= 0.5)])
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where a dataset lives: local files under <data dir>/<name>/, and on the hub."""
+
+    classes: tuple[str, ...]  # hub label i is classes[i]
+    files: dict[str, str]  # split ("test", "train") -> file name
+    parse: Callable[[list[str], tuple[str, ...]], Example]  # (a row's fields, classes) -> example
+    table: tuple[str, list[str]] | None  # a CSV file's (delimiter, header); None: one example a line
+    hub: dict[str, str]  # load_dataset keyword arguments
+    hub_splits: dict[str, str]  # our split -> the hub's
+    hub_label: str = "label"
+
+
+SOURCES: dict[str, _Source] = {
+    "sst2": _Source(("negative", "positive"), {"train": "stsa.binary.train", "test": "stsa.binary.test"},
+                    _sst2_line, None, {"path": "SetFit/sst2"}, {"train": "train", "test": "test"}),
+    "trec": _Source(("ABBR", "ENTY", "DESC", "HUM", "LOC", "NUM"), {"train": "train.txt", "test": "test.txt"},
+                    _trec_line, None, {"path": "CogComp/trec", "revision": "refs/convert/parquet"},
+                    {"train": "train", "test": "test"}, hub_label="coarse_label"),
+    "agnews": _Source(("World", "Sports", "Business", "Sci/Tech"), {"test": "test.csv"},
+                      _agnews_row, (",", ["Class Index", "Title", "Description"]), {"path": "fancyzhx/ag_news"}, {"test": "test"}),
+    "ethos": _Source(("not hate", "hate"), {"test": "Ethos_Dataset_Binary.csv"},
+                     _ethos_row, (";", ["comment", "isHate"]), {"path": "iamollas/ethos", "name": "binary"}, {"test": "train"}),
+}
+
+
+def resolve_data_dir(path: str | Path | None = None) -> Path | None:
+    """The sentence-dataset directory: `path`, else $ICL_DATA_DIR, else ../shared/datasets
+    beside the checkout if it exists; None: no local copies (load from the hub)."""
+    chosen = path or os.environ.get("ICL_DATA_DIR")
+    if chosen:
+        chosen = Path(chosen).expanduser()
+        if not chosen.is_dir():
+            raise UsageError(
+                f"Data directory {chosen} does not exist: pass a directory holding "
+                f"{', '.join(f'{n}/' for n in SOURCES)} (argument or ICL_DATA_DIR), or unset ICL_DATA_DIR to use the hub."
+            )
+        return chosen
+    default = REPO_ROOT.parent / "shared" / "datasets"
+    return default if default.is_dir() else None
+
+
+def _clean(text: str) -> str:
+    """Whitespace runs to one space (both sources read alike)."""
+    return " ".join(text.split())
+
+
+def _read_local(path: Path, source: _Source) -> list[Example]:
+    if not path.is_file():
+        raise UsageError(f"Missing file {path}: copy the dataset there (see shared/datasets/README.md) or point ICL_DATA_DIR elsewhere.")
+    with path.open(encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f, delimiter=source.table[0])) if source.table else [[line] for line in f.read().splitlines()]
+    first = 1
+    if source.table:
+        delimiter, header = source.table
+        if not rows or rows[0] != header:
+            raise UsageError(f"{path}:1: malformed: expected the header {delimiter.join(header)!r}. Replace the file with a fresh copy.")
+        rows, first = rows[1:], 2
+    examples = []
+    for i, row in enumerate(rows, first):
+        try:
+            example = source.parse(row, source.classes)
+        except _Malformed as err:
+            raise UsageError(f"{path}:{i}: malformed: {err}. Replace the file with a fresh copy.") from None
+        examples.append(Example(_clean(example.text), example.label))
+    if not examples:
+        raise UsageError(f"{path} holds no examples. Replace the file with a fresh copy.")
+    return examples
+
+
+def _read_hub(name: str, source: _Source) -> dict[str, list[Example]]:
+    try:
+        import datasets as hf
+    except ImportError:
+        raise UsageError(
+            f"No local copy of {name} and the `datasets` package is not installed: "
+            f"pip install datasets (it loads {source.hub['path']} from the Hugging Face hub), "
+            f"or set ICL_DATA_DIR to a directory holding {name}/."
+        ) from None
+    try:
+        loaded = hf.load_dataset(**source.hub)
+        return {
+            split: [Example(_clean(row["text"]), source.classes[row[source.hub_label]]) for row in loaded[hub_split]]
+            for split, hub_split in source.hub_splits.items()
+        }
+    except Exception as err:  # network, hub and schema errors alike: one message
+        reason = (str(err).splitlines() or [type(err).__name__])[0]
+        raise UsageError(
+            f"Could not load {name} from the Hugging Face hub ({source.hub['path']}: {reason}); "
+            f"set ICL_DATA_DIR to a directory holding {name}/."
+        ) from None
+
+
+def load_sentences(name: str, data_dir: str | Path | None = None) -> SentenceData:
+    """Sentence dataset `name` (sst2, trec, agnews, ethos) from the data directory, else the hub."""
+    if name not in SOURCES:
+        raise UsageError(f"Unknown sentence dataset {name!r}; choose one of {', '.join(SOURCES)}.")
+    source, root = SOURCES[name], resolve_data_dir(data_dir)
+    if root is None:
+        splits = _read_hub(name, source)
+    else:
+        splits = {split: _read_local(root / name / file, source) for split, file in source.files.items()}
+    return SentenceData(name, source.classes, splits["test"], splits.get("train"))
+
+
+def truncate(text: str, max_chars: int = MAX_CHARS) -> str:
+    """`text` cut to at most `max_chars` characters, at the last space before the limit
+    (mid-word only where the first word alone is longer)."""
+    if len(text) <= max_chars:
+        return text
+    head = text[: max_chars + 1]
+    return head.rsplit(" ", 1)[0] if " " in head else text[:max_chars]
+
+
+def sentence_records(
+    name: str, n: int = 1000, seed: int = 0, k: int = 4, max_chars: int = MAX_CHARS, data_dir: str | Path | None = None
+) -> list[Record]:
+    """n records: inputs from the test split, K/2 true and K/2 false demonstrations.
+
+    Inputs are a random permutation of the test split (another one appended while n is
+    larger). True demonstrations share the input's class; the false ones all come from one
+    other class, drawn at random. Demonstrations come from the train split, or where there
+    is none (AG News, ETHOS) from the other test examples, never the input itself. Every
+    text is cut to `max_chars` characters. Same arguments, same records.
+    """
+    half = demos_per_class(k)
+    data = load_sentences(name, data_dir)
+    rng = random.Random(seed)
+    pool = data.train if data.train is not None else data.test
+    by_class = {c: [i for i, ex in enumerate(pool) if ex.label == c] for c in data.classes}
+    order: list[int] = []
+    while len(order) < n:
+        order += rng.sample(range(len(data.test)), len(data.test))
+    records = []
+    for idx in order[:n]:
+        x = data.test[idx]
+        false_class = rng.choice([c for c in data.classes if c != x.label])
+        mine = idx if data.train is None else -1  # the input's index in the pool, if it is there
+        true = _draw(rng, [i for i in by_class[x.label] if i != mine], half, name)
+        false = _draw(rng, by_class[false_class], half, name)
+        records.append(Record(
+            truncate(x.text, max_chars), x.label, false_class,
+            tuple(truncate(pool[i].text, max_chars) for i in true),
+            tuple(truncate(pool[i].text, max_chars) for i in false),
+        ))
+    return records
+
+
+def _draw(rng: random.Random, indices: list[int], count: int, name: str) -> list[int]:
+    if len(indices) < count:
+        raise UsageError(f"{name} has too few examples of a class for {count} demonstrations: lower K.")
+    return rng.sample(indices, count)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m icl_helpers.datasets [--out DIR]`: regenerate the word datasets."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--out", type=Path, default=DATA, help="directory for the JSONL files (default: data/)")
+    for path in write_word_datasets(parser.parse_args(argv).out):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Token positions of labels, demonstrations and the last position (METHOD.md section 1).
+
+Found from each prompt's character spans (`prompts.Prompt`) and the tokenizer's
+character offsets, never by assuming one token per word: a span starts at the first
+token that ends after its first character, and stops after the last non-empty token
+that starts before its end. A label's position is its first token (with " foo" after
+" : ", the token " foo", whose offsets may or may not include the space).
+Shapes: B prompts, T tokens (right-padded), K demonstrations (the most in the batch).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from torch.nn.utils.rnn import pad_sequence
+
+from .errors import UsageError
+from .prompts import Prompt
+
+
+@dataclass(frozen=True, eq=False)
+class Positions:
+    """Token indices into the right-padded [B, T] encoding; -1 past a prompt's K demonstrations."""
+
+    labels: torch.Tensor  # [B, K] long: each label's first token, prompt order
+    is_true: torch.Tensor  # [B, K] bool: the label is the true one (False on padding)
+    demos: torch.Tensor  # [B, K, 2] long: each demonstration's tokens [start, stop)
+    last: torch.Tensor  # [B] long: the last real token (the final ":")
+
+    @property
+    def valid(self) -> torch.Tensor:
+        """[B, K] bool: a demonstration (and label) is there."""
+        return self.labels >= 0
+
+    def chosen(self, true: bool) -> torch.Tensor:
+        """[B, K] bool: the true (or false) labels."""
+        return self.valid & (self.is_true == true)
+
+    def mask(self, length: int, true: bool) -> torch.Tensor:
+        """[B, length] bool, True at the true (or false) label positions."""
+        index = torch.where(self.chosen(true), self.labels, length)  # unchosen -> a spare column
+        mask = torch.zeros(self.labels.shape[0], length + 1, dtype=torch.bool, device=self.labels.device)
+        return mask.scatter_(1, index, True)[:, :length]
+
+    def lists(self, true: bool) -> list[list[int]]:
+        """Per prompt, the true (or false) label positions, in prompt order."""
+        return [row[keep].tolist() for row, keep in zip(self.labels.cpu(), self.chosen(true).cpu())]
+
+
+def _pad_pairs(rows: Sequence[Sequence[tuple[int, int]]], value: int) -> torch.Tensor:
+    """[B, K, 2] long from B lists of pairs, padded with `value`."""
+    return pad_sequence([torch.tensor(r, dtype=torch.long).view(-1, 2) for r in rows], batch_first=True, padding_value=value)
+
+
+def from_offsets(prompts: Sequence[Prompt], offsets: torch.Tensor, attention_mask: torch.Tensor) -> Positions:
+    """Positions from a right-padded encoding of the prompts' texts.
+
+    offsets: [B, T, 2] character offsets of each token; attention_mask: [B, T].
+    """
+    if offsets.shape[0] != len(prompts):
+        raise UsageError(f"{len(prompts)} prompts but an encoding of {offsets.shape[0]}: encode exactly these prompts.")
+    device = offsets.device
+    labels = _pad_pairs([p.labels for p in prompts], -1).to(device)  # [B, K, 2] character spans
+    demos = _pad_pairs([p.demos for p in prompts], -1).to(device)
+    is_true = pad_sequence([torch.tensor(p.is_true, dtype=torch.bool) for p in prompts], batch_first=True).to(device)
+    real = attention_mask.bool()[:, None, :]  # [B, 1, T]
+    tok_start, tok_end = offsets[..., 0][:, None, :], offsets[..., 1][:, None, :]  # [B, 1, T]
+    T = offsets.shape[1]
+
+    def first_token(chars: torch.Tensor) -> torch.Tensor:
+        """[B, K]: the first real token ending after character chars [B, K]."""
+        return (real & (tok_end > chars[..., None])).int().argmax(-1)
+
+    def stop_token(chars: torch.Tensor) -> torch.Tensor:
+        """[B, K]: one past the last real, non-empty token starting before character chars."""
+        hit = real & (tok_start < chars[..., None]) & (tok_end > tok_start)
+        return (hit * torch.arange(1, T + 1, device=device)).amax(-1)
+
+    valid = labels[..., 0] >= 0
+    spans = torch.stack([first_token(demos[..., 0]), stop_token(demos[..., 1])], -1)
+    return Positions(
+        labels=torch.where(valid, first_token(labels[..., 0]), -1),
+        is_true=is_true,
+        demos=torch.where(valid[..., None], spans, -1),
+        last=attention_mask.sum(1) - 1,
+    )
+
+
+def from_encoding(prompts: Sequence[Prompt], enc) -> Positions:
+    """Positions from `ICLModel.encode([p.text for p in prompts], offsets=True)`."""
+    if "offset_mapping" not in enc:
+        raise UsageError("The encoding has no character offsets: encode with offsets=True.")
+    return from_offsets(prompts, enc["offset_mapping"], enc["attention_mask"])
+
+
+def find_positions(tokenizer, prompts: Sequence[Prompt]) -> Positions:
+    """Positions of the prompts for `tokenizer` (a fast tokenizer), in one batched call.
+
+    The same indices as in `ICLModel.encode` of the texts (same tokenizer, right padding),
+    without needing a pad token.
+    """
+    if len(prompts) == 0:
+        raise UsageError("No prompts given: pass at least one prompt.")
+    enc = tokenizer([p.text for p in prompts], return_offsets_mapping=True)
+    offsets = _pad_pairs(enc["offset_mapping"], 0)
+    mask = pad_sequence([torch.ones(len(ids), dtype=torch.long) for ids in enc["input_ids"]], batch_first=True)
+    return from_offsets(prompts, offsets, mask)

@@ -1,0 +1,204 @@
+"""Word lists, the stored word datasets and the sentence-dataset loaders."""
+import sys
+import types
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from icl_helpers import UsageError
+from icl_helpers import datasets as ds
+from icl_helpers.prompts import Record, build_prompts, by_direction
+
+from conftest import SHARED
+
+DATA_DIR = SHARED / "datasets"
+WORDS = {c: ds.read_word_list(c) for c in ds.WORD_CLASSES}
+
+
+# --- word classification -------------------------------------------------------------
+def test_word_lists_are_large_distinct_and_disjoint():
+    assert {c: len(w) for c, w in WORDS.items()} == {"sentiment": 105, "number": 70, "animal": 116, "country": 112}
+    for words in WORDS.values():
+        assert all(w == w.strip() and w for w in words)
+    lowered = [w.lower() for words in WORDS.values() for w in words]
+    assert len(lowered) == len(set(lowered))  # no duplicate within a list, no word in two lists
+
+
+def test_duplicate_word_is_refused(tmp_path):
+    (tmp_path / "animal.txt").write_text("cat\ndog\nCat\n")
+    with pytest.raises(UsageError, match=r"animal\.txt: 'Cat' is listed twice; each word once\.$"):
+        ds.read_word_list("animal", tmp_path)
+
+
+@pytest.mark.parametrize("name", list(ds.WORD_DATASETS))
+def test_stored_records_are_as_the_paper_built_them(name):
+    records = ds.load_word_records(name)
+    first, second = ds.WORD_DATASETS[name]
+    assert len(records) == 1000
+    assert [r.direction for r in records[:2]] == [f"{first}/{second}", f"{second}/{first}"]
+    assert {d: len(g) for d, g in by_direction(records).items()} == {f"{first}/{second}": 500, f"{second}/{first}": 500}
+    for r in records:
+        assert r.input in WORDS[r.true_class] and r.input not in r.true_demos
+        assert len(r.true_demos) == len(r.false_demos) == 2 and len(set(r.true_demos)) == 2 and len(set(r.false_demos)) == 2
+        assert set(r.true_demos) <= set(WORDS[r.true_class]) and set(r.false_demos) <= set(WORDS[r.false_class])
+    assert len({r.to_json() for r in records}) > 990  # sampled, not repeated
+
+
+def test_generator_is_deterministic():
+    args = (("animal", "country"), (WORDS["animal"], WORDS["country"]), 6, 3)
+    assert ds.make_word_records(*args) == ds.make_word_records(*args)
+    assert ds.make_word_records(*args) != ds.make_word_records(*args[:3], 4)
+
+
+def test_command_regenerates_the_files_byte_for_byte(tmp_path):
+    ds.main(["--out", str(tmp_path)])  # what `python -m icl_helpers.datasets --out DIR` runs
+    for name in ds.WORD_DATASETS:
+        assert (tmp_path / f"{name}.jsonl").read_bytes() == ds.word_dataset_path(name).read_bytes()
+
+
+def test_first_stored_prompt():
+    prompt = build_prompts(ds.load_word_records("sentiment_number")[:1])[0]
+    assert prompt.text == "five : bar dozen : bar worried : foo comfort : foo smile :"
+
+
+def test_malformed_word_file_is_refused(tmp_path):
+    path = ds.word_dataset_path("animal_country", tmp_path)
+    path.write_text(Record("cat", "animal", "country", ("dog",), ("Peru",)).to_json() + '\n{"input": 3}\n')
+    with pytest.raises(UsageError, match=r"animal_country\.jsonl:2 is not a prompt record \(expected a JSON object with the keys"):
+        ds.load_word_records("animal_country", tmp_path)
+    with pytest.raises(UsageError, match=r"^Unknown word dataset 'sst2'; choose one of sentiment_number, animal_country\.$"):
+        ds.load_word_records("sst2")
+
+
+# --- sentence classification -----------------------------------------------------------
+SIZES = {  # (test, train or None, first test example)
+    "sst2": (1821, 6920, ("no movement , no yuks , not much of anything .", "negative")),
+    "trec": (500, 5452, ("How far is it from Denver to Aspen ?", "NUM")),
+    "agnews": (7600, None, ("Fears for T N pension after talks Unions representing workers at Turner Newall say they "
+                            "are 'disappointed' after talks with stricken parent firm Federal Mogul.", "Business")),
+    "ethos": (998, None, ("You should know women's sports are a joke", "hate")),
+}
+
+
+@pytest.mark.parametrize("name", list(ds.SOURCES))
+def test_local_datasets_load(name):
+    data = ds.load_sentences(name, DATA_DIR)
+    n_test, n_train, first = SIZES[name]
+    assert (len(data.test), data.train and len(data.train)) == (n_test, n_train)
+    assert (data.test[0].text, data.test[0].label) == first
+    assert {e.label for e in data.test} == set(data.classes)
+
+
+def test_class_counts():
+    assert Counter(e.label for e in ds.load_sentences("ethos", DATA_DIR).test) == {"not hate": 565, "hate": 433}
+    assert Counter(e.label for e in ds.load_sentences("agnews", DATA_DIR).test) == {c: 1900 for c in ds.SOURCES["agnews"].classes}
+
+
+@pytest.mark.parametrize("name", list(ds.SOURCES))
+def test_sentence_records(name):
+    data = ds.load_sentences(name, DATA_DIR)
+    pool = {ds.truncate(e.text): e.label for e in (data.train or data.test)}
+    records = ds.sentence_records(name, n=40, data_dir=DATA_DIR)
+    assert records == ds.sentence_records(name, n=40, data_dir=DATA_DIR)
+    assert records != ds.sentence_records(name, n=40, seed=1, data_dir=DATA_DIR)
+    for r in records:
+        assert r.true_class != r.false_class and {r.true_class, r.false_class} <= set(data.classes)
+        assert [pool[d] for d in r.true_demos] == [r.true_class] * 2
+        assert [pool[d] for d in r.false_demos] == [r.false_class] * 2
+
+
+def test_demonstrations_never_include_the_input(tmp_path):
+    # ETHOS has no train split; with 3 comments a class, the two true demonstrations must be the other two
+    (tmp_path / "ethos").mkdir()
+    rows = [f"hateful {i};1.0" for i in range(3)] + [f"kind {i};0.0" for i in range(3)]
+    (tmp_path / "ethos" / "Ethos_Dataset_Binary.csv").write_text("comment;isHate\n" + "\n".join(rows) + "\n")
+    records = ds.sentence_records("ethos", n=12, data_dir=tmp_path)
+    assert Counter(r.input for r in records) == {t: 2 for t in [f"hateful {i}" for i in range(3)] + [f"kind {i}" for i in range(3)]}
+    for r in records:
+        word = r.input.split()[0]
+        assert sorted(r.true_demos) == sorted(f"{word} {i}" for i in range(3) if f"{word} {i}" != r.input)
+
+
+def test_truncation_policy():
+    text = "alpha beta gamma"
+    cuts = [ds.truncate(text, n) for n in (16, 15, 10, 9, 5, 4)]
+    assert cuts == [text, "alpha beta", "alpha beta", "alpha", "alpha", "alph"]
+    records = ds.sentence_records("agnews", n=300, data_dir=DATA_DIR)
+    texts = [t for r in records for t in (r.input, *r.true_demos, *r.false_demos)]
+    assert max(map(len, texts)) <= ds.MAX_CHARS and sum(len(t) > 300 for t in texts) > 0
+
+
+def test_every_prompt_fits_gpt2_context(gpt2_tokenizer):
+    """The worst K=4 prompt any dataset can give: five longest texts plus labels and separators."""
+    longest = {}
+    for name in ds.SOURCES:
+        data = ds.load_sentences(name, DATA_DIR)
+        texts = [" " + ds.truncate(e.text) for e in data.test + (data.train or [])]
+        longest[name] = max(map(len, gpt2_tokenizer(texts)["input_ids"]))
+    assert longest == {"sst2": 76, "trec": 39, "agnews": 159, "ethos": 134}
+    overhead = len(gpt2_tokenizer(" : foo" * 4 + " :")["input_ids"]) + 1  # +1: the first text has no leading space
+    assert 5 * max(longest.values()) + overhead <= 1024
+
+
+def test_missing_directory_is_refused(tmp_path, monkeypatch):
+    message = f"^Data directory {tmp_path / 'nope'} does not exist: pass a directory holding sst2/, trec/, agnews/, ethos/"
+    with pytest.raises(UsageError, match=message):
+        ds.load_sentences("sst2", tmp_path / "nope")
+    monkeypatch.setenv("ICL_DATA_DIR", str(tmp_path / "nope"))
+    with pytest.raises(UsageError, match=message):
+        ds.sentence_records("sst2", n=2)
+    with pytest.raises(UsageError, match=rf"^Missing file {tmp_path / 'trec' / 'train.txt'}: copy the dataset there"):
+        ds.load_sentences("trec", tmp_path)
+
+
+@pytest.mark.parametrize("name, content, line, what", [
+    ("sst2", "1 fine film .\n2 what ?\n", 2, "expected 'LABEL TEXT' with LABEL 0 or 1"),
+    ("trec", "NUM:dist How far ?\nhow far ?\n", 2, "expected 'COARSE:fine QUESTION'"),
+    ("agnews", "Class,Title,Description\n", 1, "expected the header 'Class Index,Title,Description'"),
+    ("agnews", "Class Index,Title,Description\n5,a,b\n", 2, "expected 'Class Index,Title,Description' with a class index 1-4"),
+    ("ethos", "comment;isHate\nok;0.0\nbad;yes\n", 3, "expected 'comment;isHate' with isHate a number in \\[0, 1\\]"),
+])
+def test_malformed_file_is_refused(tmp_path, name, content, line, what):
+    for file in ds.SOURCES[name].files.values():
+        (tmp_path / name).mkdir(exist_ok=True)
+        (tmp_path / name / file).write_text(content)
+    path = tmp_path / name / next(iter(ds.SOURCES[name].files.values()))  # the first file read
+    with pytest.raises(UsageError, match=rf"^{path}:{line}: malformed: {what}.*Replace the file with a fresh copy\.$"):
+        ds.load_sentences(name, tmp_path)
+
+
+@pytest.fixture
+def no_local_copy(monkeypatch):
+    monkeypatch.delenv("ICL_DATA_DIR", raising=False)
+    monkeypatch.setattr(ds, "REPO_ROOT", Path("/nonexistent/checkout"))
+
+
+def test_hub_needs_the_datasets_package(no_local_copy, monkeypatch):
+    monkeypatch.setitem(sys.modules, "datasets", None)  # import fails
+    with pytest.raises(UsageError, match=r"^No local copy of trec and the `datasets` package is not installed: pip install datasets"):
+        ds.load_sentences("trec")
+
+
+def test_hub_rows_map_to_the_local_format(no_local_copy, monkeypatch):
+    calls = []
+
+    def load_dataset(**kwargs):
+        calls.append(kwargs)
+        return {"train": [{"text": "  a\ncomment ", "label": 1}, {"text": "fine", "label": 0}], "test": [{"text": "x", "label": 3}]}
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    ethos = ds.load_sentences("ethos")
+    assert (ethos.test, ethos.train) == ([ds.Example("a comment", "hate"), ds.Example("fine", "not hate")], None)
+    agnews = ds.load_sentences("agnews")
+    assert (agnews.test, agnews.train) == ([ds.Example("x", "Sci/Tech")], None)
+    assert calls == [{"path": "iamollas/ethos", "name": "binary"}, {"path": "fancyzhx/ag_news"}]
+
+
+def test_hub_failure_is_one_message(no_local_copy, monkeypatch):
+    def load_dataset(**kwargs):
+        raise ConnectionError("Couldn't reach the hub\nmore detail")
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    with pytest.raises(UsageError, match=r"^Could not load sst2 from the Hugging Face hub \(SetFit/sst2: Couldn't reach the hub\); set ICL_DATA_DIR"):
+        ds.load_sentences("sst2")
