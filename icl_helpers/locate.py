@@ -6,9 +6,11 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
-from .attribution import Readout, head_increase
+from .attribution import Readout, layer_head_increase
 from .decompose import decompose
 from .models import ICLModel
+
+GROUP_FLOATS = 2**27  # floats of last-position vectors (z, residuals) one scoring pass may hold
 
 
 @dataclass
@@ -44,21 +46,39 @@ def locate(
     """Score every attention layer, FFN layer and head of every prompt.
 
     targets: [N] token ids to score; default, each prompt's predicted token.
-    The prompts run through the model in batches of `batch_size`; the scoring then runs
-    over all of them at once, so folding W_O into the readout is paid once a run.
+    The prompts run through the model in batches of `batch_size`. Their last-position
+    vectors are then scored a group at a time, as many prompts as GROUP_FLOATS allows (all
+    of them, for a few thousand prompts of a small model), in one pass over the vocabulary
+    that folds W_O into the readout once: memory stays bounded for any number of prompts.
     """
-    parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("z", "base", "attn", "mlp", "scale", "w")}
-    for start in tqdm(range(0, len(prompts), batch_size), desc="forward", disable=not progress):
-        dec = decompose(m, prompts[start : start + batch_size])
-        for key, value in zip(parts, (dec.z, dec.resid[:, :-1], dec.attn, dec.mlp, dec.scale, dec.predictions)):
-            parts[key].append(value)
     if len(prompts) == 0:
         m.encode(prompts)  # raises the empty-list error
-    z, base, attn, mlp, scale, w = (torch.cat(v) for v in parts.values())
+    arch = m.arch
+    per_prompt = arch.n_layers * arch.n_heads * arch.d_head + (arch.n_layers + 1) * arch.d_model
+    group = max(1, GROUP_FLOATS // per_prompt // batch_size) * batch_size
+    targets = None if targets is None else torch.as_tensor(targets)
+    readout = Readout(arch)
+    bar = tqdm(total=-(-len(prompts) // batch_size), desc="forward", disable=not progress)
+    parts = [
+        _score_group(m, readout, prompts[g : g + group], None if targets is None else targets[g : g + group], batch_size, bar)
+        for g in range(0, len(prompts), group)
+    ]
+    bar.close()
+    return LocateResult(*(torch.cat(p) for p in zip(*parts)))
+
+
+def _score_group(
+    m: ICLModel, readout: Readout, prompts: list[str], targets: torch.Tensor | None, batch_size: int, bar: tqdm
+) -> tuple[torch.Tensor, ...]:
+    """(head [n, L, H], attn [n, L], ffn [n, L], targets [n]) on the CPU for n prompts."""
+    parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("z", "resid", "scale", "w")}
+    for start in range(0, len(prompts), batch_size):
+        dec = decompose(m, prompts[start : start + batch_size])
+        for key, value in zip(parts, (dec.z, dec.resid, dec.scale, dec.predictions)):
+            parts[key].append(value)
+        bar.update(1)
+    z, resid, scale, w = (torch.cat(v) for v in parts.values())
     if targets is not None:
-        w = torch.as_tensor(targets, device=w.device)
-    readout = Readout(m.arch)
-    head = head_increase(readout, m.arch, z, base, w, scale)
-    attn_inc = readout.vector_increase(base, attn.unsqueeze(2), w, scale).squeeze(-1)
-    ffn_inc = readout.vector_increase(base + attn, mlp.unsqueeze(2), w, scale).squeeze(-1)
-    return LocateResult(head.cpu(), attn_inc.cpu(), ffn_inc.cpu(), w.cpu())
+        w = targets.to(w.device)
+    head, attn, ffn = layer_head_increase(readout, m.arch, z, resid, w, scale)
+    return head.cpu(), attn.cpu(), ffn.cpu(), w.cpu()

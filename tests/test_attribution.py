@@ -94,3 +94,13 @@ def test_locate_scores_given_targets(small):
     dec = decompose(small, PROMPTS)
     want = head_increase(Readout(small.arch), small.arch, dec.z, dec.resid[:, :-1], targets, dec.scale)
     close(result.head, want)
+
+
+def test_locate_in_groups_equals_one_group(small, monkeypatch):
+    prompts = PROMPTS * 4
+    whole = locate(small, prompts, batch_size=4)
+    monkeypatch.setattr("icl_helpers.locate.GROUP_FLOATS", 1)  # one batch of 4 prompts a group
+    grouped = locate(small, prompts, batch_size=4)
+    for got, want in zip((grouped.head, grouped.attn, grouped.ffn), (whole.head, whole.attn, whole.ffn)):
+        close(got, want)
+    assert torch.equal(grouped.targets, whole.targets)
