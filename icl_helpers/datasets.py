@@ -304,6 +304,14 @@ def sentence_records(
     return records
 
 
+def dataset_records(name: str, n: int, seed: int = 0, data_dir: str | Path | None = None) -> list[Record]:
+    """The first n records of a word dataset (both directions alternate), or n records of
+    a sentence dataset drawn with `seed` from `data_dir`."""
+    if name in WORD_DATASETS:
+        return load_word_records(name)[:n]
+    return sentence_records(name, n=n, seed=seed, data_dir=data_dir)
+
+
 def _draw(rng: random.Random, indices: list[int], count: int, name: str) -> list[int]:
     if len(indices) < count:
         raise UsageError(f"{name} has too few examples of a class for {count} demonstrations: lower K.")

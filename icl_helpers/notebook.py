@@ -7,10 +7,13 @@ from pathlib import Path
 
 from .errors import UsageError
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
 # parameter -> environment variable that overrides it
 ENV = {
     "model": "ICL_MODEL",
     "n_prompts": "ICL_N_PROMPTS",
+    "n_sentence_prompts": "ICL_N_SENTENCE_PROMPTS",
     "device": "ICL_DEVICE",
     "dtype": "ICL_DTYPE",
     "data_dir": "ICL_DATA_DIR",
@@ -20,10 +23,12 @@ ENV = {
 
 @dataclass(frozen=True)
 class Params:
-    """What a notebook runs on: model, prompts a dataset, device, dtype, data directory, seed."""
+    """What a notebook runs on: model, prompts a word dataset and a sentence dataset (whose
+    prompts are some 20 times longer), device, dtype, data directory, seed."""
 
     model: str
     n_prompts: int
+    n_sentence_prompts: int
     device: str | None
     dtype: str
     data_dir: Path | None
@@ -33,6 +38,7 @@ class Params:
 def notebook_params(
     model: str = "smollm2-135m",
     n_prompts: int = 32,
+    n_sentence_prompts: int = 8,
     device: str | None = None,
     dtype: str = "float32",
     data_dir: str | Path | None = None,
@@ -40,21 +46,23 @@ def notebook_params(
     env: dict[str, str] | None = None,
 ) -> Params:
     """The parameters cell's values, each replaced by its environment variable when set
-    (ICL_MODEL, ICL_N_PROMPTS, ICL_DEVICE, ICL_DTYPE, ICL_DATA_DIR, ICL_SEED).
+    (ICL_MODEL, ICL_N_PROMPTS, ICL_N_SENTENCE_PROMPTS, ICL_DEVICE, ICL_DTYPE, ICL_DATA_DIR, ICL_SEED).
 
     env renames variables, e.g. {"model": "ICL_LLAMA_MODEL"} for a notebook that needs a
-    Llama-family model whatever ICL_MODEL says.
+    Llama-family model whatever ICL_MODEL says. A relative data directory is taken from
+    the checkout (notebooks run in notebooks/, scripts in the checkout).
     """
-    given = dict(model=model, n_prompts=n_prompts, device=device, dtype=dtype, data_dir=data_dir, seed=seed)
+    given = dict(model=model, n_prompts=n_prompts, n_sentence_prompts=n_sentence_prompts, device=device, dtype=dtype,
+                 data_dir=data_dir, seed=seed)
     names = ENV | (env or {})
     values = {k: os.environ.get(names[k]) or v for k, v in given.items()}
-    for key in ("n_prompts", "seed"):
+    for key in ("n_prompts", "n_sentence_prompts", "seed"):
         try:
             values[key] = int(values[key])
         except ValueError:
             raise UsageError(f"{names[key]} must be a whole number, not {values[key]!r}.") from None
-    if values["n_prompts"] < 1:
-        raise UsageError(f"The number of prompts must be at least 1, not {values['n_prompts']}.")
-    if values["data_dir"] is not None:
-        values["data_dir"] = Path(values["data_dir"]).expanduser()
+        if key != "seed" and values[key] < 1:
+            raise UsageError(f"{names[key]}: the number of prompts must be at least 1, not {values[key]}.")
+    if values["data_dir"] is not None:  # relative: from the checkout, as in scripts/
+        values["data_dir"] = REPO_ROOT / Path(values["data_dir"]).expanduser()
     return Params(**values)

@@ -10,6 +10,9 @@ from typing import Sequence
 import pandas as pd
 import torch
 
+from .locate import LocateResult
+from .sweeps import VariantStudy
+
 Head = tuple[int, int]
 
 
@@ -57,6 +60,12 @@ def layer_range(heads: Sequence[Head]) -> tuple[int, int]:
     return min(layers), max(layers)
 
 
+def mean_shared(overlap: torch.Tensor) -> float:
+    """Mean number of heads two different datasets share, from `sweeps.overlap` [D, D]."""
+    off = ~torch.eye(len(overlap), dtype=torch.bool)
+    return float(overlap[off].float().mean()) if off.any() else float("nan")
+
+
 def correlation(x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
     """(Pearson, Spearman) correlation of two flattened tensors of equal size."""
     x, y = x.flatten().double(), y.flatten().double()
@@ -72,3 +81,41 @@ def label_value_hits(table: pd.DataFrame) -> float:
     values = table[table["vector"] == "label value"]
     hits = [tok.strip().lower() in [t.lower() for t in top.split(", ")] for tok, top in zip(values["token"], values["top tokens"])]
     return sum(hits) / max(len(hits), 1)
+
+
+def top_heads_table(located: dict[str, LocateResult], k: int = 20) -> pd.DataFrame:
+    """The top-k heads of each dataset, best first, as "layer-head (mean increase)"."""
+    return pd.DataFrame({name: [f"{l}-{h} ({v:.2f})" for l, h, v in loc.top_heads(k)] for name, loc in located.items()},
+                        index=pd.RangeIndex(1, k + 1, name="rank"))
+
+
+@dataclass
+class MRRSummary:
+    """Fig. 5 in numbers."""
+
+    mean: float  # over in-context heads
+    random_mean: float  # over their random heads
+    weakest: Head  # the in-context head with the lowest MRR
+    weakest_mrr: float
+    heads_above_random: int  # in-context heads scoring above their random head
+    heads: int
+
+
+def mrr_summary(heads: Sequence[Head], mrr: torch.Tensor, random_mrr: torch.Tensor) -> MRRSummary:
+    """Compare the MRR [S] of in-context heads with that of their random heads [S]."""
+    weakest = int(mrr.argmin())
+    return MRRSummary(float(mrr.mean()), float(random_mrr.mean()), tuple(heads[weakest]), float(mrr[weakest]),
+                      int((mrr > random_mrr).sum()), len(heads))
+
+
+def variant_table(studies: Sequence[VariantStudy], variant: str) -> pd.DataFrame:
+    """One row per dataset: mean true/false label attention in its in-context heads, balanced
+    and under the variant, how many heads move as the paper reports, and the accuracy."""
+    rows = []
+    for st in studies:
+        c = variant_change(*(st.at_heads()[v] for v in ("balanced", variant)))
+        rows.append({"dataset": st.dataset, "true, balanced": c.true_before, f"true, {variant}": c.true_after,
+                     "false, balanced": c.false_before, f"false, {variant}": c.false_after,
+                     "heads: true down": f"{c.heads_true_down}/{c.heads}", "heads: false up": f"{c.heads_false_up}/{c.heads}",
+                     "accuracy, balanced": st.accuracy["balanced"], f"accuracy, {variant}": st.accuracy[variant]})
+    return pd.DataFrame(rows).set_index("dataset")

@@ -111,8 +111,10 @@ def prompt_attention_explorer(m: ICLModel, prompts: list[str], true: Positions, 
 
 def projection_explorer(m: ICLModel, prompts: list[str], labels: Positions, start: Head, k: int = 10) -> Explorer:
     """Table 1 for any head and prompt: label values, label keys and the last query."""
+    decomposed = lru_cache(maxsize=4)(lambda prompt: sweeps.decompose_for_projection(m, prompts[prompt]))
+
     def draw(layer: int, head: int, prompt: int):
-        return sweeps.projection_table(m, prompts[prompt], labels[prompt], (layer, head), k)
+        return sweeps.projection_table(m, decomposed(prompt), labels[prompt], (layer, head), k)
 
     return any_head(draw, m.arch.n_layers, m.arch.n_heads, start, n_prompts=len(prompts))
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from icl_helpers import UsageError
-from icl_helpers.notebook import ENV, notebook_params
+from icl_helpers.notebook import ENV, REPO_ROOT, notebook_params
 
 
 @pytest.fixture(autouse=True)
@@ -19,16 +19,19 @@ def test_defaults_are_the_cells_values():
     p = notebook_params(model="gpt2", n_prompts=7, data_dir="~/d")
     assert (p.model, p.n_prompts, p.device, p.dtype, p.seed) == ("gpt2", 7, None, "float32", 0)
     assert p.data_dir == Path("~/d").expanduser()
+    assert notebook_params(data_dir="../shared/datasets").data_dir == REPO_ROOT / "../shared/datasets"
 
 
 def test_environment_overrides(monkeypatch):
     monkeypatch.setenv("ICL_MODEL", "gpt2-large")
     monkeypatch.setenv("ICL_N_PROMPTS", "1000")
+    monkeypatch.setenv("ICL_N_SENTENCE_PROMPTS", "500")
     monkeypatch.setenv("ICL_DEVICE", "cuda")
     monkeypatch.setenv("ICL_DTYPE", "bfloat16")
     monkeypatch.setenv("ICL_DATA_DIR", "/data")
     p = notebook_params(n_prompts=32)
-    assert (p.model, p.n_prompts, p.device, p.dtype, p.data_dir) == ("gpt2-large", 1000, "cuda", "bfloat16", Path("/data"))
+    assert (p.model, p.n_prompts, p.n_sentence_prompts, p.device, p.dtype, p.data_dir) == (
+        "gpt2-large", 1000, 500, "cuda", "bfloat16", Path("/data"))
 
 
 @pytest.mark.parametrize("value", ["many", "0"])

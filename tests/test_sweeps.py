@@ -24,6 +24,7 @@ def test_label_attention_sweep_matches_one_batch(small):
     for positions, got in ((TRUE, att.true), (FALSE, att.false)):
         for i, pos in enumerate(positions):
             close(got[i], dec.pattern[i][..., pos].sum(-1))
+    assert torch.equal(att.predictions, dec.predictions)
     true, false = att.at(HEADS)
     assert true.shape == false.shape == (3, 2)
     close(true[:, 0], att.true[:, 2, 3])
@@ -58,23 +59,40 @@ def test_overlap_counts_shared_heads():
     assert got.tolist() == [[2, 1, 0], [1, 2, 0], [0, 0, 1]]
 
 
+def test_prompt_set_finds_label_positions(small):
+    ps = sweeps.prompt_set(small, "sentiment_number", "imbalanced", n=4)
+    assert len(ps.prompts) == 4 and ps.directions[:2] == ["sentiment/number", "number/sentiment"]
+    ids = small.encode(ps.texts)["input_ids"]
+    for i in range(4):
+        assert [small.tokenizer.decode(ids[i, p]) for p in ps.true[i]] == [" foo"]
+        assert [small.tokenizer.decode(ids[i, p]) for p in ps.false[i]] == [" bar", " bar"]
+        assert ps.labels[i] == sorted(ps.false[i] + ps.true[i])
+
+
 def test_located_is_cached_under_its_key(small, tmp_path, monkeypatch):
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
-    first = sweeps.located(small, PROMPTS, dataset="toy")
-    want = locate(small, PROMPTS)
-    close(first.head, want.head)
+    ps = sweeps.prompt_set(small, "animal_country", n=3)
+    first = sweeps.located(small, ps)
+    close(first.head, locate(small, ps.texts).head)
     monkeypatch.setattr(sweeps, "locate", lambda *a, **k: pytest.fail("recomputed a cached result"))
-    again = sweeps.located(small, PROMPTS, dataset="toy")
+    again = sweeps.located(small, ps)
     assert torch.equal(again.head, first.head) and torch.equal(again.targets, first.targets)
     files = list((tmp_path / "results").iterdir())
-    assert len(files) == 1 and all(s in files[0].name for s in (small.name, "toy", "balanced", "n=3", "seed=0"))
+    assert len(files) == 1 and all(s in files[0].name for s in (small.name, "animal_country", "balanced", "n=3", "seed=0"))
     monkeypatch.setattr(sweeps, "locate", locate_module.locate)
-    sweeps.located(small, PROMPTS[:2], dataset="toy")  # another N: another file
+    sweeps.located(small, sweeps.prompt_set(small, "animal_country", n=2))  # another N: another file
     assert len(list((tmp_path / "results").iterdir())) == 2
 
 
+def test_accuracy_table_has_a_cell_per_direction_and_label(small):
+    table = sweeps.accuracy_table(small, ["sentiment_number"], n=4)
+    assert table.index.tolist() == ["sentiment/number", "number/sentiment"]
+    assert table.columns.tolist() == [("top-1", "foo"), ("top-1", "bar"), ("ranked", "foo"), ("ranked", "bar")]
+    assert ((table >= 0) & (table <= 1)).all().all()
+
+
 def test_projection_table_has_a_row_per_vector(small):
-    table = sweeps.projection_table(small, PROMPTS[0], [2, 5, 8, 11], (1, 2), k=5)
+    table = sweeps.projection_table(small, sweeps.decompose_for_projection(small, PROMPTS[0]), [2, 5, 8, 11], (1, 2), k=5)
     assert table["vector"].tolist() == ["label value"] * 4 + ["label key"] * 4 + ["last query"]
     assert table["token"].tolist()[:4] == [" bar", " bar", " foo", " foo"]
     assert all(len(t.split(", ")) == 5 for t in table["top tokens"])
@@ -85,3 +103,27 @@ def test_prompt_attention_rows_are_distributions(small):
     assert pa.tokens == ["cat", " :", " foo"]
     close(pa.pattern.sum(-1), torch.ones(small.arch.n_layers, small.arch.n_heads))
     assert pa.true.tolist() == [False, False, True] and not pa.false.any()
+
+
+def test_sweeps_on_a_prompt_set_are_cached(small, tmp_path, monkeypatch):
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    ps = sweeps.prompt_set(small, "sentiment_number", "imbalanced", n=3)
+    att = sweeps.attention_on_labels(small, ps)
+    ranks = sweeps.label_ranks(small, ps, HEADS)
+    assert torch.equal(ranks, sweeps.label_value_ranks_sweep(small, ps.texts, ps.labels, HEADS))
+    monkeypatch.setattr(sweeps, "label_attention_sweep", lambda *a, **k: pytest.fail("recomputed"))
+    monkeypatch.setattr(sweeps, "label_value_ranks_sweep", lambda *a, **k: pytest.fail("recomputed"))
+    assert torch.equal(sweeps.attention_on_labels(small, ps).true, att.true)
+    assert torch.equal(sweeps.label_ranks(small, ps, HEADS), ranks)
+    with pytest.raises(pytest.fail.Exception):
+        sweeps.label_ranks(small, ps, HEADS[:1])  # other heads: another key
+
+
+def test_variant_study_compares_balanced_with_the_variant(small, tmp_path, monkeypatch):
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    st = sweeps.variant_study(small, "animal_country", "reordered", n=4, k=3)
+    assert len(st.heads) == 3 and set(st.attention) == set(st.accuracy) == {"balanced", "reordered"}
+    want = sweeps.prompt_accuracy(small, sweeps.prompt_set(small, "animal_country", "reordered", n=4)).top1
+    assert st.accuracy["reordered"] == pytest.approx(want)
+    true, false = st.at_heads()["reordered"]
+    assert true.shape == false.shape == (4, 3)

@@ -16,7 +16,7 @@ L, H, N = 4, 3, 10
 @pytest.fixture(scope="module")
 def att() -> LabelAttention:
     g = torch.Generator().manual_seed(0)
-    return LabelAttention(torch.rand(N, L, H, generator=g), torch.rand(N, L, H, generator=g) / 2)
+    return LabelAttention(torch.rand(N, L, H, generator=g), torch.rand(N, L, H, generator=g) / 2, torch.zeros(N, dtype=torch.long))
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_attention_explorer_redraws_for_the_chosen_head(att):
 
 
 def test_variant_explorer_redraws_for_the_chosen_head(att):
-    variants = {"balanced": att, "imbalanced": LabelAttention(att.false, att.true)}
+    variants = {"balanced": att, "imbalanced": LabelAttention(att.false, att.true, att.predictions)}
     ex = widgets.variant_explorer(variants, start=(0, 0), title="toy")
     ex.controls["layer"].value = 2
     ax_true = ex.shown.axes[0]
@@ -69,7 +69,7 @@ def test_projection_explorer_shows_the_chosen_heads_table(gpt2):
     labels = [[2, 5, 8, 11], [2], [10, 15]]
     ex = widgets.projection_explorer(gpt2, PROMPTS, labels, start=(0, 0), k=3)
     ex.controls["layer"].value, ex.controls["head"].value, ex.controls["prompt"].value = 2, 1, 1
-    want = sweeps.projection_table(gpt2, PROMPTS[1], [2], (2, 1), k=3)
+    want = sweeps.projection_table(gpt2, sweeps.decompose_for_projection(gpt2, PROMPTS[1]), [2], (2, 1), k=3)
     assert ex.shown.equals(want)
 
 
