@@ -3,19 +3,19 @@
 bs(v) = (C(v) * gamma) @ W_U.T / sigma is linear in v, so gamma and the centring C fold
 into one readout matrix G = C(gamma * W_U) [V, d] (C centres each row over d; for
 RMSNorm it is the identity), and any residual-space vector scores against G; 1/sigma is
-applied to the vectors before they are projected.
+applied to the (small) vectors before they are projected, never to the logits.
 I(v | x) = log softmax(bs(x + v))[w] - log softmax(bs(x))[w] needs the log-sum-exp over
-the whole vocabulary: `Readout.log_probs` streams it over vocabulary chunks (outer loop)
-and prompt blocks (inner loop), so memory stays bounded whatever the batch and a
-per-chunk preparation (folding W_O into G) is paid once per run, not once per prompt.
-Each block's logits are reduced in place into running log-sum-exps, and the largest
-intermediates are written into buffers reused from step to step: on the CPU a fresh
-allocation of many megabytes costs page faults that can exceed the arithmetic.
+the whole vocabulary, so every score streams over vocabulary chunks (outer loop) and
+prompt blocks (inner loop) into running log-sum-exps (`_TargetLogProb`): memory stays
+bounded whatever the batch, and a per-chunk preparation (folding W_O into G) is paid
+once per run, not once per prompt. Head scores go one layer at a time, so that each
+logit tile ([H, b, Vc], a few MB) stays in the CPU's cache through the five passes of
+its log-sum-exp.
 """
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -23,17 +23,15 @@ from .adapters import Arch
 from .decompose import Decomposition, _need
 
 # contrib(P, rows) -> [b, *S, n, Vc]: projections of the n vectors of prompts `rows`,
-# given P = prepare(G_c) for a readout chunk G_c [d, Vc].
-Contrib = Callable[[torch.Tensor, slice], torch.Tensor]
-# tiles(P, rows, base_logits [b, *S, Vc]) -> logit tiles [b, *Q_i, Vc], overwritten when read.
-Tiles = Callable[[object, slice, torch.Tensor], list[torch.Tensor]]
+# already divided by sigma, given P = prepare(G_c) for a readout chunk G_c [d, Vc].
+Contrib = Callable[[object, slice], torch.Tensor]
 
 
 class Readout:
     """The frozen-final-norm unembedding of one model (float32, on the unembedding's device)."""
 
-    def __init__(self, arch: Arch, vocab_chunk: int = 1024, block_floats: int = 2**24):
-        """vocab_chunk: vocabulary columns a step; block_floats: floats a prompt block's logits may hold."""
+    def __init__(self, arch: Arch, vocab_chunk: int = 1024, block_floats: int = 2**22):
+        """vocab_chunk: vocabulary columns a step; block_floats: floats the logit tiles of a prompt block may hold."""
         G = arch.W_U().float() * arch.norm_weight().float()
         if arch.norm_kind == "layer":
             G = G - G.mean(1, keepdim=True)
@@ -45,50 +43,15 @@ class Readout:
         """bs(v) [B, ..., V] for vectors v [B, ..., d] and sigma [B]."""
         return (v.float() @ self.G.T) / _expand(scale.float(), v.dim())
 
-    def log_probs(
-        self,
-        base: torch.Tensor,
-        tiles: Tiles,
-        shapes: list[tuple[int, ...]],
-        target: torch.Tensor,
-        prepare: Callable[[torch.Tensor], object] = lambda G_c: G_c,
-    ) -> list[torch.Tensor]:
-        """log softmax(.)[w] of the base vectors, [B, *S], then of each tile, [B, *Q_i].
+    def chunks(self) -> Iterator[tuple[int, torch.Tensor]]:
+        """(first column, G_c [d, Vc]) for each vocabulary chunk."""
+        for start in range(0, self.G.shape[0], self.vocab_chunk):
+            yield start, self.G[start : start + self.vocab_chunk].T
 
-        base: [B, *S, d], already divided by sigma. target: [B] token ids w.
-        tiles(prepare(G_c), rows, base logits) gives the logits of tile i, [b, *Q_i, Vc],
-        for shapes[i] = Q_i; the tiles (and the base logits) are overwritten when reduced.
-        """
-        B, S = base.shape[0], base.shape[1:-1]
-        V, Vc = self.G.shape[0], min(self.vocab_chunk, self.G.shape[0])
-        per_prompt = Vc * (math.prod(S) + sum(math.prod(q) for q in shapes))
-        block = max(1, self.block_floats // per_prompt)
-        acc = [_TargetLogProb(target, (B, *q)) for q in [S, *shapes]]
-        for start in range(0, V, Vc):
-            G_c = self.G[start : start + Vc].T  # [d, Vc]
-            P = prepare(G_c)
-            for r0 in range(0, B, block):
-                rows = slice(r0, r0 + block)
-                b = base[rows] @ G_c  # [b, *S, Vc]
-                for a, tile in zip(acc[1:], tiles(P, rows, b)):
-                    a.add(rows, start, tile)
-                acc[0].add(rows, start, b)
-        return [a.value for a in acc]
-
-    def scaled_increase(
-        self,
-        base: torch.Tensor,
-        contrib: Contrib,
-        n: int,
-        target: torch.Tensor,
-        prepare: Callable[[torch.Tensor], object] = lambda G_c: G_c,
-    ) -> torch.Tensor:
-        """I(v_i | x) [B, *S, n] for a base [B, *S, d] and contrib, both already divided by sigma;
-        contrib's output may be overwritten."""
-        before, after = self.log_probs(
-            base, lambda P, rows, b: [contrib(P, rows).add_(b.unsqueeze(-2))], [(*base.shape[1:-1], n)], target, prepare
-        )
-        return after - before.unsqueeze(-1)
+    def blocks(self, n: int, floats_per_prompt: int) -> Iterator[slice]:
+        """Slices of n prompts, each block's logits within block_floats."""
+        size = max(1, self.block_floats // (floats_per_prompt * min(self.vocab_chunk, self.G.shape[0])))
+        return (slice(start, start + size) for start in range(0, n, size))
 
     def increase(
         self,
@@ -97,37 +60,42 @@ class Readout:
         n: int,
         target: torch.Tensor,
         scale: torch.Tensor,
-        prepare: Callable[[torch.Tensor], torch.Tensor] = lambda G_c: G_c,
+        prepare: Callable[[torch.Tensor], object] = lambda G_c: G_c,
     ) -> torch.Tensor:
         """I(v_i | x) for n vectors v_i on a base x: [B, *S, n].
 
         base: [B, *S, d]. target: [B] token ids w. scale: [B] sigma. contrib gives the
-        vectors' unscaled projections, [b, *S, n, Vc].
+        vectors' projections already divided by sigma, [b, *S, n, Vc]; it may return a
+        buffer that is overwritten.
         """
-        scale = scale.float()
-        return self.scaled_increase(
-            _scaled(base, scale), lambda P, rows: contrib(P, rows) / _expand(scale[rows], base.dim() + 1),
-            n, target, prepare,
-        )
-
-    def vector_increase(self, base, vectors, target, scale) -> torch.Tensor:
-        """I(v_i | x) for explicit vectors [B, *S, n, d] on a base [B, *S, d]: [B, *S, n]."""
-        vectors = _scaled(vectors, scale)
-        return self.scaled_increase(_scaled(base, scale), lambda G_c, rows: vectors[rows] @ G_c, vectors.shape[-2], target)
+        inv = 1 / scale.float()
+        B, S = base.shape[0], base.shape[1:-1]
+        device = self.G.device
+        before, after = _TargetLogProb((B, *S), device), _TargetLogProb((B, *S, n), device)
+        where = target.view(-1, *[1] * len(S))  # [B, 1..]: broadcasts over S
+        for start, G_c in self.chunks():
+            P = prepare(G_c)
+            for rows in self.blocks(B, math.prod(S) * (n + 1)):
+                b = _scaled(base[rows], inv[rows]) @ G_c  # [b, *S, Vc]
+                tile = contrib(P, rows).add_(b.unsqueeze(-2))
+                after.add((rows,), tile, where[rows].unsqueeze(-1) - start)
+                before.add((rows,), b, where[rows] - start)
+        return after.value - before.value.unsqueeze(-1)
 
 
 class _TargetLogProb:
-    """log softmax(logits)[w] of logits streamed over vocabulary chunks, [B, *Q]."""
+    """log softmax(logits)[w] of logits streamed over vocabulary chunks, into a tensor of `shape`."""
 
-    def __init__(self, target: torch.Tensor, shape: tuple[int, ...]):
-        self.target = target
-        self.lse = torch.full(shape, -torch.inf, device=target.device)
-        self.logit = torch.zeros(shape, device=target.device)
+    def __init__(self, shape: tuple[int, ...], device: torch.device | None = None):
+        self.lse = torch.full(shape, -torch.inf, device=device)
+        self.logit = torch.zeros(shape, device=device)
 
-    def add(self, rows: slice, start: int, logits: torch.Tensor) -> None:
-        """Take in logits [b, *Q, Vc] of vocabulary columns start.. for prompts rows (overwrites them)."""
-        self.logit[rows] += _pick(logits, self.target[rows] - start)
-        self.lse[rows] = torch.logaddexp(self.lse[rows], _logsumexp_(logits))
+    def add(self, at: tuple, logits: torch.Tensor, column: torch.Tensor) -> None:
+        """Take in logits [*Q, Vc] for the entries self[at] (of shape Q); column: the
+        target's index in this chunk, broadcastable to Q (outside [0, Vc): not here).
+        Overwrites the logits."""
+        self.logit[at] += _pick(logits, column)
+        self.lse[at] = torch.logaddexp(self.lse[at], _logsumexp_(logits))
 
     @property
     def value(self) -> torch.Tensor:
@@ -140,21 +108,21 @@ def _logsumexp_(x: torch.Tensor) -> torch.Tensor:
     return x.sub_(top).exp_().sum(-1).log_().add_(top.squeeze(-1))
 
 
+def _pick(c: torch.Tensor, column: torch.Tensor) -> torch.Tensor:
+    """c[..., column] where 0 <= column < Vc, else 0: [*Q] from c [*Q, Vc], column broadcastable to Q."""
+    column = column.to(c.device).expand(c.shape[:-1])
+    inside = (column >= 0) & (column < c.shape[-1])
+    return c.gather(-1, column.clamp(0, c.shape[-1] - 1).unsqueeze(-1)).squeeze(-1) * inside
+
+
 def _expand(scale: torch.Tensor, dims: int) -> torch.Tensor:
     """sigma [B] viewed as [B, 1, ..., 1] to broadcast over a dims-dimensional tensor."""
     return scale.view(-1, *([1] * (dims - 1)))
 
 
-def _scaled(v: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """v [B, ...] / sigma [B], in float32."""
-    return v.float() / _expand(scale.float(), v.dim())
-
-
-def _pick(c: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """c[b, ..., idx[b]] where 0 <= idx[b] < Vc, else 0: [b, *Q] from c [b, *Q, Vc]."""
-    inside = (idx >= 0) & (idx < c.shape[-1])
-    i = idx.clamp(0, c.shape[-1] - 1).view(-1, *([1] * (c.dim() - 1))).expand(*c.shape[:-1], 1)
-    return c.gather(-1, i).squeeze(-1) * _expand(inside.to(c), c.dim() - 1)
+def _scaled(v: torch.Tensor, inv: torch.Tensor) -> torch.Tensor:
+    """v [b, ...] * inv [b] (1/sigma), in float32."""
+    return v.float() * _expand(inv.to(v.device), v.dim())
 
 
 class _Reused:
@@ -171,41 +139,27 @@ class _Reused:
         return self.buffers[name][:n].view(shape)
 
 
-def _head_logits(arch: Arch, z: torch.Tensor) -> tuple[Callable[[torch.Tensor], torch.Tensor], Contrib]:
-    """(prepare, contrib) scoring every head: contrib(P, rows) -> [b, L, H, Vc].
+def _head_logits(arch: Arch, z: torch.Tensor, inv: torch.Tensor, buffers: _Reused) -> tuple[Callable, Callable]:
+    """(prepare, logits): prepare(G_c) once a vocabulary chunk; logits(P, layer, rows) ->
+    [H, b, Vc], bs of each head of one layer for prompts `rows`, divided by sigma.
 
-    z: [B, L, H, dh], already divided by sigma. For many prompts W_O is folded into the
-    readout once a vocabulary chunk (z scores against W_O^{l,h} G_c [dh, Vc]): d/dh times
-    fewer operations a prompt, for L*d*d*Vc a chunk.
+    z: [B, L, H, dh]; inv: [B] 1/sigma. For many prompts W_O is folded into the readout
+    once a chunk (z scores against W_O^{l,h} G_c [dh, Vc]): d/dh times fewer operations a
+    prompt, for L*d*d*Vc a chunk; for a few prompts the heads are projected as they are.
     """
     B, L, H, dh = z.shape
-    W_O = arch.W_O_stack(z)  # [L, H, dh, d]
+    W_O = arch.W_O_stack(inv)  # [L, H, dh, d]
     if B * (H - 1) <= arch.d_model:  # folding pays once B > d / (H - 1)
-        heads = torch.einsum("blhk,lhkd->blhd", z, W_O)
-        return lambda G_c: G_c, lambda G_c, rows: heads[rows] @ G_c
-    z = z.permute(1, 2, 0, 3)  # [L, H, B, dh]: one matrix product per head
-    reused = _Reused(z)
+        heads = torch.einsum("blhk,lhkd->lhbd", _scaled(z, inv), W_O)  # [L, H, B, d]
+        return (lambda G_c: G_c), (lambda G_c, l, rows: heads[l, :, rows] @ G_c)
 
     def fold(G_c: torch.Tensor) -> torch.Tensor:  # [L, H, dh, Vc]
-        return torch.matmul(W_O, G_c, out=reused.out("fold", (L, H, dh, G_c.shape[1])))
+        return torch.matmul(W_O, G_c, out=buffers.out("fold", (L, H, dh, G_c.shape[1])))
 
-    def contrib(WG: torch.Tensor, rows: slice) -> torch.Tensor:
-        zr = z[:, :, rows]
-        out = reused.out("tile", (L, H, zr.shape[2], WG.shape[-1]))
-        return torch.matmul(zr, WG, out=out).permute(2, 0, 1, 3)
+    def folded(WG: torch.Tensor, l: int, rows: slice) -> torch.Tensor:
+        return _scaled(z[rows, l], inv[rows]).transpose(0, 1) @ WG[l]  # [H, b, dh] @ [H, dh, Vc]
 
-    return fold, contrib
-
-
-def head_increase(
-    readout: Readout, arch: Arch, z: torch.Tensor, base: torch.Tensor, target: torch.Tensor, scale: torch.Tensor
-) -> torch.Tensor:
-    """[B, L, H]: I(head_{l,h} | x_l) for every head.
-
-    z: [B, L, H, dh] head inputs to W_O; base: [B, L, d] layer inputs x_l.
-    """
-    prepare, contrib = _head_logits(arch, _scaled(z, scale))
-    return readout.scaled_increase(_scaled(base, scale), contrib, arch.n_heads, target, prepare)
+    return fold, folded
 
 
 def layer_head_increase(
@@ -214,27 +168,32 @@ def layer_head_increase(
     """Every head's, attention layer's and FFN layer's increase in one pass over the vocabulary.
 
     z: [B, L, H, dh] head inputs to W_O; resid: [B, L+1, d] layer inputs x_0..x_{L-1} and
-    the final residual x_L. Returns I(head_{l,h} | x_l) [B, L, H], I(ATTN_l | x_l) [B, L]
-    and I(FFN_l | m_l) [B, L]. Only x_0..x_L are projected: ATTN_l's logits are the sum of
-    its heads' plus b_O's, so log p(m_l) comes with the heads, and I(FFN_l | m_l) is
+    the final residual x_L; target: [B] token ids w; scale: [B] sigma. Returns
+    I(head_{l,h} | x_l) [B, L, H], I(ATTN_l | x_l) [B, L] and I(FFN_l | m_l) [B, L].
+    Only x_0..x_L are projected besides the heads: ATTN_l's logits are the sum of its
+    heads' plus b_O's, so log p(m_l) comes with the heads, and I(FFN_l | m_l) is
     log p(x_{l+1}) - log p(m_l) since x_{l+1} = m_l + FFN_l.
     """
-    L = arch.n_layers
-    prepare, contrib = _head_logits(arch, _scaled(z, scale))
-    b_O = torch.stack([_bias(arch, l, resid) for l in range(L)])  # [L, d]
-    inv_scale = 1 / scale.float()
-
-    def tiles(P: tuple, rows: slice, base: torch.Tensor) -> list[torch.Tensor]:
-        heads_P, bias = P  # bias: [L, Vc] unscaled logits of b_O
-        heads = contrib(heads_P, rows)  # [b, L, H, Vc]
-        attn = heads.sum(2).add_(base[:, :L]).add_(bias * _expand(inv_scale[rows], 3))  # [b, L, Vc]
-        return [heads.add_(base[:, :L].unsqueeze(2)), attn]
-
-    lp_resid, lp_heads, lp_mid = readout.log_probs(
-        _scaled(resid, scale), tiles, [(L, arch.n_heads), (L,)], target, lambda G_c: (prepare(G_c), b_O @ G_c)
-    )
-    lp_x = lp_resid[:, :L]
-    return lp_heads - lp_x.unsqueeze(-1), lp_mid - lp_x, lp_resid[:, 1:] - lp_mid
+    B, L, H = z.shape[0], arch.n_layers, arch.n_heads
+    device = readout.G.device
+    inv, target = 1 / scale.float().to(device), target.to(device)
+    buffers = _Reused(readout.G)
+    prepare, head_logits = _head_logits(arch, z, inv, buffers)
+    b_O = torch.stack([_bias(arch, l, readout.G) for l in range(L)])  # [L, d]
+    x, mid, heads = (_TargetLogProb(shape, device) for shape in ((L + 1, B), (L, B), (L, H, B)))
+    for start, G_c in readout.chunks():
+        P, bias = prepare(G_c), b_O @ G_c  # bias: [L, Vc], unscaled logits of b_O
+        for rows in readout.blocks(B, L + H + 2):  # base [L+1, b, Vc], heads [H, b, Vc], m_l [b, Vc]
+            column = target[rows] - start  # [b]
+            r = _scaled(resid[rows], inv[rows]).transpose(0, 1)  # [L+1, b, d]
+            base = torch.matmul(r, G_c, out=buffers.out("base", (L + 1, r.shape[1], G_c.shape[1])))
+            for l in range(L):
+                tile = head_logits(P, l, rows)  # [H, b, Vc]
+                mid.add((l, rows), tile.sum(0).add_(base[l]).add_(bias[l] * inv[rows, None]), column)
+                heads.add((l, slice(None), rows), tile.add_(base[l]), column)
+            x.add((slice(None), rows), base, column)
+    lp_x, lp_mid = x.value, mid.value  # [L+1, B], [L, B]
+    return (heads.value - lp_x[:L, None]).permute(2, 0, 1), (lp_mid - lp_x[:L]).T, (lp_x[1:] - lp_mid).T
 
 
 def _bias(arch: Arch, layer: int, like: torch.Tensor) -> torch.Tensor:
@@ -251,11 +210,10 @@ def position_increase(readout: Readout, dec: Decomposition, layer: int, head: in
     """
     alpha = _need(dec.pattern, "pattern")[:, layer, head]  # [B, T]
     v = _need(dec.values, "values")[:, layer, dec.arch.kv_head(head)]  # [B, T, dh]
-    u = _scaled(alpha.unsqueeze(-1) * v, dec.scale)
+    u = _scaled(alpha.unsqueeze(-1) * v, 1 / dec.scale.float())
     W_O = dec.arch.W_O(layer)[head].to(u)  # [dh, d]
-    return readout.scaled_increase(
-        _scaled(dec.resid[:, layer], dec.scale), lambda WG, rows: u[rows] @ WG, u.shape[1], target,
-        prepare=lambda G_c: W_O @ G_c,
+    return readout.increase(
+        dec.resid[:, layer], lambda WG, rows: u[rows] @ WG, u.shape[1], target, dec.scale, prepare=lambda G_c: W_O @ G_c
     )
 
 
@@ -264,9 +222,10 @@ def neuron_increase(readout: Readout, dec: Decomposition, layer: int, target: to
 
     Needs decompose(..., neurons=True). Folded: a_k scores against W_out[k] @ G_c.
     """
-    a = _scaled(_need(dec.neurons, "neurons")[:, layer], dec.scale)  # [B, K]
+    a = _scaled(_need(dec.neurons, "neurons")[:, layer], 1 / dec.scale.float())  # [B, K]
     W_out = dec.arch.W_out(layer).float()  # [K, d]
-    return readout.scaled_increase(
-        _scaled(dec.mid[:, layer], dec.scale), lambda WG, rows: a[rows].unsqueeze(-1) * WG,
-        a.shape[1], target, prepare=lambda G_c: W_out @ G_c,
+    return readout.increase(
+        dec.mid[:, layer], lambda WG, rows: a[rows].unsqueeze(-1) * WG, a.shape[1], target, dec.scale,
+        prepare=lambda G_c: W_out @ G_c,
     )
+

@@ -99,8 +99,7 @@ def label_value_ranks(readout: Readout, dec: Decomposition, heads: list[tuple[in
     own = readout.G[dec.input_ids]  # [B, T, d]: readout row of each position's token
     own_logit = (vec * own[:, None]).sum(-1)  # [B, S, T]
     higher = torch.zeros_like(own_logit)
-    for start in range(0, readout.G.shape[0], readout.vocab_chunk):
-        G_c = readout.G[start : start + readout.vocab_chunk].T  # [d, Vc]
+    for start, G_c in readout.chunks():  # G_c [d, Vc]
         ids = torch.arange(start, start + G_c.shape[1], device=vec.device)
         is_own = (ids == dec.input_ids[..., None])[:, None]  # [B, 1, T, Vc]; never outranks itself
         higher += ((vec @ G_c > own_logit.unsqueeze(-1)) & ~is_own).sum(-1)

@@ -77,7 +77,7 @@ def _score_group(
         for key, value in zip(parts, (dec.z, dec.resid, dec.scale, dec.predictions)):
             parts[key].append(value)
         bar.update(1)
-    z, resid, scale, w = (torch.cat(v) for v in parts.values())
+    z, resid, scale, w = (torch.cat(parts.pop(k)) for k in ("z", "resid", "scale", "w"))  # the pieces go
     if targets is not None:
         w = targets.to(w.device)
     head, attn, ffn = layer_head_increase(readout, m.arch, z, resid, w, scale)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from icl_helpers.attribution import Readout, head_increase, neuron_increase, position_increase
+from icl_helpers.attribution import Readout, layer_head_increase, neuron_increase, position_increase
 from icl_helpers.decompose import decompose
 from icl_helpers.locate import locate
 from tests.conftest import PROMPTS
@@ -39,21 +39,25 @@ def test_projection_is_linear(small, dec):
 
 
 @pytest.mark.parametrize("n_prompts", [3, 24])  # 24 prompts take the folded path (B(H-1) > d)
-def test_head_increase_equals_naive(small, dec, n_prompts):
+def test_layer_head_increase_equals_naive(small, dec, n_prompts):
     r = Readout(small.arch)
     rows = slice(0, n_prompts)
     w, scale = dec.predictions[rows], dec.scale[rows]
-    got = head_increase(r, small.arch, dec.z[rows], dec.resid[rows, :-1], w, scale)
+    head, attn, ffn = layer_head_increase(r, small.arch, dec.z[rows], dec.resid[rows], w, scale)
     heads = dec.heads()[rows]
     for l in range(small.arch.n_layers):
-        close(got[:, l], naive_increase(r, dec.resid[rows, l], heads[:, l], w, scale))
+        close(head[:, l], naive_increase(r, dec.resid[rows, l], heads[:, l], w, scale))
+        close(attn[:, l], naive_increase(r, dec.resid[rows, l], dec.attn[rows, l, None], w, scale)[:, 0])
+        close(ffn[:, l], naive_increase(r, dec.mid[rows, l], dec.mlp[rows, l, None], w, scale)[:, 0])
 
 
 def test_chunking_changes_nothing(small, dec):
     w = dec.predictions
-    whole = head_increase(Readout(small.arch), small.arch, dec.z, dec.resid[:, :-1], w, dec.scale)
-    tiny = Readout(small.arch, vocab_chunk=999, block_floats=10_000)  # uneven chunks, 1-prompt blocks
-    close(head_increase(tiny, small.arch, dec.z, dec.resid[:, :-1], w, dec.scale), whole)
+    whole = layer_head_increase(Readout(small.arch), small.arch, dec.z, dec.resid, w, dec.scale)
+    tiny = Readout(small.arch, vocab_chunk=999, block_floats=4_000)  # uneven chunks, 1-prompt blocks
+    assert [rows.stop - rows.start for rows in tiny.blocks(3, small.arch.n_layers + small.arch.n_heads + 2)] == [1, 1, 1]
+    for got, want in zip(layer_head_increase(tiny, small.arch, dec.z, dec.resid, w, dec.scale), whole):
+        close(got, want)
 
 
 def test_position_increase_equals_naive(small, dec):
@@ -78,10 +82,11 @@ def test_locate_scores_layers_and_is_independent_of_batch_size(small, dec):
     close(one_batch.head, per_prompt.head)
     r = Readout(small.arch)
     w = dec.predictions
+    heads = dec.heads()
     for l in range(small.arch.n_layers):
+        close(one_batch.head[:, l], naive_increase(r, dec.resid[:, l], heads[:, l], w, dec.scale))
         close(one_batch.attn[:, l], naive_increase(r, dec.resid[:, l], dec.attn[:, l, None], w, dec.scale)[:, 0])
         close(one_batch.ffn[:, l], naive_increase(r, dec.mid[:, l], dec.mlp[:, l, None], w, dec.scale)[:, 0])
-    close(one_batch.head, head_increase(r, small.arch, dec.z, dec.resid[:, :-1], w, dec.scale).cpu())
     top = one_batch.top_heads(3)
     assert [s for _, _, s in top] == sorted((s for _, _, s in top), reverse=True)
     assert one_batch.head_mean[top[0][0], top[0][1]] == one_batch.head_mean.max()
@@ -92,8 +97,9 @@ def test_locate_scores_given_targets(small):
     result = locate(small, PROMPTS, targets=targets)
     assert result.targets.tolist() == [11] * len(PROMPTS)
     dec = decompose(small, PROMPTS)
-    want = head_increase(Readout(small.arch), small.arch, dec.z, dec.resid[:, :-1], targets, dec.scale)
-    close(result.head, want)
+    want = layer_head_increase(Readout(small.arch), small.arch, dec.z, dec.resid, targets, dec.scale)
+    for got, expected in zip((result.head, result.attn, result.ffn), want):
+        close(got, expected)
 
 
 def test_locate_in_groups_equals_one_group(small, monkeypatch):
