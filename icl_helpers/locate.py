@@ -71,13 +71,15 @@ def _score_group(
     m: ICLModel, readout: Readout, prompts: list[str], targets: torch.Tensor | None, batch_size: int, bar: tqdm
 ) -> tuple[torch.Tensor, ...]:
     """(head [n, L, H], attn [n, L], ffn [n, L], targets [n]) on the CPU for n prompts."""
-    parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("z", "resid", "scale", "w")}
+    held: dict[str, torch.Tensor] = {}  # each batch written in place: no second copy while concatenating
     for start in range(0, len(prompts), batch_size):
         dec = decompose(m, prompts[start : start + batch_size])
-        for key, value in zip(parts, (dec.z, dec.resid, dec.scale, dec.predictions)):
-            parts[key].append(value)
+        for key, value in (("z", dec.z), ("resid", dec.resid), ("scale", dec.scale), ("w", dec.predictions)):
+            if key not in held:
+                held[key] = value.new_empty((len(prompts), *value.shape[1:]))
+            held[key][start : start + len(value)] = value
         bar.update(1)
-    z, resid, scale, w = (torch.cat(parts.pop(k)) for k in ("z", "resid", "scale", "w"))  # the pieces go
+    z, resid, scale, w = held.values()
     if targets is not None:
         w = targets.to(w.device)
     head, attn, ffn = layer_head_increase(readout, m.arch, z, resid, w, scale)
