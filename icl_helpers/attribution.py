@@ -65,8 +65,8 @@ class Readout:
         """I(v_i | x) for n vectors v_i on a base x: [B, *S, n].
 
         base: [B, *S, d]. target: [B] token ids w. scale: [B] sigma. contrib gives the
-        vectors' projections already divided by sigma, [b, *S, n, Vc]; it may return a
-        buffer that is overwritten.
+        vectors' projections already divided by sigma, [b, *S, n, Vc], which are
+        overwritten.
         """
         inv = 1 / scale.float()
         B, S = base.shape[0], base.shape[1:-1]
