@@ -19,18 +19,22 @@ def full(small):
     return decompose(small, PROMPTS, pattern=True, values=True, attn_all=True, queries=True, neurons=True)
 
 
+@pytest.fixture(scope="module")
+def hf(small):
+    """The model's own forward pass on PROMPTS, with hidden states and attention rows."""
+    with torch.no_grad():
+        return small.model(**small.encode(PROMPTS), output_hidden_states=True, output_attentions=True)
+
+
 def test_residual_stream_is_embeddings_plus_every_layer(full):
     close(full.resid[:, 0] + full.attn.sum(1) + full.mlp.sum(1), full.resid[:, -1])
     close(full.resid[:, 1:], full.mid + full.mlp)
 
 
-def test_layer_inputs_match_models_hidden_states(small, full):
-    enc = small.encode(PROMPTS)
-    with torch.no_grad():
-        hidden = small.model(**enc, output_hidden_states=True).hidden_states
+def test_layer_inputs_match_models_hidden_states(small, full, hf):
     rows = torch.arange(len(PROMPTS))
     for l in range(small.arch.n_layers):
-        close(full.resid[:, l], hidden[l][rows, full.last])
+        close(full.resid[:, l], hf.hidden_states[l][rows, full.last])
 
 
 def test_heads_plus_bias_equal_attention_output(small, full):
@@ -53,13 +57,10 @@ def test_neurons_sum_to_ffn_output(small, full):
         close(full.neurons[:, l] @ small.arch.W_out(l) + (0 if bias is None else bias), full.mlp[:, l])
 
 
-def test_attention_rows_match_models_attentions(small, full):
-    enc = small.encode(PROMPTS)
-    with torch.no_grad():
-        attentions = small.model(**enc, output_attentions=True).attentions
+def test_attention_rows_match_models_attentions(small, full, hf):
     rows = torch.arange(len(PROMPTS))
     for l in range(small.arch.n_layers):
-        close(full.pattern[:, l], attentions[l][rows, :, full.last])
+        close(full.pattern[:, l], hf.attentions[l][rows, :, full.last])
     # the last position attends to real tokens only
     T = full.input_ids.shape[1]
     after_last = torch.arange(T)[None, :] > full.last[:, None]
@@ -72,17 +73,15 @@ def test_key_inputs_are_earlier_attention_outputs(small, full):
         close(full.key_inputs(l)[rows, full.last], full.attn[:, :l].sum(1))
 
 
-def test_query_in_key_space_rebuilds_the_attention_row(small, full):
+def test_query_in_key_space_rebuilds_the_attention_row(small, full, hf):
     """GPT-2 (no rotation): softmax_p((q W_K^T) . ln_1(x_p) + q . b_K) / sqrt(dh) = alpha(t, p)."""
     if small.name != "gpt2":
         pytest.skip("keys are rotated by position in the Llama family")
     arch = small.arch
-    enc = small.encode(PROMPTS)
-    with torch.no_grad():
-        hidden = small.model(**enc, output_hidden_states=True).hidden_states
-    real = enc["attention_mask"].bool()
+    real = small.encode(PROMPTS)["attention_mask"].bool()
     for l in range(arch.n_layers):
-        normed = arch.blocks()[l].ln_1(hidden[l])  # [B, T, d]
+        with torch.no_grad():
+            normed = arch.blocks()[l].ln_1(hf.hidden_states[l])  # [B, T, d]
         b_K = arch.attn(l).c_attn.bias[arch.d_model : 2 * arch.d_model].view(arch.n_heads, arch.d_head)
         for h in range(arch.n_heads):
             q = full.queries[:, l, h]
