@@ -228,4 +228,3 @@ def neuron_increase(readout: Readout, dec: Decomposition, layer: int, target: to
         dec.mid[:, layer], lambda WG, rows: a[rows].unsqueeze(-1) * WG, a.shape[1], target, dec.scale,
         prepare=lambda G_c: W_out @ G_c,
     )
-
