@@ -33,11 +33,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from icl_helpers import ICLModel, load_model  # noqa: E402
-from icl_helpers.attribution import Readout, position_increase  # noqa: E402
-from icl_helpers.decompose import decompose  # noqa: E402
-from icl_helpers.hooks import attached  # noqa: E402
-from icl_helpers.locate import locate  # noqa: E402
-from icl_helpers.models import bundled_model_dir  # noqa: E402
+from icl_helpers.core.attribution import Readout, position_increase  # noqa: E402
+from icl_helpers.core.decompose import decompose  # noqa: E402
+from icl_helpers.model.hooks import attached  # noqa: E402
+from icl_helpers.core.locate import locate  # noqa: E402
+from icl_helpers.model.loading import bundled_model_dir  # noqa: E402
 
 GPT2_TOKENIZER = REPO.parent / "shared" / "tokenizers" / "gpt2"
 AGNEWS_CHARS = 170  # each text cut to this many characters: prompts of about 200 tokens
@@ -67,8 +67,8 @@ def build_model(name: str, device: str) -> ICLModel:
 
 def build_prompts(data: str, n: int) -> list[str]:
     """n word prompts (both word datasets, shuffled) or n AG News prompts."""
-    from icl_helpers.datasets import load_word_records, sentence_records
-    from icl_helpers.prompts import build_prompts as render
+    from icl_helpers.data.datasets import load_word_records, sentence_records
+    from icl_helpers.data.prompts import build_prompts as render
 
     if data == "agnews":
         records = sentence_records("agnews", n=n, max_chars=AGNEWS_CHARS)
@@ -97,7 +97,7 @@ def positions(m: ICLModel, prompts: list[str], batch_size: int, heads: list[tupl
     """(2b) Position-level scores of the given heads for every prompt."""
     readout = Readout(m.arch)
     for start in range(0, len(prompts), batch_size):
-        dec = decompose(m, prompts[start : start + batch_size], pattern=True, values=True)
+        dec = decompose(m, prompts[start : start + batch_size], record=["pattern", "values"])
         for layer, head in heads:
             position_increase(readout, dec, layer, head, dec.predictions)
 
@@ -117,7 +117,7 @@ def authors_scores(m: ICLModel, prompt: str) -> tuple[list, list, list]:
             (arch.blocks()[l], "pre", lambda mod, args: rec["x"].append(args[0][0].tolist())),
             (arch.attn_out(l), "pre", lambda mod, args: rec["z"].append(args[0][0].tolist())),
             (arch.attn(l), "post", lambda mod, args, out: rec["attn"].append(out[0][0].tolist())),
-            (arch.mlp(l), "post", lambda mod, args, out: rec["mlp"].append(out[0].tolist())),
+            (arch.module("mlp", l), "post", lambda mod, args, out: rec["mlp"].append(out[0].tolist())),
         ]
     with torch.no_grad(), attached(hooks):
         logits = m.model(**m.encode([prompt])).logits
@@ -241,7 +241,7 @@ def run_job(args: argparse.Namespace) -> dict:
     seconds, times, result = _timed(work, args.repeats, args.device)
     peak_mb = _peak(args.device)
     if args.method == "locate":
-        check["top_heads"] = [f"{l}.{h}" for l, h, _ in result.top_heads(TOP_HEADS)]
+        check["top_heads"] = [f"{l}.{h}" for l, h in result.top_heads(TOP_HEADS)]
     if args.method in ("authors", "transformer-lens"):  # the same scores from locate
         ours = locate(m, timed_prompts, batch_size=bs)
         if args.method == "authors":

@@ -6,9 +6,9 @@ import json
 import sys
 from pathlib import Path
 
+from .core.locate import locate
 from .errors import UsageError
-from .locate import locate
-from .models import BUNDLED, load_model
+from .model.loading import BUNDLED, load_model
 
 
 def _read_prompts(args: argparse.Namespace) -> list[str]:
@@ -27,6 +27,7 @@ def cmd_locate(args: argparse.Namespace) -> None:
     prompts = _read_prompts(args)
     m = load_model(args.model, device=args.device, dtype=args.dtype)
     result = locate(m, prompts, batch_size=args.batch_size, progress=True)
+    top = result.top_heads(20)
     report = {
         "model": args.model,
         "n_prompts": len(prompts),
@@ -36,10 +37,11 @@ def cmd_locate(args: argparse.Namespace) -> None:
         "head_increase": result.head_mean.tolist(),
         "attn_layer_increase": result.attn.mean(0).tolist(),
         "ffn_layer_increase": result.ffn.mean(0).tolist(),
-        "top_heads": [list(t) for t in result.top_heads(20)],
+        "top_heads": [list(h) for h in top],
+        "top_head_increase": result.head_scores(top).tolist(),
     }
     Path(args.json).write_text(json.dumps(report, indent=1))
-    best = ", ".join(f"{l}.{h} ({s:.2f})" for l, h, s in result.top_heads(5))
+    best = ", ".join(f"{l}.{h} ({s:.2f})" for (l, h), s in zip(top[:5], report["top_head_increase"]))
     print(f"{len(prompts)} prompts; top heads (layer.head, mean increase): {best}; wrote {args.json}")
 
 

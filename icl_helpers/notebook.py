@@ -6,8 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UsageError
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from .paths import REPO_ROOT
 
 # parameter -> environment variable that overrides it
 ENV = {

@@ -1,4 +1,5 @@
-"""Shared fixtures: small randomly initialised models of each family, and the bundled model."""
+"""Shared fixtures and helpers: small randomly initialised models of each family, the
+bundled model, the prompts most tests use, and `close` for float comparisons."""
 from __future__ import annotations
 
 import os
@@ -17,6 +18,12 @@ PROMPTS = [
     "cat : foo",
     "The quick brown fox jumps over the lazy dog : bar hello world : foo",
 ]
+
+
+def close(a: torch.Tensor, b: torch.Tensor, rel: float = 1e-5) -> None:
+    """Equal to `rel` of the larger tensor's scale (sums of many terms lose a few ulps)."""
+    atol = rel * max(1.0, float(b.abs().max()))
+    torch.testing.assert_close(a, b, rtol=0, atol=atol)
 
 
 @pytest.fixture(scope="session")

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import torch
 
-from icl_helpers.attribution import Readout
-from icl_helpers.decompose import decompose
-from icl_helpers.locate import locate
-from tests.test_decompose import close
+from icl_helpers.core.attribution import Readout
+from icl_helpers.core.decompose import decompose
+from icl_helpers.core.locate import locate
+from tests.conftest import close
 
 EXAMPLE = "love : bar like : bar eight : foo two : foo one :"
 
@@ -14,7 +14,7 @@ EXAMPLE = "love : bar like : bar eight : foo two : foo one :"
 def test_bundled_model_decomposes_exactly(smollm):
     arch = smollm.arch
     assert (arch.n_layers, arch.n_heads, arch.n_kv_heads, arch.d_model) == (30, 9, 3, 576)
-    dec = decompose(smollm, [EXAMPLE], neurons=True)
+    dec = decompose(smollm, [EXAMPLE], record=["neurons"])
     close(dec.resid[:, 0] + dec.attn.sum(1) + dec.mlp.sum(1), dec.resid[:, -1])
     close(dec.heads().sum(2), dec.attn)  # no output bias in Llama
     close(torch.einsum("blk,lkd->bld", dec.neurons, torch.stack([arch.W_out(l) for l in range(30)])), dec.mlp)
@@ -25,5 +25,5 @@ def test_bundled_model_decomposes_exactly(smollm):
 def test_example_prompt_top_heads_are_deep(smollm):
     result = locate(smollm, [EXAMPLE])
     top = result.top_heads(10)
-    assert all(layer >= 15 for layer, _, _ in top), top  # all in the deeper half of 30 layers
-    assert top[0][2] > 0.5  # the best head alone raises log p(" foo") by over half a nat
+    assert all(layer >= 15 for layer, _ in top), top  # all in the deeper half of 30 layers
+    assert result.head_scores(top)[0] > 0.5  # the best head alone raises log p(" foo") by over half a nat

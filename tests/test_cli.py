@@ -23,8 +23,8 @@ def test_locate_writes_the_report(small, tmp_path, capsys):
     assert len(report["head_increase"]) == L and len(report["head_increase"][0]) == H
     assert len(report["attn_layer_increase"]) == len(report["ffn_layer_increase"]) == L
     best = max((v, l, h) for l, row in enumerate(report["head_increase"]) for h, v in enumerate(row))
-    assert report["top_heads"][0] == [best[1], best[2], best[0]]
-    assert len(report["top_heads"]) == min(20, L * H)
+    assert report["top_heads"][0] == [best[1], best[2]] and report["top_head_increase"][0] == best[0]
+    assert len(report["top_heads"]) == len(report["top_head_increase"]) == min(20, L * H)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -43,4 +43,4 @@ def test_bundled_example_predicts_foo(tmp_path):
                  "love : bar like : bar eight : foo two : foo one :", "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["predictions"] == [" foo"]
-    assert all(layer >= 15 for layer, _, _ in report["top_heads"][:10])
+    assert all(layer >= 15 for layer, _ in report["top_heads"][:10])

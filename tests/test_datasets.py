@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from icl_helpers import UsageError
-from icl_helpers import datasets as ds
-from icl_helpers.prompts import Record, build_prompts, by_direction
+from icl_helpers.data import datasets as ds
+from icl_helpers.data.prompts import Record, build_prompts, by_direction
 
-from conftest import SHARED
+from tests.conftest import SHARED
 
 DATA_DIR = SHARED / "datasets"
 WORDS = {c: ds.read_word_list(c) for c in ds.WORD_CLASSES}
@@ -52,7 +52,7 @@ def test_generator_is_deterministic():
 
 
 def test_command_regenerates_the_files_byte_for_byte(tmp_path):
-    ds.main(["--out", str(tmp_path)])  # what `python -m icl_helpers.datasets --out DIR` runs
+    ds.main(["--out", str(tmp_path)])  # what `python -m icl_helpers.data.datasets --out DIR` runs
     for name in ds.WORD_DATASETS:
         assert (tmp_path / f"{name}.jsonl").read_bytes() == ds.word_dataset_path(name).read_bytes()
 

@@ -4,19 +4,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from icl_helpers.decompose import decompose
-from tests.conftest import PROMPTS
-
-
-def close(a: torch.Tensor, b: torch.Tensor, rel: float = 1e-5) -> None:
-    """Equal to `rel` of the larger tensor's scale (sums of many terms lose a few ulps)."""
-    atol = rel * max(1.0, float(b.abs().max()))
-    torch.testing.assert_close(a, b, rtol=0, atol=atol)
+from icl_helpers import UsageError
+from icl_helpers.core.decompose import concat, decompose
+from tests.conftest import PROMPTS, close
 
 
 @pytest.fixture(scope="module")
 def full(small):
-    return decompose(small, PROMPTS, pattern=True, values=True, attn_all=True, queries=True, neurons=True)
+    return decompose(small, PROMPTS, record=["pattern", "values", "attn_all", "queries", "neurons"])
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +48,7 @@ def test_position_terms_sum_to_each_head(small, full):
 
 def test_neurons_sum_to_ffn_output(small, full):
     for l in range(small.arch.n_layers):
-        bias = small.arch.mlp_out(l).bias
+        bias = small.arch.module("neurons", l).bias
         close(full.neurons[:, l] @ small.arch.W_out(l) + (0 if bias is None else bias), full.mlp[:, l])
 
 
@@ -92,7 +87,7 @@ def test_query_in_key_space_rebuilds_the_attention_row(small, full, hf):
 
 def test_batched_equals_one_prompt_at_a_time(small, full):
     for i, prompt in enumerate(PROMPTS):
-        one = decompose(small, [prompt], pattern=True, values=True, neurons=True)
+        one = decompose(small, [prompt], record=["pattern", "values", "neurons"])
         n = int(one.last[0]) + 1
         for name in ("resid", "attn", "mlp", "z", "logits", "scale", "neurons"):
             close(getattr(full, name)[i], getattr(one, name)[0])
@@ -109,3 +104,21 @@ def test_final_scale_is_the_norm_the_model_used(small, full):
     f = full.resid[:, -1]
     centred = f - f.mean(-1, keepdim=True) if small.arch.norm_kind == "layer" else f
     close(gamma * centred / full.scale[:, None] + (0 if beta is None else beta), normed)
+
+
+def test_at_positions_keeps_the_chosen_positions_of_every_position_field(full):
+    index = torch.tensor([[0, 2], [1, 1], [3, 0]])  # [B, P]
+    at = full.at_positions(index)
+    for b, row in enumerate(index.tolist()):
+        assert at.input_ids[b].tolist() == full.input_ids[b, row].tolist()
+        assert torch.equal(at.values[b], full.values[b, :, :, row])
+        assert torch.equal(at.attn_all[b], full.attn_all[b, :, row])
+        assert torch.equal(at.pattern[b], full.pattern[b, ..., row])
+    assert at.z is full.z and at.queries is full.queries  # last-position fields untouched
+    both = concat([at, at])
+    assert torch.equal(both.values, torch.cat([at.values, at.values])) and both.neurons.shape[0] == 2 * len(PROMPTS)
+
+
+def test_an_unknown_quantity_is_refused(small):
+    with pytest.raises(UsageError, match="cannot record keys; choose from pattern, values, attn_all, queries, neurons"):
+        decompose(small, PROMPTS, record=["keys"])

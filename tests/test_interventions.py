@@ -6,21 +6,19 @@ import pytest
 import torch
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-from icl_helpers.decompose import decompose
-from icl_helpers.interventions import (
+from icl_helpers.core.decompose import decompose
+from icl_helpers.core.interventions import (
     AbsoluteKeys,
-    LabelPositions,
     RotaryKeys,
     ablated,
     applied,
     balanced_labels,
-    head_mask,
     head_means,
     position_free_labels,
-    random_heads,
 )
-from tests.conftest import PROMPTS
-from tests.test_decompose import close
+from icl_helpers.data.positions import LabelPositions, find_positions
+from icl_helpers.data.prompts import parse_prompt
+from tests.conftest import PROMPTS, close
 
 EXAMPLES = [
     "love : bar like : bar eight : foo two : foo one :",
@@ -30,11 +28,8 @@ EXAMPLES = [
 
 
 def labels_of(m, prompts: list[str]) -> LabelPositions:
-    """Positions of the tokens " foo" (class 0) and " bar" (class 1) in each prompt."""
-    enc = m.encode(prompts)
-    ids = enc["input_ids"]
-    foo, bar = (m.tokenizer.encode(w)[0] for w in (" foo", " bar"))
-    return LabelPositions.from_masks([ids == foo, ids == bar], enc["attention_mask"])
+    """Positions of the labels " foo" (true) and " bar" (false) in each prompt."""
+    return find_positions(m.tokenizer, [parse_prompt(p) for p in prompts])
 
 
 def last_logits(m, prompts: list[str]) -> torch.Tensor:
@@ -59,14 +54,10 @@ def test_balancing_equal_classes_changes_nothing(small):
 def test_identity_rotation_changes_nothing(small):
     if small.arch.__class__.__name__ == "GPT2Arch":
         pytest.skip("absolute positions: no rotation")
-    found = labels_of(small, EXAMPLES)
-    first_foo = found.classes[:, 0].int().argmax(-1)
-    one = torch.zeros_like(found.classes)
-    one[torch.arange(len(EXAMPLES)), 0, first_foo] = True
-    labels = LabelPositions(one, found.last)
-    with position_free_labels(small, some_heads(small), labels):  # target = that label's own position
-        edited = last_logits(small, EXAMPLES)
-    close(edited, last_logits(small, EXAMPLES))
+    prompts = ["love : foo one :", "a rather long demonstration here : bar six :"]  # one label each
+    with position_free_labels(small, some_heads(small), labels_of(small, prompts)):  # target: that label's own position
+        edited = last_logits(small, prompts)
+    close(edited, last_logits(small, prompts))
 
 
 def test_rotary_keys_move_to_the_target_position():
@@ -118,15 +109,15 @@ def test_mean_ablation_sets_z_to_the_dataset_mean(small):
 def test_balancing_divides_label_weights_by_class_count(small):
     prompts = [EXAMPLES[1]]  # one bar label, two foo labels
     labels = labels_of(small, prompts)
-    plain = decompose(small, prompts, pattern=True).pattern[0, 1]  # layer 1: [H, T]
+    plain = decompose(small, prompts, record=["pattern"]).pattern[0, 1]  # layer 1: [H, T]
     with balanced_labels(small, [(1, 0)], labels):
-        edited = decompose(small, prompts, pattern=True).pattern[0, 1]
+        edited = decompose(small, prompts, record=["pattern"]).pattern[0, 1]
     close(edited[1:], plain[1:])  # other heads untouched
-    is_label = labels.any[0]
+    foo, bar = labels.class_masks(plain.shape[-1])[0]
+    is_label = foo | bar
     close(edited[0, ~is_label], plain[0, ~is_label])
     close(edited[0, is_label].sum(), plain[0, is_label].sum())  # label total kept
     ratio = edited[0] / plain[0]
-    foo, bar = labels.classes[0]
     close(ratio[foo], ratio[bar][0].expand(2) / 2)
 
 
@@ -160,10 +151,3 @@ def test_model_is_unchanged_afterwards(small):
     assert _hooks(small.model) == hooks
     assert all(torch.equal(v, state[k]) for k, v in small.model.state_dict().items())
     assert torch.equal(last_logits(small, EXAMPLES), before)
-
-
-def test_random_heads_are_distinct_and_avoid_the_excluded(small):
-    exclude = some_heads(small)
-    drawn = random_heads(small.arch, 5, torch.Generator().manual_seed(0), exclude=exclude)
-    assert len(set(drawn)) == 5 and not set(drawn) & set(exclude)
-    assert head_mask(small.arch, drawn).sum() == 5

@@ -6,8 +6,8 @@ import torch
 from transformers import BertConfig, BertForMaskedLM
 
 from icl_helpers import ICLModel, UsageError, load_model
-from icl_helpers.decompose import decompose
-from icl_helpers.locate import locate
+from icl_helpers.core.decompose import decompose
+from icl_helpers.core.locate import locate
 
 
 def test_local_directory_round_trip(small, tmp_path):
@@ -45,7 +45,7 @@ def test_empty_inputs(small):
         decompose(small, ["a", ""])
 
 
-def test_missing_recording_says_which_flag(small):
+def test_missing_recording_says_what_to_record(small):
     dec = decompose(small, ["a : foo"])
-    with pytest.raises(ValueError, match="pattern=True"):
+    with pytest.raises(ValueError, match=r"record=\['pattern'\]"):
         dec.position_terms(0, 0)

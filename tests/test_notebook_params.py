@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from icl_helpers import UsageError
-from icl_helpers.notebook import ENV, REPO_ROOT, notebook_params
+from icl_helpers.notebook import ENV, notebook_params
+from icl_helpers.paths import REPO_ROOT
 
 
 @pytest.fixture(autouse=True)

@@ -4,12 +4,12 @@ import torch
 from transformers import AutoTokenizer
 
 from icl_helpers import ICLModel, UsageError
-from icl_helpers.accuracy import label_token_ids
-from icl_helpers.models import bundled_model_dir
-from icl_helpers.positions import find_positions, from_encoding, from_offsets
-from icl_helpers.prompts import Record, Variant, build_prompt, parse_prompt
+from icl_helpers.data.prompts import label_token_ids
+from icl_helpers.model.loading import bundled_model_dir
+from icl_helpers.data.positions import find_positions, from_encoding, from_offsets
+from icl_helpers.data.prompts import Record, Variant, build_prompt, parse_prompt
 
-from conftest import small_model
+from tests.conftest import small_model
 
 RECORD = Record("one", "number", "sentiment", ("eight", "two"), ("love", "like"))
 MULTI = Record(
@@ -59,7 +59,12 @@ def test_exact_positions_gpt2(gpt2_tokenizer):
     assert pos.labels.tolist() == [[2, 5, 8, 11], [5, 10, 14, -1]]
     assert pos.demos.tolist() == [[[0, 1], [3, 4], [6, 7], [9, 10]], [[0, 4], [6, 9], [11, 13], [-1, -1]]]
     assert pos.last.tolist() == [13, 16]
-    assert pos.lists(True) == [[8, 11], [14]] and pos.lists(False) == [[2, 5], [5, 10]]
+    true, false = pos.class_masks(17).unbind(1)
+    assert torch.equal(true, pos.mask(17, True))
+    assert [m.nonzero().flatten().tolist() for m in false] == [[2, 5], [5, 10]]
+    assert pos.last_label.tolist() == [11, 14]
+    second = pos[1:]
+    assert second.labels.tolist() == [[5, 10, 14, -1]] and second.last.tolist() == [16] and len(second) == 1
     expected = torch.zeros(2, 17, dtype=torch.bool)
     expected[0, [8, 11]] = expected[1, 14] = True
     assert torch.equal(pos.mask(17, True), expected)
@@ -70,7 +75,7 @@ def test_label_tokens_differ_after_a_space(tokenizer):
     assert bare != spaced
     pos = find_positions(tokenizer, PROMPTS[:1])
     ids = tokenizer(PROMPTS[0].text)["input_ids"]
-    assert {ids[i] for i in pos.lists(True)[0]} == {spaced[-1]} == set(label_token_ids(tokenizer, ["foo"]).tolist())
+    assert {ids[i] for i in pos.labels[pos.chosen(True)].tolist()} == {spaced[-1]} == set(label_token_ids(tokenizer, ["foo"]).tolist())
 
 
 def test_offset_conventions_and_special_tokens(gpt2_tokenizer):

@@ -2,7 +2,7 @@
 import pytest
 
 from icl_helpers import UsageError
-from icl_helpers.prompts import VARIANTS, Record, Variant, build_prompt, build_prompts, parse_prompt
+from icl_helpers.data.prompts import VARIANTS, Record, Variant, build_prompt, build_prompts, parse_prompt
 
 RECORD = Record("one", "number", "sentiment", ("eight", "two"), ("love", "like"))
 BALANCED = "love : bar like : bar eight : foo two : foo one :"

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from icl_helpers import ICLModel
-from icl_helpers.decompose import decompose
+from icl_helpers.core.decompose import decompose
 from tests.conftest import PROMPTS, small_model
-from tests.test_decompose import close
+from tests.conftest import close
 
 bridge_module = pytest.importorskip("transformer_lens.model_bridge", reason="transformer_lens is not installed")
 
@@ -36,7 +36,7 @@ def runs(both):
     enc = ours.encode(PROMPTS)  # token ids, so the bridge prepends no BOS of its own
     with torch.no_grad():
         _, cache = bridge.run_with_cache(enc["input_ids"], attention_mask=enc["attention_mask"])
-    return decompose(ours, PROMPTS, pattern=True), cache
+    return decompose(ours, PROMPTS, record=["pattern"]), cache
 
 
 def test_head_outputs_at_last_position_match(runs):

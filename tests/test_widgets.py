@@ -5,10 +5,12 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from icl_helpers import ICLModel, sweeps, widgets
-from icl_helpers.locate import LocateResult
-from icl_helpers.sweeps import LabelAttention
-from tests.conftest import PROMPTS, small_model
+from icl_helpers import ICLModel
+from icl_helpers.core.locate import LocateResult
+from icl_helpers.studies import label_attention, projection, runner
+from icl_helpers.studies.label_attention import LabelAttention
+from icl_helpers.viz import widgets
+from tests.conftest import small_model
 
 L, H, N = 4, 3, 10
 
@@ -65,21 +67,28 @@ def test_rank_explorer_redraws_for_the_chosen_head():
     assert [t.get_text() for t in ex.shown.axes[0].get_legend().get_texts()] == ["head 2-1", "random head 2-0"]
 
 
-def test_projection_explorer_shows_the_chosen_heads_table(gpt2):
-    labels = [[2, 5, 8, 11], [2], [10, 15]]
-    ex = widgets.projection_explorer(gpt2, PROMPTS, labels, start=(0, 0), k=3)
+@pytest.fixture(scope="module")
+def ps(gpt2) -> runner.PromptSet:
+    return runner.prompt_set_from_texts(gpt2, ["love : bar like : bar eight : foo two : foo one :", "cat : foo dog :",
+                                               "a long demonstration : bar fine : foo six :"])
+
+
+def test_projection_explorer_shows_the_chosen_heads_table(gpt2, ps):
+    proj = projection.projections(gpt2, ps)
+    ex = widgets.projection_explorer(proj, start=(0, 0), k=3)
     ex.controls["layer"].value, ex.controls["head"].value, ex.controls["prompt"].value = 2, 1, 1
-    want = sweeps.projection_table(gpt2, sweeps.decompose_for_projection(gpt2, PROMPTS[1]), [2], (2, 1), k=3)
-    assert ex.shown.equals(want)
+    assert ex.shown.equals(proj.table(1, (2, 1), k=3))
+    assert ex.shown["token"].tolist() == [" foo", " foo", " :"]
 
 
-def test_prompt_attention_explorer_draws_the_chosen_row(gpt2):
-    ex = widgets.prompt_attention_explorer(gpt2, PROMPTS, [[8, 11], [2], [1]], [[2, 5], [], [0]], start=(0, 0))
+def test_prompt_attention_explorer_draws_the_chosen_row(gpt2, ps):
+    rows = label_attention.prompt_attention(gpt2, ps)
+    ex = widgets.prompt_attention_explorer(rows, start=(0, 0))
     ex.controls["head"].value, ex.controls["prompt"].value = 3, 1
     assert "head 0-3" in title(ex.shown)
     bars = [p.get_height() for p in ex.shown.axes[0].patches]
-    want = sweeps.prompt_attention(gpt2, PROMPTS[1], [2], []).pattern[0, 3]
-    assert torch.allclose(torch.tensor(bars, dtype=want.dtype), want)
+    assert len(bars) == 5  # "cat : foo dog :": its own tokens, no padding
+    assert torch.allclose(torch.tensor(bars, dtype=torch.float32), rows.pattern[1, 0, 3, :5])
 
 
 def test_layer_explorer_redraws_for_the_chosen_prompt():

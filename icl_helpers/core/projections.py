@@ -1,18 +1,19 @@
-"""Per-head analyses of in-context heads (METHOD.md sections 5-7).
+"""Vocabulary projections and label measures of heads (METHOD.md sections 5-7).
 
-Label positions are given as boolean masks [B, T] over the decomposed batch; a label's own
-token is the token at its position. A head list is [(layer, head), ...] of length S.
+Label positions are given as indices or boolean masks over a decomposition's position
+axis; a label's own token is the token at its position. Heads are (layer, head) pairs, S
+of them.
 """
 from __future__ import annotations
 
 import string
-from dataclasses import dataclass
 from functools import lru_cache
 
 import torch
 
 from .attribution import Readout
 from .decompose import Decomposition
+from .heads import Head
 
 # English stop words removed from projection lists, as the paper does (our own list).
 STOP_WORDS = frozenset("""
@@ -27,7 +28,7 @@ would you your yours yourself yourselves s t d ll m o re ve y
 
 
 @lru_cache(maxsize=8)
-def _kept_tokens(tokenizer) -> torch.Tensor:
+def kept_tokens(tokenizer) -> torch.Tensor:
     """[V] bool: tokens that are not stop words, punctuation, digits-free blanks or special."""
     words = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
     special = set(tokenizer.all_special_ids)
@@ -43,57 +44,46 @@ def top_tokens(readout: Readout, tokenizer, vectors: torch.Tensor, k: int = 10, 
     """The k best tokens of bs(v) for each of n vectors [n, d] (sigma does not change the order)."""
     logits = readout.logits(vectors, torch.ones(len(vectors), device=vectors.device))  # [n, V]
     if filter_stop_words:
-        kept = _kept_tokens(tokenizer).to(logits.device)
+        kept = kept_tokens(tokenizer).to(logits.device)
         logits = logits[:, : len(kept)].masked_fill(~kept[: logits.shape[-1]], -torch.inf)
     ids = logits.topk(k, dim=-1).indices.tolist()
     return [tokenizer.batch_decode([[i] for i in row]) for row in ids]
 
 
-@dataclass
-class ProjectionRow:
-    """One line of Table 1 / Table 3: what one vector of a head projects to."""
+def project_head(readout: Readout, tokenizer, dec: Decomposition, prompt: int, head: Head, labels: list[int],
+                 k: int = 10) -> dict[str, list[list[str]]]:
+    """Tables 1 and 3 for one head of one prompt of `dec`: the top-k tokens of each label value,
+    each label key, and the last query, by kind ("label value", "label key", "last query").
 
-    kind: str  # "label value", "label key" or "last query"
-    position: int
-    token: str  # the prompt's token at that position
-    top: list[str]
-
-
-def project_head(readout: Readout, tokenizer, dec: Decomposition, prompt: int, layer: int, head: int,
-                 label_positions: list[int], k: int = 10) -> list[ProjectionRow]:
-    """Table 1 for one head of one prompt of `dec`: its label values, label keys and last query.
-
-    dec needs decompose(..., values=True, attn_all=True, queries=True).
+    labels: indices of the prompt's label positions on dec's position axis. dec needs
+    decompose(..., record=["values", "attn_all", "queries"]) (or those fields at chosen
+    positions, `Decomposition.at_positions`).
     """
-    pos = torch.tensor(label_positions, device=dec.input_ids.device)
-    last = int(dec.last[prompt])
-    groups = [
-        ("label value", dec.value_outputs(layer, head)[prompt, pos], label_positions),
-        ("label key", dec.key_inputs(layer)[prompt, pos], label_positions),
-        ("last query", dec.query_in_key_space(layer, head)[prompt : prompt + 1], [last]),
-    ]
-    rows = []
-    for kind, vectors, positions in groups:
-        tops = top_tokens(readout, tokenizer, vectors, k)
-        rows += [ProjectionRow(kind, p, tokenizer.decode(dec.input_ids[prompt, p]), top) for p, top in zip(positions, tops)]
-    return rows
+    layer, h = head
+    vectors = {
+        "label value": dec.value_outputs(layer, h)[prompt, labels],
+        "label key": dec.key_inputs(layer)[prompt, labels],
+        "last query": dec.query_in_key_space(layer, h)[prompt : prompt + 1],
+    }
+    return {kind: top_tokens(readout, tokenizer, v, k) for kind, v in vectors.items()}
 
 
-def _value_outputs(dec: Decomposition, heads: list[tuple[int, int]]) -> torch.Tensor:
+def _value_outputs(dec: Decomposition, heads: list[Head]) -> torch.Tensor:
     """[B, S, T, d]: v_{l,h,p} W_O^{l,h} for every listed head and position."""
     arch = dec.arch
     layers = torch.tensor([l for l, _ in heads])
     kv = torch.tensor([arch.kv_head(h) for _, h in heads])
-    v = dec.values[:, layers, kv]  # [B, S, T, dh]
+    v = dec.require("values")[:, layers, kv]  # [B, S, T, dh]
     W_O = torch.stack([arch.W_O(l)[h] for l, h in heads]).to(v)  # [S, dh, d]
     return torch.einsum("bstk,skd->bstd", v, W_O)
 
 
-def label_value_ranks(readout: Readout, dec: Decomposition, heads: list[tuple[int, int]], labels: torch.Tensor) -> torch.Tensor:
+def label_value_ranks(readout: Readout, dec: Decomposition, heads: list[Head], labels: torch.Tensor) -> torch.Tensor:
     """[B, S, T]: rank (1 = top) of each label's own token in bs of its value, nan off labels.
 
-    labels: [B, T] bool mask of label positions. dec needs values=True. The rank is 1 + the
-    number of other tokens scoring strictly higher, counted over vocabulary chunks.
+    labels: [B, T] bool mask of label positions on dec's position axis. dec needs values.
+    The rank is 1 + the number of other tokens scoring strictly higher, counted over
+    vocabulary chunks.
     """
     vec = _value_outputs(dec, heads).float()  # [B, S, T, d]
     own = readout.G[dec.input_ids]  # [B, T, d]: readout row of each position's token
@@ -107,12 +97,9 @@ def label_value_ranks(readout: Readout, dec: Decomposition, heads: list[tuple[in
     return ranks.masked_fill(~labels[:, None].to(ranks.device), torch.nan)
 
 
-def label_attention(dec: Decomposition, heads: list[tuple[int, int]], mask: torch.Tensor) -> torch.Tensor:
-    """[B, S]: attention from the last position summed over the positions in mask [B, T].
-
-    dec needs pattern=True.
+def label_attention(dec: Decomposition, mask: torch.Tensor) -> torch.Tensor:
+    """[B, L, H]: attention from the last position summed over the positions in mask [B, T],
+    every head. dec needs pattern.
     """
-    layers = torch.tensor([l for l, _ in heads])
-    hs = torch.tensor([h for _, h in heads])
-    alpha = dec.pattern[:, layers, hs]  # [B, S, T]
-    return (alpha * mask[:, None].to(alpha)).sum(-1)
+    alpha = dec.require("pattern")  # [B, L, H, T]
+    return (alpha * mask[:, None, None].to(alpha)).sum(-1)

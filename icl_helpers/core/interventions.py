@@ -23,7 +23,6 @@ label edits take that batch's `LabelPositions`.
 from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from typing import Callable, ContextManager, Iterator, Sequence
 from weakref import WeakKeyDictionary
 
@@ -33,27 +32,19 @@ from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 from transformers.models.llama.modeling_llama import rotate_half
 
-from .adapters import Arch, GPT2Arch
-from .hooks import Hook, attached
-from .models import ICLModel
+from ..data.positions import LabelPositions
+from ..model.adapters import Arch, GPT2Arch
+from ..model.hooks import Hook, attached
+from ..model.loading import ICLModel
+from .heads import Head, head_mask
 
-Heads = Sequence[tuple[int, int]]  # (layer, head) pairs
-
-
-def head_mask(arch: Arch, heads: Heads) -> torch.Tensor:
-    """[L, H] bool: True at the given (layer, head) pairs."""
-    mask = torch.zeros(arch.n_layers, arch.n_heads, dtype=torch.bool)
-    if len(heads):
-        layers, hs = torch.tensor([(l, h) for l, h, *_ in heads]).T
-        mask[layers, hs] = True
-    return mask
+Heads = Sequence[Head]
 
 
-def random_heads(arch: Arch, k: int, generator: torch.Generator, exclude: Heads = ()) -> list[tuple[int, int]]:
-    """k distinct heads drawn uniformly from all heads not in `exclude`."""
-    pool = (~head_mask(arch, exclude)).flatten().nonzero().flatten()
-    pick = pool[torch.randperm(len(pool), generator=generator)[:k]]
-    return [(i // arch.n_heads, i % arch.n_heads) for i in pick.tolist()]
+def _layer_masks(arch: Arch, heads: Heads) -> dict[int, torch.Tensor]:
+    """Layer -> [H] bool mask of its listed heads, for the layers that have any."""
+    mask = head_mask(arch.n_layers, arch.n_heads, heads)
+    return {l: mask[l] for l in mask.any(1).nonzero().flatten().tolist()}
 
 
 # --- ablation -----------------------------------------------------------------------
@@ -66,13 +57,12 @@ def ablated(m: ICLModel, heads: Heads, means: torch.Tensor | None = None) -> Ite
     from ATTN_l; an output bias b_O stays.
     """
     arch = m.arch
-    mask = head_mask(arch, heads)
     hooks: list[Hook] = []
-    for l in mask.any(1).nonzero().flatten().tolist():
+    for l, drop in _layer_masks(arch, heads).items():
         module = arch.attn_out(l)
         fill = torch.zeros(arch.n_heads, arch.d_head) if means is None else means[l]
         fill = fill.to(module.weight)
-        drop = mask[l].to(module.weight.device)
+        drop = drop.to(module.weight.device)
         hooks.append((module, "pre", lambda mod, args, drop=drop, fill=fill: _replace_heads(args, drop, fill)))
     with attached(hooks):
         yield
@@ -108,31 +98,11 @@ def head_means(m: ICLModel, prompts: list[str], batch_size: int = 32) -> torch.T
 # --- attention edits at the last position -------------------------------------------
 
 
-@dataclass
-class LabelPositions:
-    """Where one right-padded batch's labels are: B prompts, C label classes, T tokens."""
-
-    classes: torch.Tensor  # [B, C, T] bool: the positions of each label class
-    last: torch.Tensor  # [B]: index of the last real token (the query that predicts)
-
-    @classmethod
-    def from_masks(cls, masks: Sequence[torch.Tensor], attention_mask: torch.Tensor) -> "LabelPositions":
-        """From one [B, T] bool mask per class and the batch's attention mask [B, T]."""
-        return cls(torch.stack(list(masks), 1).bool(), attention_mask.sum(1) - 1)
-
-    @property
-    def any(self) -> torch.Tensor:
-        """[B, T] bool: every label position."""
-        return self.classes.any(1)
-
-    def to(self, device: torch.device) -> "LabelPositions":
-        return LabelPositions(self.classes.to(device), self.last.to(device))
-
-
 class LabelEdit:
     """Edits one attention module's last-position row for the heads `heads` [H] bool.
 
     `scores` acts before the softmax, `weights` after; both get and return [B, H, T, T].
+    labels: the batch's label positions (true labels are one class, false labels the other).
     """
 
     def __init__(self, heads: torch.Tensor, labels: LabelPositions):
@@ -161,7 +131,7 @@ class BalanceLabels(LabelEdit):
 
     def weights(self, weights: torch.Tensor) -> torch.Tensor:
         rows = torch.arange(weights.shape[0], device=weights.device)
-        classes = self.labels.classes.to(weights.device)  # [B, C, T]
+        classes = self.labels.to(weights.device).class_masks(weights.shape[-1])  # [B, C, T]
         counts = classes.sum(-1, keepdim=True).clamp(min=1)  # [B, C, 1]
         per_position = (classes / counts).sum(1).to(weights.dtype)  # [B, T]: 1/count, 0 off labels
         row = weights[rows, :, self.labels.last.to(weights.device)]  # [B, H, T]
@@ -187,7 +157,8 @@ class PositionFreeLabels(LabelEdit):
         q = query[rows, :, self.labels.last.to(query.device)]  # [B, H, dh]
         free = self.keys(key).repeat_interleave(query.shape[1] // key.shape[1], 1)  # [B, H, T, dh]
         row = torch.einsum("bhd,bhtd->bht", q, free) * scaling
-        return self._set_last_row(scores, row, self.labels.any.to(query.device)[:, None].expand_as(row))
+        is_label = self.labels.to(query.device).class_masks(row.shape[-1]).any(1)  # [B, T]
+        return self._set_last_row(scores, row, is_label[:, None].expand_as(row))
 
 
 class RotaryKeys:
@@ -275,9 +246,7 @@ def _edited(m: ICLModel, edits: dict[int, LabelEdit], hooks: Sequence[Hook] = ()
 def balanced_labels(m: ICLModel, heads: Heads, labels: LabelPositions) -> ContextManager[None]:
     """In `heads`, the last position's attention on label positions balanced across classes
     (`BalanceLabels`). With equal class counts it changes nothing."""
-    mask = head_mask(m.arch, heads)
-    edits = {l: BalanceLabels(mask[l], labels) for l in mask.any(1).nonzero().flatten().tolist()}
-    return _edited(m, edits)
+    return _edited(m, {l: BalanceLabels(mask, labels) for l, mask in _layer_masks(m.arch, heads).items()})
 
 
 def position_free_labels(
@@ -290,18 +259,15 @@ def position_free_labels(
     Ignored for absolute position embeddings.
     """
     arch = m.arch
-    mask = head_mask(arch, heads)
-    layers = mask.any(1).nonzero().flatten().tolist()
+    masks = _layer_masks(arch, heads)
     if isinstance(arch, GPT2Arch):
-        keys = {l: AbsoluteKeys(arch, l) for l in layers}
+        keys = {l: AbsoluteKeys(arch, l) for l in masks}
         hooks = [k.hook() for k in keys.values()]
     else:
-        if target is None:
-            T = labels.classes.shape[-1]
-            target = (labels.any * torch.arange(T, device=labels.any.device)).amax(-1)
-        keys = {l: RotaryKeys(m.model.base_model.rotary_emb, target) for l in layers}
+        target = labels.last_label if target is None else target
+        keys = {l: RotaryKeys(m.model.base_model.rotary_emb, target) for l in masks}
         hooks = []
-    return _edited(m, {l: PositionFreeLabels(mask[l], labels, keys[l]) for l in layers}, hooks)
+    return _edited(m, {l: PositionFreeLabels(mask, labels, keys[l]) for l, mask in masks.items()}, hooks)
 
 
 @contextmanager

@@ -19,8 +19,8 @@ from typing import Callable, Iterator
 
 import torch
 
-from .adapters import Arch
-from .decompose import Decomposition, _need
+from ..model.adapters import Arch
+from .decompose import Decomposition
 
 # contrib(P, rows) -> [b, *S, n, Vc]: projections of the n vectors of prompts `rows`,
 # already divided by sigma, given P = prepare(G_c) for a readout chunk G_c [d, Vc].
@@ -205,11 +205,11 @@ def _bias(arch: Arch, layer: int, like: torch.Tensor) -> torch.Tensor:
 def position_increase(readout: Readout, dec: Decomposition, layer: int, head: int, target: torch.Tensor) -> torch.Tensor:
     """[B, T]: I(alpha_{l,h}(t,p) v_{l,h,p} W_O^{l,h} | x_l) for every position p of one head.
 
-    Needs decompose(..., pattern=True, values=True); positions after the last score 0.
+    Needs decompose(..., record=["pattern", "values"]); positions after the last score 0.
     Folded: alpha v [dh] scores against W_O^{l,h} @ G_c [dh, Vc].
     """
-    alpha = _need(dec.pattern, "pattern")[:, layer, head]  # [B, T]
-    v = _need(dec.values, "values")[:, layer, dec.arch.kv_head(head)]  # [B, T, dh]
+    alpha = dec.require("pattern")[:, layer, head]  # [B, T]
+    v = dec.require("values")[:, layer, dec.arch.kv_head(head)]  # [B, T, dh]
     u = _scaled(alpha.unsqueeze(-1) * v, 1 / dec.scale.float())
     W_O = dec.arch.W_O(layer)[head].to(u)  # [dh, d]
     return readout.increase(
@@ -220,9 +220,9 @@ def position_increase(readout: Readout, dec: Decomposition, layer: int, head: in
 def neuron_increase(readout: Readout, dec: Decomposition, layer: int, target: torch.Tensor) -> torch.Tensor:
     """[B, d_mlp]: I(a_{l,k} W_out^l[k] | m_l) for every neuron k of one layer.
 
-    Needs decompose(..., neurons=True). Folded: a_k scores against W_out[k] @ G_c.
+    Needs decompose(..., record=["neurons"]). Folded: a_k scores against W_out[k] @ G_c.
     """
-    a = _scaled(_need(dec.neurons, "neurons")[:, layer], 1 / dec.scale.float())  # [B, K]
+    a = _scaled(dec.require("neurons")[:, layer], 1 / dec.scale.float())  # [B, K]
     W_out = dec.arch.W_out(layer).float()  # [K, d]
     return readout.increase(
         dec.mid[:, layer], lambda WG, rows: a[rows].unsqueeze(-1) * WG, a.shape[1], target, dec.scale,

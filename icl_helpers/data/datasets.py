@@ -2,7 +2,7 @@
 
 Word classification (Section 4): word lists in `data/words/`, and 1,000 records a
 dataset in `data/<name>.jsonl`, generated with a fixed seed; regenerate them byte for byte
-with `python -m icl_helpers.datasets`. Records alternate between the two directions
+with `python -m icl_helpers.data.datasets`. Records alternate between the two directions
 (even rows: input from the first class, odd rows: from the second).
 
 Sentence classification (Appendix A): SST-2, TREC (coarse), AG News and ETHOS, read from
@@ -23,11 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .errors import UsageError
+from ..errors import UsageError
+from ..paths import DATA, REPO_ROOT
 from .prompts import Record, demos_per_class
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DATA = REPO_ROOT / "data"
 WORD_DATASETS: dict[str, tuple[str, str]] = {
     "sentiment_number": ("sentiment", "number"),
     "animal_country": ("animal", "country"),
@@ -93,13 +92,13 @@ def load_word_records(name: str, directory: Path = DATA) -> list[Record]:
     """The stored records of word dataset `name` ("sentiment_number" or "animal_country")."""
     path = word_dataset_path(name, directory)
     if not path.is_file():
-        raise UsageError(f"No file {path}: regenerate it with `python -m icl_helpers.datasets`.")
+        raise UsageError(f"No file {path}: regenerate it with `python -m icl_helpers.data.datasets`.")
     records = []
     for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         try:
             records.append(Record.from_json(line))
         except ValueError as err:
-            raise UsageError(f"{path}:{i} is not a prompt record ({err}): regenerate it with `python -m icl_helpers.datasets`.") from None
+            raise UsageError(f"{path}:{i} is not a prompt record ({err}): regenerate it with `python -m icl_helpers.data.datasets`.") from None
     return records
 
 
@@ -319,7 +318,7 @@ def _draw(rng: random.Random, indices: list[int], count: int, name: str) -> list
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m icl_helpers.datasets [--out DIR]`: regenerate the word datasets."""
+    """`python -m icl_helpers.data.datasets [--out DIR]`: regenerate the word datasets."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--out", type=Path, default=DATA, help="directory for the JSONL files (default: data/)")
     for path in write_word_datasets(parser.parse_args(argv).out):

@@ -3,23 +3,21 @@
 Every builder returns an `Explorer`: a widget whose controls (sliders, dropdowns) call its
 `redraw()`, which calls `draw(**values)` and shows the result (a Figure or a DataFrame)
 in its output area. `explorer.shown` holds the last result, so a test can move a control
-and check what was drawn.
+and check what was drawn. Builders take the results of studies and never run the model.
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any, Callable, Sequence
 
 import ipywidgets as widgets
 import torch
 from IPython.display import clear_output, display
 
-from . import plots, sweeps
-from .locate import LocateResult
-from .models import ICLModel
-from .sweeps import LabelAttention, Positions, PromptAttention
-
-Head = tuple[int, int]
+from ..core.heads import Head, head_name
+from ..core.locate import LocateResult
+from ..studies.label_attention import LabelAttention, PromptAttention
+from ..studies.projection import Projections
+from . import figures
 
 
 class Explorer(widgets.VBox):
@@ -58,7 +56,7 @@ def layer_head_sliders(n_layers: int, n_heads: int, start: Head = (0, 0)) -> dic
 
 def head_dropdown(heads: Sequence[Head], description: str = "head") -> dict[str, widgets.Dropdown]:
     """A dropdown `head` over a list of (layer, head) pairs, labelled layer-head."""
-    options = [(f"{l}-{h}", (l, h)) for l, h in heads]
+    options = [(head_name(h), tuple(h)) for h in heads]
     return {"head": widgets.Dropdown(options=options, value=tuple(heads[0]), description=description)}
 
 
@@ -89,34 +87,30 @@ def listed_head(draw: Callable[..., Any], heads: Sequence[Head], n_prompts: int 
 def attention_explorer(att: LabelAttention, start: Head, title: str) -> Explorer:
     """Fig. 6 for any head: its summed attention on true vs false labels over the prompts."""
     def draw(layer: int, head: int):
-        return plots.head_attention_hist(att.true[:, layer, head], att.false[:, layer, head], (layer, head), title)
+        return figures.head_attention_hist(att.true[:, layer, head], att.false[:, layer, head], (layer, head), title)
 
     return any_head(draw, att.true.shape[1], att.true.shape[2], start)
 
 
-def prompt_attention_explorer(m: ICLModel, prompts: list[str], true: Positions, false: Positions,
-                              start: Head) -> Explorer:
+def prompt_attention_explorer(rows: PromptAttention, start: Head) -> Explorer:
     """The last position's attention over one prompt's tokens, any head and prompt."""
-
-    @lru_cache(maxsize=32)
-    def rows(prompt: int) -> PromptAttention:
-        return sweeps.prompt_attention(m, prompts[prompt], true[prompt], false[prompt])
-
     def draw(layer: int, head: int, prompt: int):
-        pa = rows(prompt)
-        return plots.prompt_attention(pa.tokens, pa.pattern[layer, head], pa.true, pa.false, (layer, head))
+        tokens = rows.tokens[prompt]
+        T = len(tokens)
+        return figures.prompt_attention(tokens, rows.pattern[prompt, layer, head, :T], rows.true[prompt, :T],
+                                        rows.false[prompt, :T], (layer, head))
 
-    return any_head(draw, m.arch.n_layers, m.arch.n_heads, start, n_prompts=len(prompts))
+    L, H = rows.pattern.shape[1:3]
+    return any_head(draw, L, H, start, n_prompts=len(rows.tokens))
 
 
-def projection_explorer(m: ICLModel, prompts: list[str], labels: Positions, start: Head, k: int = 10) -> Explorer:
-    """Table 1 for any head and prompt: label values, label keys and the last query."""
-    decomposed = lru_cache(maxsize=4)(lambda prompt: sweeps.decompose_for_projection(m, prompts[prompt]))
-
+def projection_explorer(projections: Projections, start: Head, k: int = 10) -> Explorer:
+    """Table 1 for any head and recorded prompt: label values, label keys and the last query."""
     def draw(layer: int, head: int, prompt: int):
-        return sweeps.projection_table(m, decomposed(prompt), labels[prompt], (layer, head), k)
+        return projections.table(prompt, (layer, head), k)
 
-    return any_head(draw, m.arch.n_layers, m.arch.n_heads, start, n_prompts=len(prompts))
+    arch = projections.dec.arch
+    return any_head(draw, arch.n_layers, arch.n_heads, start, n_prompts=len(projections.ps))
 
 
 def rank_explorer(heads: Sequence[Head], ranks: torch.Tensor, random: Sequence[Head],
@@ -125,7 +119,7 @@ def rank_explorer(heads: Sequence[Head], ranks: torch.Tensor, random: Sequence[H
     def draw(head: Head):
         s = list(heads).index(head)
         got, base = ranks[:, s].flatten(), random_ranks[:, s].flatten()
-        return plots.rank_hist(got[~got.isnan()], base[~base.isnan()], head, random[s])
+        return figures.rank_hist(got[~got.isnan()], base[~base.isnan()], head, random[s])
 
     return listed_head(draw, heads)
 
@@ -134,7 +128,7 @@ def variant_explorer(variants: dict[str, LabelAttention], start: Head, title: st
     """Figs. 8-11 for any head: mean summed attention on true and false labels per variant."""
     def draw(layer: int, head: int):
         head_only = [(layer, head)]
-        return plots.variant_attention(head_only, {k: a.at(head_only) for k, a in variants.items()}, title)
+        return figures.variant_attention(head_only, {k: a.at(head_only) for k, a in variants.items()}, title)
 
     first = next(iter(variants.values()))
     return any_head(draw, first.true.shape[1], first.true.shape[2], start)
@@ -143,6 +137,6 @@ def variant_explorer(variants: dict[str, LabelAttention], start: Head, title: st
 def layer_explorer(loc: LocateResult, title: str) -> Explorer:
     """Fig. 2 for any prompt of a located dataset: each layer's attention and FFN increase."""
     def draw(prompt: int):
-        return plots.layer_increase(loc.attn[prompt], loc.ffn[prompt], f"{title}, prompt {prompt}")
+        return figures.layer_increase(loc.attn[prompt], loc.ffn[prompt], f"{title}, prompt {prompt}")
 
     return Explorer(draw, prompt_slider(len(loc.targets)))

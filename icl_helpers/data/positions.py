@@ -15,23 +15,43 @@ from typing import Sequence
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from .errors import UsageError
+from ..errors import UsageError
 from .prompts import Prompt
 
 
 @dataclass(frozen=True, eq=False)
-class Positions:
-    """Token indices into the right-padded [B, T] encoding; -1 past a prompt's K demonstrations."""
+class LabelPositions:
+    """Token indices into the right-padded [B, T] encoding; -1 past a prompt's K demonstrations.
+
+    The one label-positions type of the package: prompt sets hold it for all N prompts
+    ([N, K]; a row slice `positions[rows]` is a batch's), and every mask over tokens is
+    derived from it.
+    """
 
     labels: torch.Tensor  # [B, K] long: each label's first token, prompt order
     is_true: torch.Tensor  # [B, K] bool: the label is the true one (False on padding)
     demos: torch.Tensor  # [B, K, 2] long: each demonstration's tokens [start, stop)
     last: torch.Tensor  # [B] long: the last real token (the final ":")
 
+    def __len__(self) -> int:
+        return self.labels.shape[0]
+
+    def __getitem__(self, rows: slice) -> "LabelPositions":
+        """The positions of prompts `rows`."""
+        return LabelPositions(self.labels[rows], self.is_true[rows], self.demos[rows], self.last[rows])
+
+    def to(self, device: torch.device | str) -> "LabelPositions":
+        return LabelPositions(*(t.to(device) for t in (self.labels, self.is_true, self.demos, self.last)))
+
     @property
     def valid(self) -> torch.Tensor:
         """[B, K] bool: a demonstration (and label) is there."""
         return self.labels >= 0
+
+    @property
+    def last_label(self) -> torch.Tensor:
+        """[B] long: each prompt's last label position."""
+        return self.labels.amax(-1)
 
     def chosen(self, true: bool) -> torch.Tensor:
         """[B, K] bool: the true (or false) labels."""
@@ -43,9 +63,9 @@ class Positions:
         mask = torch.zeros(self.labels.shape[0], length + 1, dtype=torch.bool, device=self.labels.device)
         return mask.scatter_(1, index, True)[:, :length]
 
-    def lists(self, true: bool) -> list[list[int]]:
-        """Per prompt, the true (or false) label positions, in prompt order."""
-        return [row[keep].tolist() for row, keep in zip(self.labels.cpu(), self.chosen(true).cpu())]
+    def class_masks(self, length: int) -> torch.Tensor:
+        """[B, 2, length] bool: the true label positions, then the false ones."""
+        return torch.stack([self.mask(length, True), self.mask(length, False)], 1)
 
 
 def _pad_pairs(rows: Sequence[Sequence[tuple[int, int]]], value: int) -> torch.Tensor:
@@ -53,8 +73,8 @@ def _pad_pairs(rows: Sequence[Sequence[tuple[int, int]]], value: int) -> torch.T
     return pad_sequence([torch.tensor(r, dtype=torch.long).view(-1, 2) for r in rows], batch_first=True, padding_value=value)
 
 
-def from_offsets(prompts: Sequence[Prompt], offsets: torch.Tensor, attention_mask: torch.Tensor) -> Positions:
-    """Positions from a right-padded encoding of the prompts' texts.
+def from_offsets(prompts: Sequence[Prompt], offsets: torch.Tensor, attention_mask: torch.Tensor) -> LabelPositions:
+    """Label positions from a right-padded encoding of the prompts' texts.
 
     offsets: [B, T, 2] character offsets of each token; attention_mask: [B, T].
     """
@@ -79,7 +99,7 @@ def from_offsets(prompts: Sequence[Prompt], offsets: torch.Tensor, attention_mas
 
     valid = labels[..., 0] >= 0
     spans = torch.stack([first_token(demos[..., 0]), stop_token(demos[..., 1])], -1)
-    return Positions(
+    return LabelPositions(
         labels=torch.where(valid, first_token(labels[..., 0]), -1),
         is_true=is_true,
         demos=torch.where(valid[..., None], spans, -1),
@@ -87,15 +107,15 @@ def from_offsets(prompts: Sequence[Prompt], offsets: torch.Tensor, attention_mas
     )
 
 
-def from_encoding(prompts: Sequence[Prompt], enc) -> Positions:
-    """Positions from `ICLModel.encode([p.text for p in prompts], offsets=True)`."""
+def from_encoding(prompts: Sequence[Prompt], enc) -> LabelPositions:
+    """Label positions from `ICLModel.encode([p.text for p in prompts], offsets=True)`."""
     if "offset_mapping" not in enc:
         raise UsageError("The encoding has no character offsets: encode with offsets=True.")
     return from_offsets(prompts, enc["offset_mapping"], enc["attention_mask"])
 
 
-def find_positions(tokenizer, prompts: Sequence[Prompt]) -> Positions:
-    """Positions of the prompts for `tokenizer` (a fast tokenizer), in one batched call.
+def find_positions(tokenizer, prompts: Sequence[Prompt]) -> LabelPositions:
+    """Label positions of the prompts for `tokenizer` (a fast tokenizer), in one batched call.
 
     The same indices as in `ICLModel.encode` of the texts (same tokenizer, right padding),
     without needing a pad token.

@@ -1,22 +1,63 @@
 """Where each architecture family keeps its weights and activations.
 
-One small adapter per family names the modules to hook and slices the weights into
-per-head pieces; nothing else in the package knows which family it is looking at.
+One small adapter per family: the paths of its blocks and final norm, a table of
+activation *sites* (site name -> submodule of a block, pre- or post-hook, which part of
+the hooked tensor), in the spirit of pyvene's per-family mappings and TransformerLens's
+hook names, and views of the weights as per-head pieces. `core.decompose` records any
+site by name; nothing else in the package knows which family it is looking at.
 Shapes: L layers, H query heads, H_kv key/value heads, d model width, dh head width,
 d_mlp FFN width, V vocabulary, B batch, T tokens.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import torch
 from torch import nn
 
-from .errors import UsageError
+from ..errors import UsageError
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where one activation lives in a block.
+
+    path: submodule of the block ("" is the block itself); hook: "pre" reads the module's
+    first input, "post" its output; output: the element of a tuple output to read; part:
+    (i, n), the i-th of n equal slices of the last dimension (a fused projection).
+    """
+
+    path: str
+    hook: Literal["pre", "post"]
+    output: int | None = None
+    part: tuple[int, int] = (0, 1)
+
+    def read(self, args: tuple, out: object = None) -> torch.Tensor:
+        """The site's tensor from a hook's (args) or (args, output)."""
+        t = args[0] if self.hook == "pre" else out
+        if self.output is not None:
+            t = t[self.output]
+        i, n = self.part
+        if n > 1:
+            width = t.shape[-1] // n
+            t = t[..., i * width : (i + 1) * width]
+        return t
 
 
 class Arch:
-    """Base adapter: model sizes plus the family-specific accessors below."""
+    """Base adapter: model sizes, module paths and sites, and weight views.
+
+    Sites every family names: resid (block input x_l [B, T, d]), attn (ATTN_l [B, T, d]),
+    pattern (attention weights [B, H, T, T]), z (input to the attention output projection,
+    [B, T, H*dh], head-major), mlp (FFN_l [B, T, d]), neurons (FFN activations [B, T,
+    d_mlp]), queries (before any rotation, [B, T, H*dh]), values ([B, T, H_kv*dh]).
+    """
 
     norm_kind: str  # "layer" (mean-centred) or "rms"
+    blocks_path: str
+    final_norm_path: str
+    sites: dict[str, Site]
 
     def __init__(self, model: nn.Module):
         self.model = model
@@ -30,34 +71,22 @@ class Arch:
 
     # --- modules -------------------------------------------------------------------
     def blocks(self) -> nn.ModuleList:
-        raise NotImplementedError
+        return self.model.get_submodule(self.blocks_path)
+
+    def module(self, site: str, layer: int) -> nn.Module:
+        """The module that holds `site` in block `layer`."""
+        return self.blocks()[layer].get_submodule(self.sites[site].path)
 
     def attn(self, layer: int) -> nn.Module:
         """The attention module; its output is (ATTN_l [B,T,d], weights [B,H,T,T] or None)."""
-        raise NotImplementedError
+        return self.module("attn", layer)
 
     def attn_out(self, layer: int) -> nn.Module:
         """Output projection; its input is z, [B, T, H*dh] in head-major order."""
-        raise NotImplementedError
-
-    def mlp(self, layer: int) -> nn.Module:
-        """The FFN module; its output is FFN_l, [B, T, d]."""
-        raise NotImplementedError
-
-    def mlp_out(self, layer: int) -> nn.Module:
-        """FFN output projection; its input is the neuron activations, [B, T, d_mlp]."""
-        raise NotImplementedError
+        return self.module("z", layer)
 
     def final_norm(self) -> nn.Module:
-        raise NotImplementedError
-
-    def query_tap(self, layer: int) -> tuple[nn.Module, slice]:
-        """Module whose output holds the pre-rotation queries, and their slice of its last dim."""
-        raise NotImplementedError
-
-    def value_tap(self, layer: int) -> tuple[nn.Module, slice]:
-        """Module whose output holds the values, and their slice of its last dim."""
-        raise NotImplementedError
+        return self.model.get_submodule(self.final_norm_path)
 
     # --- weights (views of the model's parameters) ------------------------------------
     def W_O(self, layer: int) -> torch.Tensor:
@@ -66,7 +95,7 @@ class Arch:
 
     def b_O(self, layer: int) -> torch.Tensor | None:
         """[d] or None."""
-        raise NotImplementedError
+        return self.attn_out(layer).bias
 
     def W_O_stack(self, like: torch.Tensor) -> torch.Tensor:
         """[L, H, dh, d] every layer's W_O, on `like`'s device and dtype."""
@@ -101,43 +130,28 @@ class GPT2Arch(Arch):
     """GPT-2: fused Conv1D c_attn (weights stored [in, out]), LayerNorm, absolute positions."""
 
     norm_kind = "layer"
+    blocks_path = "transformer.h"
+    final_norm_path = "transformer.ln_f"
+    sites = {
+        "resid": Site("", "pre"),
+        "attn": Site("attn", "post", output=0),
+        "pattern": Site("attn", "post", output=1),
+        "z": Site("attn.c_proj", "pre"),
+        "mlp": Site("mlp", "post"),
+        "neurons": Site("mlp.c_proj", "pre"),
+        "queries": Site("attn.c_attn", "post", part=(0, 3)),
+        "values": Site("attn.c_attn", "post", part=(2, 3)),
+    }
 
     def __init__(self, model: nn.Module):
         super().__init__(model)
         self.n_ctx = model.config.n_positions
 
-    def blocks(self):
-        return self.model.transformer.h
-
-    def attn(self, layer):
-        return self.blocks()[layer].attn
-
-    def attn_out(self, layer):
-        return self.attn(layer).c_proj
-
-    def mlp(self, layer):
-        return self.blocks()[layer].mlp
-
-    def mlp_out(self, layer):
-        return self.mlp(layer).c_proj
-
-    def final_norm(self):
-        return self.model.transformer.ln_f
-
-    def query_tap(self, layer):
-        return self.attn(layer).c_attn, slice(0, self.d_model)
-
-    def value_tap(self, layer):
-        return self.attn(layer).c_attn, slice(2 * self.d_model, 3 * self.d_model)
-
     def W_O(self, layer):
         return self.attn_out(layer).weight.view(self.n_heads, self.d_head, self.d_model)
 
-    def b_O(self, layer):
-        return self.attn_out(layer).bias
-
     def W_out(self, layer):
-        return self.mlp_out(layer).weight
+        return self.module("neurons", layer).weight
 
     def W_K(self, layer):
         w = self.attn(layer).c_attn.weight[:, self.d_model : 2 * self.d_model]  # [d, H*dh]
@@ -151,40 +165,25 @@ class LlamaArch(Arch):
     """Llama family (Llama 1-3, Mistral, Qwen2, SmolLM): RMSNorm, RoPE, GQA, optional biases."""
 
     norm_kind = "rms"
-
-    def blocks(self):
-        return self.model.model.layers
-
-    def attn(self, layer):
-        return self.blocks()[layer].self_attn
-
-    def attn_out(self, layer):
-        return self.attn(layer).o_proj
-
-    def mlp(self, layer):
-        return self.blocks()[layer].mlp
-
-    def mlp_out(self, layer):
-        return self.mlp(layer).down_proj
-
-    def final_norm(self):
-        return self.model.model.norm
-
-    def query_tap(self, layer):
-        return self.attn(layer).q_proj, slice(None)
-
-    def value_tap(self, layer):
-        return self.attn(layer).v_proj, slice(None)
+    blocks_path = "model.layers"
+    final_norm_path = "model.norm"
+    sites = {
+        "resid": Site("", "pre"),
+        "attn": Site("self_attn", "post", output=0),
+        "pattern": Site("self_attn", "post", output=1),
+        "z": Site("self_attn.o_proj", "pre"),
+        "mlp": Site("mlp", "post"),
+        "neurons": Site("mlp.down_proj", "pre"),
+        "queries": Site("self_attn.q_proj", "post"),
+        "values": Site("self_attn.v_proj", "post"),
+    }
 
     def W_O(self, layer):
         w = self.attn_out(layer).weight  # [d, H*dh]
         return w.T.reshape(self.n_heads, self.d_head, self.d_model)
 
-    def b_O(self, layer):
-        return self.attn_out(layer).bias
-
     def W_out(self, layer):
-        return self.mlp_out(layer).weight.T
+        return self.module("neurons", layer).weight.T
 
     def W_K(self, layer):
         w = self.attn(layer).k_proj.weight  # [H_kv*dh, d]
@@ -205,6 +204,6 @@ def arch_for(model: nn.Module) -> Arch:
     if model_type not in ARCHITECTURES:
         raise UsageError(
             f"Model type {model_type!r} is not supported; supported families: "
-            f"{', '.join(sorted(ARCHITECTURES))}. Add an adapter in icl_helpers/adapters.py."
+            f"{', '.join(sorted(ARCHITECTURES))}. Add an adapter in icl_helpers/model/adapters.py."
         )
     return ARCHITECTURES[model_type](model)

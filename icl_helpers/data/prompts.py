@@ -1,10 +1,11 @@
-"""In-context classification prompts (METHOD.md section 1): records and one builder.
+"""In-context classification prompts (METHOD.md section 1): records, one builder, labels.
 
 A `Record` holds what a prompt is made of: the input, its class (the *true* class), the
 other (*false*) class, and demonstrations of each. `build_prompt` renders a record as
 `d1 : l1 d2 : l2 ... dK : lK x :` under a `Variant` (balanced, imbalanced, re-ordered,
 any label pair, any even K) and keeps the character span of every demonstration and
-label, so token positions never depend on searching the text (see `positions`).
+label, so token positions never depend on searching the text (see `positions`). The label
+helpers at the end give label token ids and each prompt's biased label (Section 8).
 """
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import re
 from dataclasses import asdict, dataclass, fields
 from typing import Sequence
 
-from .errors import UsageError
+import torch
+
+from ..errors import UsageError
 
 SEP = " : "  # between a demonstration (or the input) and its label
 Span = tuple[int, int]  # [start, end) character offsets in a prompt's text
@@ -159,3 +162,42 @@ def parse_prompt(text: str, labels: tuple[str, str] = ("foo", "bar")) -> Prompt:
         tuple(m.group(1) == labels[0] for m in found),
         *labels,
     )
+
+
+# --- labels ---------------------------------------------------------------------------
+def label_token_ids(tokenizer, words: Sequence[str]) -> torch.Tensor:
+    """[len(words)] long: the first token of " " + word for each word (no special tokens):
+    the token that follows a prompt's final " :"."""
+    unique = sorted(set(words))
+    ids = tokenizer([" " + w for w in unique], add_special_tokens=False)["input_ids"]
+    first = {w: i[0] for w, i in zip(unique, ids)}
+    return torch.tensor([first[w] for w in words], dtype=torch.long)
+
+
+def prompt_label_ids(tokenizer, prompts: Sequence[Prompt]) -> tuple[torch.Tensor, torch.Tensor]:
+    """([N], [N]): each prompt's true and false label token ids."""
+    ids = label_token_ids(tokenizer, [w for p in prompts for w in (p.true_label, p.false_label)])
+    return ids[0::2], ids[1::2]
+
+
+def mixed_label_prompts(records: Sequence[Record], variant: Variant = Variant()) -> list[Prompt]:
+    """Prompts with the label pair swapped on every other pair of records (rows 2, 3, 6,
+    7, ...), so neither label word is always the true one and, as records alternate
+    direction, each direction meets both orders."""
+    swapped = Variant(variant.k, variant.imbalanced, variant.true_first, variant.labels[::-1])
+    return [build_prompt(r, swapped if (i // 2) % 2 else variant) for i, r in enumerate(records)]
+
+
+def majority_labels(prompts: Sequence[Prompt]) -> list[str | None]:
+    """Each prompt's majority label word (None on a tie)."""
+    out = []
+    for p in prompts:
+        n_true = sum(p.is_true)
+        n_false = len(p.is_true) - n_true
+        out.append(None if n_true == n_false else p.true_label if n_true > n_false else p.false_label)
+    return out
+
+
+def nearest_labels(prompts: Sequence[Prompt]) -> list[str]:
+    """Each prompt's label of the demonstration next to the input."""
+    return [p.true_label if p.is_true[-1] else p.false_label for p in prompts]

@@ -1,20 +1,31 @@
-"""Biased labels, label mixing, and accuracy under a per-batch intervention."""
+"""Biased labels, label mixing, accuracy under a per-batch intervention, bias counts, and the causal plan."""
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 import torch
 
 from icl_helpers import ICLModel
-from icl_helpers.accuracy import accuracy, prompt_label_ids
-from icl_helpers.effects import (
-    ablation_curves,
-    intervened_accuracy,
+from icl_helpers.core.interventions import balanced_labels
+from icl_helpers.data.prompts import (
+    VARIANTS,
+    Record,
+    build_prompt,
     majority_labels,
     mixed_label_prompts,
     nearest_labels,
+    prompt_label_ids,
 )
-from icl_helpers.interventions import balanced_labels
-from icl_helpers.prompts import VARIANTS, Record, build_prompt
+from icl_helpers.studies.accuracy import accuracy
+from icl_helpers.studies.causal import (
+    CausalPlan,
+    ablation_curves,
+    bias_count,
+    curve_ends,
+    curve_table,
+    intervened_accuracy,
+    relative_reduction,
+)
 from tests.conftest import small_model
 
 RECORDS = [
@@ -58,3 +69,29 @@ def test_ablation_curves_rows(llama):
     curves = ablation_curves(llama, prompts, [(2, 1), (1, 3)], ks=[1, 2], n_random=2)
     assert len(curves) == 3 * 3 and set(curves["k"]) == {0, 1, 2}
     assert curves.groupby("k")["accuracy"].nunique()[0] == 1  # k = 0 is the plain model for every set
+
+
+def test_bias_count_and_reduction():
+    truth = torch.tensor([1, 1, 1, 1, 2])
+    biased = torch.tensor([2, 2, 2, -1, 2])  # prompt 3 has no biased label, prompt 4's is right
+    predicted = torch.tensor([2, 7, 1, 2, 1])
+    count = bias_count(predicted, truth, biased)
+    assert (count.exposed, count.biased, count.wrong) == (3, 1, 2)
+    assert count.share_of_wrong == 0.5
+    after = bias_count(torch.tensor([1, 7, 1, 2, 1]), truth, biased)
+    assert relative_reduction(count, after) == 1.0
+
+
+def test_causal_plan_scales_with_the_prompts():
+    assert CausalPlan.for_prompts(500) == CausalPlan(100, 64, [1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20], 3)
+    assert CausalPlan.for_prompts(32) == CausalPlan(32, 8, [1, 5, 20], 2)
+
+
+def test_curve_table_and_ends():
+    rows = [dict(dataset="d", heads="top in-context heads", draw=0, k=k, accuracy=a) for k, a in ((0, 0.9), (2, 0.1))]
+    rows += [dict(dataset="d", heads="random heads", draw=d, k=k, accuracy=a)
+             for d, (a0, a2) in enumerate(((0.9, 0.8), (0.9, 0.6))) for k, a in ((0, a0), (2, a2))]
+    table = curve_table(pd.DataFrame(rows))
+    ends = curve_ends(table, 2).loc["d"]
+    assert (ends["plain"], ends["top-k zeroed"], ends["random: mean"]) == pytest.approx((0.9, 0.1, 0.7))
+    assert ends["random: sd"] == pytest.approx(0.1414, abs=1e-4)

@@ -1,4 +1,4 @@
-"""The paper's figures, drawn from tensors the analyses return.
+"""The paper's figures and notebook 08's, drawn from what the studies return.
 
 Every function returns a matplotlib `Figure` that is not attached to pyplot: nothing is
 shown twice or kept alive by a widget redraw, and a notebook shows it by ending a cell
@@ -15,19 +15,17 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-Head = tuple[int, int]
+from ..core.heads import Head, head_name
+from ..studies.causal import IN_CONTEXT, RANDOM, BiasEffect
+
 TRUE, FALSE = "#1f77b4", "#d62728"  # true labels blue, false labels red, in every figure
+PALETTE = {IN_CONTEXT: "#d62728", RANDOM: "#7f7f7f"}  # ablation curves
 
 
 def _fig(width: float = 7.0, height: float = 4.0, ncols: int = 1) -> tuple[Figure, object]:
     fig = Figure(figsize=(width, height), layout="constrained")
     axes = fig.subplots(1, ncols)
     return fig, axes
-
-
-def head_names(heads: Sequence[Head]) -> list[str]:
-    """["22-0", ...]: the paper's layer-head notation."""
-    return [f"{l}-{h}" for l, h in heads]
 
 
 def layer_increase(attn: torch.Tensor, ffn: torch.Tensor, title: str) -> Figure:
@@ -68,7 +66,7 @@ def overlap_heatmap(overlap: torch.Tensor, names: Sequence[str], k: int) -> Figu
 def mrr_bars(heads: Sequence[Head], mrr: torch.Tensor, random_heads: Sequence[Head], random_mrr: torch.Tensor,
              title: str) -> Figure:
     """Fig. 5: label-value MRR [S] of each in-context head beside a random head of its layer."""
-    names = head_names(heads)
+    names = [head_name(h) for h in heads]
     df = pd.DataFrame({
         "head": names * 2,
         "MRR": np.concatenate([mrr.numpy(), random_mrr.numpy()]),
@@ -87,18 +85,18 @@ def rank_hist(ranks: torch.Tensor, random_ranks: torch.Tensor, head: Head, rando
     fig, ax = _fig(6, 3.5)
     top = max(float(ranks.max()), float(random_ranks.max()), 2.0)
     bins = np.logspace(0, np.log10(top), 30)
-    ax.hist(ranks.numpy(), bins=bins, alpha=0.7, label=f"head {head[0]}-{head[1]}")
-    ax.hist(random_ranks.numpy(), bins=bins, alpha=0.7, label=f"random head {random_head[0]}-{random_head[1]}")
+    ax.hist(ranks.numpy(), bins=bins, alpha=0.7, label=f"head {head_name(head)}")
+    ax.hist(random_ranks.numpy(), bins=bins, alpha=0.7, label=f"random head {head_name(random_head)}")
     ax.set_xscale("log")
     ax.set(xlabel="rank of the label's own token (1 = top)", ylabel="label positions",
-           title=f"Label-value ranks, head {head[0]}-{head[1]}")
+           title=f"Label-value ranks, head {head_name(head)}")
     ax.legend()
     return fig
 
 
 def label_attention_bars(heads: Sequence[Head], true: torch.Tensor, false: torch.Tensor, title: str) -> Figure:
     """Fig. 6: mean attention from the last position to true and false labels, [N, S] each."""
-    names = head_names(heads)
+    names = [head_name(h) for h in heads]
     df = pd.concat([_long(true, names, "true labels"), _long(false, names, "false labels")])
     fig, ax = _fig(max(6, 0.45 * len(heads) + 2), 3.8)
     sns.barplot(df, x="head", y="attention", hue="labels", palette=[TRUE, FALSE], errorbar="sd", ax=ax)
@@ -120,7 +118,7 @@ def head_attention_hist(true: torch.Tensor, false: torch.Tensor, head: Head, tit
     ax.hist(true.numpy(), bins=bins, alpha=0.7, color=TRUE, label=f"true labels (mean {true.mean():.3f})")
     ax.hist(false.numpy(), bins=bins, alpha=0.7, color=FALSE, label=f"false labels (mean {false.mean():.3f})")
     ax.set(xlabel="summed attention weight from the last position", ylabel="prompts",
-           title=f"{title}: head {head[0]}-{head[1]}")
+           title=f"{title}: head {head_name(head)}")
     ax.legend()
     return fig
 
@@ -133,7 +131,7 @@ def prompt_attention(tokens: Sequence[str], alpha: torch.Tensor, true: torch.Ten
     ax.bar(np.arange(len(tokens)), alpha.numpy(), color=colors)
     ax.set_xticks(np.arange(len(tokens)), [repr(t)[1:-1] for t in tokens], rotation=90, fontsize=7)
     ax.set(xlabel="prompt token (blue: true labels, red: false labels)", ylabel="attention weight",
-           title=f"Attention from the last position, head {head[0]}-{head[1]}")
+           title=f"Attention from the last position, head {head_name(head)}")
     return fig
 
 
@@ -156,7 +154,7 @@ def variant_attention(heads: Sequence[Head], attention: dict[str, tuple[torch.Te
                       title: str) -> Figure:
     """Figs. 8-11: mean summed attention on true and false labels per head, one bar group per
     prompt variant; attention maps variant -> (true [N, S], false [N, S])."""
-    names = head_names(heads)
+    names = [head_name(h) for h in heads]
     fig, axes = _fig(max(8, 0.7 * len(heads) + 2), 3.8, ncols=2)
     for ax, which, color in zip(axes, (0, 1), (TRUE, FALSE)):
         df = pd.concat([_long(pair[which], names, variant) for variant, pair in attention.items()])
@@ -178,4 +176,39 @@ def accuracy_change(accuracy: dict[str, float], title: str) -> Figure:
     for i, v in enumerate(accuracy.values()):
         ax.text(i, v, f"{v:.1%}", ha="center", va="bottom")
     ax.set(xlabel="prompts", ylabel="accuracy", ylim=(0, 1.1), title=title)
+    return fig
+
+
+# --- notebook 08 ---------------------------------------------------------------------
+def ablation_curves(curves: pd.DataFrame) -> Figure:
+    """Accuracy against the number k of zeroed heads, one panel per dataset.
+
+    curves: columns dataset, heads (IN_CONTEXT or RANDOM), draw, k, accuracy; random
+    heads are drawn several times and shown as mean with a +-1 sd band.
+    """
+    datasets = list(dict.fromkeys(curves["dataset"]))
+    fig = Figure(figsize=(4 * len(datasets), 3.6), layout="constrained")
+    axes = fig.subplots(1, len(datasets), sharey=True, squeeze=False)[0]
+    for ax, name in zip(axes, datasets):
+        sns.lineplot(data=curves[curves["dataset"] == name], x="k", y="accuracy", hue="heads", palette=PALETTE,
+                     errorbar="sd", marker="o", markersize=4, ax=ax, legend=ax is axes[-1])
+        ax.set(title=name, xlabel="heads zeroed (k)", ylabel="accuracy", ylim=(-0.02, 1.02))
+    fig.suptitle("Zeroing the top-k in-context heads vs k random heads (band: +-1 sd over draws)")
+    return fig
+
+
+def bias_change(effects: dict[str, BiasEffect]) -> Figure:
+    """Bias rate and accuracy before and after each intervention, one panel per named effect."""
+    effects = pd.concat([effect.table(name) for name, effect in effects.items()])
+    biases = list(dict.fromkeys(effects["bias"]))
+    fig = Figure(figsize=(5.5 * len(biases), 3.8), layout="constrained")
+    axes = fig.subplots(1, len(biases), sharey=True, squeeze=False)[0]
+    for ax, name in zip(axes, biases):
+        part = effects[effects["bias"] == name]
+        sns.barplot(data=part, x="measure", y="value", hue="condition", ax=ax, palette=["#7f7f7f", "#1f77b4"])
+        for bars in ax.containers:
+            ax.bar_label(bars, fmt="{:.0%}", fontsize=8)
+        ax.set(title=name, xlabel="measure", ylabel="share of prompts", ylim=(0, 1.12))
+        ax.tick_params(axis="x", labelsize=8)
+    fig.suptitle("Label biases before and after each intervention")
     return fig

@@ -1,0 +1,7 @@
+"""The exact core: decompose, attribution (readout and log-probability increase), locate,
+heads (the (layer, head) type and samplers), projections, interventions.
+
+The public names are re-exported by `icl_helpers` itself; modules are imported as
+`icl_helpers.core.<module>` (this file re-exports nothing, so `core.locate` and
+`core.decompose` stay the modules, not the functions of the same names).
+"""

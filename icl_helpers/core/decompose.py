@@ -1,0 +1,190 @@
+"""Batched decomposition of the last position's residual stream (METHOD.md section 2).
+
+One forward pass with hooks records, at each prompt's last real token, every layer's
+input x_l, attention output ATTN_l, FFN output FFN_l and the heads' pre-projection
+vectors z; on request (`record=`) any other field of `Decomposition`. Each field names an
+activation site of the adapter's table (`model.adapters`) and says which positions to
+keep and how to split heads, so a new quantity is one site row plus one field here.
+Prompts are right-padded, so padding changes no number at real positions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Iterable, Literal
+
+import torch
+
+from ..errors import UsageError
+from ..model.adapters import Arch
+from ..model.hooks import Hook, attached
+from ..model.loading import ICLModel
+
+Keep = Literal["last", "all", "last_row"]  # last position; every position; last query row of [.., T, T]
+
+
+def _recorded(site: str | None = None, keep: Keep = "last", heads: Literal["q", "kv"] | None = None):
+    """A field recorded from an adapter site (default: the field's own name); keep: which
+    positions; heads: split the last dim into query heads [H, dh] or key/value heads [H_kv, dh]."""
+    return field(default=None, metadata={"site": site, "keep": keep, "heads": heads})
+
+
+@dataclass
+class Decomposition:
+    """B prompts, T padded length, L layers, H heads, H_kv key/value heads, d width.
+
+    All vectors are at each prompt's last real position unless noted.
+    """
+
+    arch: Arch
+    input_ids: torch.Tensor  # [B, T]
+    last: torch.Tensor  # [B] index of the last real token
+    logits: torch.Tensor  # [B, V]: the model's own next-token logits
+    scale: torch.Tensor  # [B]: the final norm's sigma (std for LayerNorm, rms for RMSNorm)
+    resid: torch.Tensor = _recorded()  # [B, L+1, d]: x_0 .. x_{L-1} (layer inputs) and f = x_L
+    attn: torch.Tensor = _recorded()  # [B, L, d]: ATTN_l, output bias included
+    mlp: torch.Tensor = _recorded()  # [B, L, d]: FFN_l
+    z: torch.Tensor = _recorded(heads="q")  # [B, L, H, dh]: input to the attention output projection
+    pattern: torch.Tensor | None = _recorded(keep="last_row")  # [B, L, H, T]: attention of the last position
+    values: torch.Tensor | None = _recorded(keep="all", heads="kv")  # [B, L, H_kv, T, dh]: every position
+    attn_all: torch.Tensor | None = _recorded(site="attn", keep="all")  # [B, L, T, d]: ATTN_l at every position
+    queries: torch.Tensor | None = _recorded(heads="q")  # [B, L, H, dh]: queries before any rotation
+    neurons: torch.Tensor | None = _recorded()  # [B, L, d_mlp]: FFN activations
+
+    @property
+    def mid(self) -> torch.Tensor:
+        """[B, L, d]: m_l = x_l + ATTN_l."""
+        return self.resid[:, :-1] + self.attn
+
+    @property
+    def predictions(self) -> torch.Tensor:
+        """[B]: argmax token of the model's logits."""
+        return self.logits.argmax(-1)
+
+    def at_positions(self, index: torch.Tensor) -> "Decomposition":
+        """This decomposition with its every-position fields (input_ids, pattern, values,
+        attn_all) kept at positions `index` [B, P] only: position p of the result is
+        position index[:, p] of this one. Last-position fields are unchanged."""
+        B, P = index.shape
+
+        def take(t: torch.Tensor | None, dim: int) -> torch.Tensor | None:
+            if t is None:
+                return None
+            at = index.to(t.device).view(B, *[1] * (dim - 1), P, *[1] * (t.dim() - dim - 1))
+            return t.gather(dim, at.expand(*t.shape[:dim], P, *t.shape[dim + 1 :]))
+
+        return replace(self, input_ids=take(self.input_ids, 1), pattern=take(self.pattern, 3),
+                       values=take(self.values, 3), attn_all=take(self.attn_all, 2))
+
+    def require(self, name: str) -> torch.Tensor:
+        """The recorded field `name`, or a ValueError saying how to record it."""
+        value = getattr(self, name)
+        if value is None:
+            raise ValueError(f"Call decompose(..., record=[{name!r}]) to record {name}.")
+        return value
+
+    def heads(self) -> torch.Tensor:
+        """[B, L, H, d]: head_{l,h} = z_{l,h} @ W_O^{l,h}."""
+        return torch.einsum("blhk,lhkd->blhd", self.z, self.arch.W_O_stack(self.z))
+
+    def value_outputs(self, layer: int, head: int) -> torch.Tensor:
+        """[B, T, d]: v_{l,h,p} @ W_O^{l,h} at every position p (needs values)."""
+        v = self.require("values")[:, layer, self.arch.kv_head(head)]
+        return v @ self.arch.W_O(layer)[head].to(v)
+
+    def position_terms(self, layer: int, head: int) -> torch.Tensor:
+        """[B, T, d]: alpha_{l,h}(t, p) v_{l,h,p} W_O^{l,h}; sums over p to head_{l,h}."""
+        alpha = self.require("pattern")[:, layer, head]
+        return alpha.unsqueeze(-1) * self.value_outputs(layer, head)
+
+    def key_inputs(self, layer: int) -> torch.Tensor:
+        """[B, T, d]: sum_{j<l} ATTN_j at every position: x_l - x_0 - sum_{j<l} FFN_j."""
+        return self.require("attn_all")[:, :layer].sum(1)
+
+    def query_in_key_space(self, layer: int, head: int) -> torch.Tensor:
+        """[B, d]: q_{l,h} @ W_K^{l,h}, the last query mapped back to the key-input space."""
+        q = self.require("queries")[:, layer, head]
+        return q @ self.arch.W_K(layer)[self.arch.kv_head(head)].to(q)
+
+
+def concat(parts: list[Decomposition]) -> Decomposition:
+    """One decomposition of the prompts of all `parts`, in order (every-position fields must
+    have one length, as after `at_positions` with the same P)."""
+    tensors = {f.name: [getattr(d, f.name) for d in parts] for f in fields(Decomposition) if f.name != "arch"}
+    return Decomposition(parts[0].arch, **{k: None if v[0] is None else torch.cat(v) for k, v in tensors.items()})
+
+
+ALWAYS = ("resid", "attn", "mlp", "z")
+OPTIONAL = tuple(f.name for f in fields(Decomposition) if f.metadata and f.name not in ALWAYS)
+
+
+def final_scale(arch: Arch, f: torch.Tensor) -> torch.Tensor:
+    """[B] sigma of the final norm for final residuals f [B, d], in float32."""
+    f = f.float()
+    if arch.norm_kind == "layer":
+        return (f.var(-1, unbiased=False) + arch.norm_eps()).sqrt()
+    return (f.pow(2).mean(-1) + arch.norm_eps()).sqrt()
+
+
+def _split_heads(t: torch.Tensor, arch: Arch, heads: str | None, keep: Keep) -> torch.Tensor:
+    """[B, L, ..., n*dh] -> [B, L, n, dh] (last position) or [B, L, n, T, dh] (every position)."""
+    if heads is None:
+        return t
+    n = arch.n_heads if heads == "q" else arch.n_kv_heads
+    t = t.view(*t.shape[:-1], n, arch.d_head)
+    return t.transpose(2, 3) if keep == "all" else t
+
+
+@torch.no_grad()
+def decompose(m: ICLModel, prompts: list[str], *, record: Iterable[str] = ()) -> Decomposition:
+    """Run the prompts as one right-padded batch and decompose each last position.
+
+    record: optional fields of `Decomposition` to record as well (pattern, values,
+    attn_all, queries, neurons); values and attn_all hold every position and cost memory.
+    """
+    record = tuple(record)
+    unknown = sorted(set(record) - set(OPTIONAL))
+    if unknown:
+        raise UsageError(f"decompose cannot record {', '.join(unknown)}; choose from {', '.join(OPTIONAL)}.")
+    arch = m.arch
+    enc = m.encode(prompts)
+    out_device = arch.W_U().device
+    last = (enc["attention_mask"].sum(1) - 1).to(out_device)
+    rows = torch.arange(len(last), device=out_device)
+    keep_rows = {
+        "last": lambda t: t.to(out_device)[rows, last],
+        "all": lambda t: t.to(out_device),
+        "last_row": lambda t: t.to(out_device)[rows, :, last],
+    }
+    wanted = [f for f in fields(Decomposition) if f.name in ALWAYS + record]
+    parts: dict[str, list] = {f.name: [None] * arch.n_layers for f in wanted}
+
+    def hook(name: str, site_name: str, layer: int, keep: Keep) -> Hook:
+        """Store field `name`'s part of `layer` from the hook on its site."""
+        site = arch.sites[site_name]
+
+        def store(module, *call) -> None:  # call: (args,) for a pre-hook, (args, output) for a post-hook
+            parts[name][layer] = keep_rows[keep](site.read(*call))
+
+        return (arch.module(site_name, layer), site.hook, store)
+
+    hooks = [
+        hook(f.name, f.metadata["site"] or f.name, l, f.metadata["keep"]) for f in wanted for l in range(arch.n_layers)
+    ]
+    final: dict[str, torch.Tensor] = {}
+    hooks.append((arch.final_norm(), "pre", lambda mod, args: final.update(f=keep_rows["last"](args[0]))))
+    with attached(hooks):
+        hidden = m.model.base_model(**enc, use_cache=False).last_hidden_state
+    logits = m.model.get_output_embeddings()(keep_rows["last"](hidden))
+
+    stacked = {
+        f.name: _split_heads(torch.stack(parts[f.name], 1), arch, f.metadata["heads"], f.metadata["keep"]) for f in wanted
+    }
+    stacked["resid"] = torch.cat([stacked["resid"], final["f"].unsqueeze(1)], 1)
+    return Decomposition(
+        arch=arch,
+        input_ids=enc["input_ids"].to(out_device),
+        last=last,
+        logits=logits,
+        scale=final_scale(arch, final["f"]),
+        **stacked,
+    )

@@ -1,0 +1,5 @@
+"""Models: loading (hub, local, bundled), per-family adapters with their activation sites, hooks."""
+from .adapters import Arch, Site
+from .loading import BUNDLED, ICLModel, bundled_model_dir, load_model
+
+__all__ = ["Arch", "BUNDLED", "ICLModel", "Site", "bundled_model_dir", "load_model"]

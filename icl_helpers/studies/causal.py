@@ -1,0 +1,247 @@
+"""The causal check and the two bias reductions of notebook 08 (METHOD.md section 8).
+
+An intervention is given per batch as `Intervene`: a function from the batch's
+`LabelPositions` to a context manager (`core.interventions.ablated`, `balanced_labels`,
+`position_free_labels`, or several under `applied`). Accuracy comes from
+`studies.accuracy.accuracy`, run one batch at a time inside the batch's intervention.
+
+A bias is measured against one *biased* label per prompt (after Zhao et al. 2021): the
+majority label of an imbalanced prompt, or the label of the demonstration next to the
+input in a re-ordered prompt. The bias rate is how often the model predicts the biased
+label among the prompts where that label is wrong. With two labels in a prompt, every
+wrong answer that is a label is the biased one, so the share of wrong predictions naming
+it is reported beside the rate: it counts how many wrong answers are some other token.
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Callable, ContextManager, Sequence
+
+import pandas as pd
+import torch
+
+from ..core.heads import Head, random_heads_excluding
+from ..core.interventions import ablated, balanced_labels, position_free_labels
+from ..data.datasets import dataset_records
+from ..data.positions import LabelPositions, find_positions
+from ..data.prompts import (
+    VARIANTS,
+    Prompt,
+    Record,
+    label_token_ids,
+    majority_labels,
+    mixed_label_prompts,
+    nearest_labels,
+    prompt_label_ids,
+)
+from ..model.loading import ICLModel
+from .accuracy import Accuracy, accuracy
+
+Intervene = Callable[[LabelPositions], ContextManager[None]]
+IN_CONTEXT, RANDOM = "top in-context heads", "random heads"  # the `heads` column of `ablation_curves`
+
+
+@torch.no_grad()
+def intervened_accuracy(
+    m: ICLModel, prompts: Sequence[Prompt], intervene: Intervene | None = None, batch_size: int = 32
+) -> Accuracy:
+    """`accuracy` of the prompts, each batch run inside `intervene(its label positions)`."""
+    true_ids, false_ids = prompt_label_ids(m.tokenizer, prompts)
+    parts = []
+    for s in range(0, len(prompts), batch_size):
+        batch = slice(s, s + batch_size)
+        chunk = prompts[batch]
+        with intervene(find_positions(m.tokenizer, chunk)) if intervene else nullcontext():
+            parts.append(accuracy(m, [p.text for p in chunk], true_ids[batch], false_ids[batch], batch_size=len(chunk)))
+    return Accuracy(*(torch.cat([getattr(a, f.name) for a in parts]) for f in fields(Accuracy)))
+
+
+def ablation_curves(
+    m: ICLModel,
+    prompts: Sequence[Prompt],
+    top: Sequence[Head],
+    ks: Sequence[int],
+    n_random: int = 3,
+    seed: int = 0,
+    batch_size: int = 32,
+) -> pd.DataFrame:
+    """Accuracy with the first k of `top` zeroed, and with k random heads zeroed, for each k
+    (and k = 0: the plain model, run once).
+
+    Random heads are drawn from the heads outside `top`, max(ks) at a time in `n_random`
+    draws; a draw's first k heads are its k random heads (nested, like the top-k).
+    Columns: heads (IN_CONTEXT or RANDOM), draw, k, accuracy (top-1), ranked.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    head_sets = [(IN_CONTEXT, 0, list(top))]
+    arch = m.arch
+    head_sets += [(RANDOM, d, random_heads_excluding(arch.n_layers, arch.n_heads, max(ks), generator, exclude=top))
+                  for d in range(n_random)]
+    plain = intervened_accuracy(m, prompts, batch_size=batch_size)
+    rows = []
+    for name, draw, heads in head_sets:
+        rows.append(dict(heads=name, draw=draw, k=0, accuracy=plain.top1, ranked=plain.ranked))
+        for k in ks:
+            acc = intervened_accuracy(m, prompts, lambda labels, h=heads[:k]: ablated(m, h), batch_size)
+            rows.append(dict(heads=name, draw=draw, k=k, accuracy=acc.top1, ranked=acc.ranked))
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class CausalPlan:
+    """Sample sizes of the causal check, scaled to the prompts a bias measurement uses."""
+
+    n_locate: int  # balanced prompts each dataset's heads are located on
+    n_ablation: int  # prompts a word dataset in the causal check (a sentence dataset: half)
+    ks: list[int]  # numbers of heads zeroed
+    n_random: int  # draws of random heads
+
+    @classmethod
+    def for_prompts(cls, n: int) -> "CausalPlan":
+        """The plan for n bias prompts: up to 100 to locate, n/4 (8 to 64) to ablate, the
+        full k range and 3 random draws from 32 ablation prompts up, else k in 1, 5, 20 and 2 draws."""
+        n_ablation = max(8, min(64, n // 4))
+        full = n_ablation >= 32
+        return cls(min(n, 100), n_ablation, [1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20] if full else [1, 5, 20], 3 if full else 2)
+
+
+def causal_check(m: ICLModel, top: dict[str, list[Head]], plan: CausalPlan, word: Sequence[str], seed: int = 0,
+                 data_dir: str | Path | None = None) -> pd.DataFrame:
+    """`ablation_curves` on each dataset of `top` (its in-context heads), with its label
+    words mixed (`mixed_label_prompts`): plan.n_ablation prompts a word dataset, half as
+    many a sentence dataset. A `dataset` column names the dataset and its N."""
+    curves = []
+    for d, heads in top.items():
+        n = plan.n_ablation if d in word else plan.n_ablation // 2
+        prompts = mixed_label_prompts(dataset_records(d, n, seed, data_dir))
+        curves.append(ablation_curves(m, prompts, heads, plan.ks, plan.n_random, seed).assign(dataset=f"{d} (N={n})"))
+    return pd.concat(curves, ignore_index=True)
+
+
+def curve_table(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset and k: accuracy with the top-k heads zeroed, and the random draws' mean
+    and standard deviation (from `ablation_curves` frames with a dataset column)."""
+    top = curves[curves["heads"] == IN_CONTEXT].set_index(["dataset", "k"])["accuracy"]
+    rand = curves[curves["heads"] == RANDOM].groupby(["dataset", "k"], sort=False)["accuracy"]
+    return pd.DataFrame({"top-k zeroed": top, "random: mean": rand.mean(), "random: sd": rand.std()})
+
+
+def curve_ends(table: pd.DataFrame, k: int) -> pd.DataFrame:
+    """Per dataset of a `curve_table`: the plain accuracy, and at k heads zeroed the top-k
+    accuracy and the random draws' mean and sd."""
+    at_k = table.xs(k, level="k")
+    return at_k.assign(plain=table.xs(0, level="k")["top-k zeroed"])
+
+
+# --- biases ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BiasCount:
+    """Counts over N prompts."""
+
+    exposed: int  # prompts whose biased label is wrong
+    biased: int  # of those, predicted as the biased label
+    wrong: int  # of those, predicted wrongly (the biased label, another label or no label)
+
+    @property
+    def rate(self) -> float:
+        """Share of exposed prompts predicted as the biased label."""
+        return self.biased / self.exposed if self.exposed else float("nan")
+
+    @property
+    def share_of_wrong(self) -> float:
+        """Share of the wrong predictions that name the biased label."""
+        return self.biased / self.wrong if self.wrong else float("nan")
+
+
+def bias_count(predicted: torch.Tensor, truth: torch.Tensor, biased: torch.Tensor) -> BiasCount:
+    """predicted, truth, biased: [N] token ids; biased -1 where a prompt has no biased label."""
+    exposed = (biased >= 0) & (biased != truth)
+    return BiasCount(
+        exposed=int(exposed.sum()),
+        biased=int((exposed & (predicted == biased)).sum()),
+        wrong=int((exposed & (predicted != truth)).sum()),
+    )
+
+
+def relative_reduction(before: BiasCount, after: BiasCount) -> float:
+    """(rate before - rate after) / rate before: 0.22 is the paper's 22% reduction."""
+    return (before.rate - after.rate) / before.rate
+
+
+@dataclass(frozen=True)
+class BiasEffect:
+    """One intervention against one bias, on N biased and N standard prompts."""
+
+    plain: BiasCount
+    intervened: BiasCount
+    accuracy_biased: tuple[float, float]  # top-1 on the biased prompts: (plain, intervened)
+    accuracy_standard: tuple[float, float]  # top-1 on the standard (balanced) prompts: (plain, intervened)
+
+    @property
+    def reduction(self) -> float:
+        """Relative reduction of the bias rate (the paper: 0.22 majority, 0.17 recency)."""
+        return relative_reduction(self.plain, self.intervened)
+
+    def summary(self, bias: str, paper: float) -> str:
+        """One paragraph: the bias before and after with its counts, the relative reduction
+        beside the paper's, and the accuracy on biased and standard prompts."""
+        p, i = self.plain, self.intervened
+        return (
+            f"{bias}: {p.biased}/{p.exposed} prompts ({p.rate:.1%}) predicted the biased label plainly, "
+            f"{i.biased}/{i.exposed} ({i.rate:.1%}) with the intervention: a relative reduction of "
+            f"{self.reduction:.0%} (paper: {paper:.0%}). Wrong predictions: {p.wrong} plain, {i.wrong} intervened "
+            f"({p.share_of_wrong:.0%} and {i.share_of_wrong:.0%} of them name the biased label). "
+            f"Top-1 accuracy on these prompts {self.accuracy_biased[0]:.1%} -> {self.accuracy_biased[1]:.1%}; "
+            f"on standard prompts {self.accuracy_standard[0]:.1%} -> {self.accuracy_standard[1]:.1%} "
+            f"({100 * (self.accuracy_standard[1] - self.accuracy_standard[0]):+.1f} points)."
+        )
+
+    def table(self, bias: str) -> pd.DataFrame:
+        """Long format: columns bias, measure, condition (plain, intervened), value."""
+        measures = {
+            "bias rate": (self.plain.rate, self.intervened.rate),
+            "accuracy, biased prompts": self.accuracy_biased,
+            "accuracy, standard prompts": self.accuracy_standard,
+        }
+        return pd.DataFrame([dict(bias=bias, measure=name, condition=cond, value=v)
+                             for name, pair in measures.items() for cond, v in zip(("plain", "intervened"), pair)])
+
+
+def bias_effect(
+    m: ICLModel,
+    biased: Sequence[Prompt],
+    biased_labels: Sequence[str | None],
+    standard: Sequence[Prompt],
+    intervene: Intervene,
+    batch_size: int = 32,
+) -> BiasEffect:
+    """The bias on `biased` prompts (against `biased_labels`, one word or None per prompt)
+    with and without `intervene`, and the top-1 accuracy it costs on `standard` prompts."""
+    target = torch.full((len(biased),), -1)  # -1: no biased label (a tie)
+    named = [i for i, w in enumerate(biased_labels) if w is not None]
+    target[named] = label_token_ids(m.tokenizer, [biased_labels[i] for i in named])
+    runs = {name: intervened_accuracy(m, prompts, cm, batch_size)
+            for name, prompts, cm in (("biased", biased, None), ("biased+", biased, intervene),
+                                      ("standard", standard, None), ("standard+", standard, intervene))}
+    count = {name: bias_count(runs[name].top, runs[name].true_id, target) for name in ("biased", "biased+")}
+    return BiasEffect(
+        count["biased"], count["biased+"],
+        (runs["biased"].top1, runs["biased+"].top1),
+        (runs["standard"].top1, runs["standard+"].top1),
+    )
+
+
+def majority_bias(m: ICLModel, records: Sequence[Record], heads: Sequence[Head]) -> BiasEffect:
+    """Majority-label bias on imbalanced prompts of `records`, plainly and with the label
+    attention of `heads` balanced (`balanced_labels`); accuracy cost on balanced prompts."""
+    standard, imbalanced = (mixed_label_prompts(records, VARIANTS[v]) for v in ("balanced", "imbalanced"))
+    return bias_effect(m, imbalanced, majority_labels(imbalanced), standard, lambda labels: balanced_labels(m, heads, labels))
+
+
+def recency_bias(m: ICLModel, records: Sequence[Record], heads: Sequence[Head]) -> BiasEffect:
+    """Recency bias on re-ordered prompts of `records`, plainly and with position-free label
+    keys in `heads` (`position_free_labels`); accuracy cost on balanced prompts."""
+    standard, reordered = (mixed_label_prompts(records, VARIANTS[v]) for v in ("balanced", "reordered"))
+    return bias_effect(m, reordered, nearest_labels(reordered), standard, lambda labels: position_free_labels(m, heads, labels))

@@ -1,0 +1,52 @@
+"""Located in-context heads of a dataset (Section 4, Figs. 3-4 and 12-15): the mean
+log-probability increase of every head, the top-k heads, where they lie and how much the
+top sets of two datasets overlap."""
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Sequence
+
+import pandas as pd
+import torch
+
+from ..core.heads import Head, head_name
+from ..core.locate import LocateResult, locate
+from ..model.loading import ICLModel
+from .runner import PromptSet, cached, result_file
+
+
+def located(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> LocateResult:
+    """`locate` on a prompt set, cached on disk (so later notebooks reuse 01's work)."""
+    return LocateResult(**cached(result_file("locate", m, ps), lambda: asdict(locate(m, ps.texts, batch_size=batch_size))))
+
+
+def in_context_heads(m: ICLModel, ps: PromptSet, k: int = 20) -> list[Head]:
+    """The k heads with the largest mean increase on a prompt set (located and cached), best first."""
+    return located(m, ps).top_heads(k)
+
+
+def overlap(top: dict[str, Sequence[Head]]) -> torch.Tensor:
+    """[D, D]: how many heads the top sets of each pair of datasets share."""
+    sets = [set(map(tuple, heads)) for heads in top.values()]
+    return torch.tensor([[len(a & b) for b in sets] for a in sets])
+
+
+def mean_shared(overlap: torch.Tensor) -> float:
+    """Mean number of heads two different datasets share, from `overlap` [D, D]."""
+    off = ~torch.eye(len(overlap), dtype=torch.bool)
+    return float(overlap[off].float().mean()) if off.any() else float("nan")
+
+
+def layer_range(heads: Sequence[Head]) -> tuple[int, int]:
+    """(lowest, highest) layer among the heads."""
+    layers = [l for l, _ in heads]
+    return min(layers), max(layers)
+
+
+def top_heads_table(located: dict[str, LocateResult], k: int = 20) -> pd.DataFrame:
+    """The top-k heads of each dataset, best first, as "layer-head (mean increase)"."""
+    columns = {}
+    for name, loc in located.items():
+        heads = loc.top_heads(k)
+        columns[name] = [f"{head_name(h)} ({v:.2f})" for h, v in zip(heads, loc.head_scores(heads).tolist())]
+    return pd.DataFrame(columns, index=pd.RangeIndex(1, k + 1, name="rank"))

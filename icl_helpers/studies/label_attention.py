@@ -1,0 +1,174 @@
+"""Figs. 6-11: attention from the last position to the true and false labels.
+
+Per head, the attention summed over the true-label positions and over the false-label
+positions (Fig. 6), against the head's increase (Fig. 7), and balanced prompts against a
+variant of the same records: imbalanced (Figs. 8, 10) or re-ordered (Figs. 9, 11).
+Attention tensors over heads are [N, L, H] (every head) or [N, S] (listed heads).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+import torch
+
+from ..core.heads import Head, at_heads
+from ..core.projections import label_attention
+from ..data.prompts import prompt_label_ids
+from ..model.loading import ICLModel
+from .in_context_heads import in_context_heads
+from .runner import PromptSet, cached, decomposed, prompt_set, result_file
+
+
+@dataclass
+class LabelAttention:
+    """Attention from the last position summed over label positions, for every head."""
+
+    true: torch.Tensor  # [N, L, H]: on the true labels
+    false: torch.Tensor  # [N, L, H]: on the false labels
+    predictions: torch.Tensor  # [N] long: the model's next token (argmax) at the last position
+
+    def at(self, heads: Sequence[Head]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(true, false), each [N, S], for the listed heads."""
+        return at_heads(self.true, heads), at_heads(self.false, heads)
+
+
+@torch.no_grad()
+def label_attention_sweep(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> LabelAttention:
+    """Summed attention of the last position on true and on false labels, every head, and
+    the model's predictions."""
+    parts: dict[str, list[torch.Tensor]] = {"true": [], "false": [], "predictions": []}
+    for rows, dec in decomposed(m, ps, batch_size, record=["pattern"]):
+        positions, T = ps.positions[rows].to(dec.pattern.device), dec.input_ids.shape[1]
+        for name, true in (("true", True), ("false", False)):
+            parts[name].append(label_attention(dec, positions.mask(T, true)).float().cpu())
+        parts["predictions"].append(dec.predictions.cpu())
+    return LabelAttention(**{k: torch.cat(v) for k, v in parts.items()})
+
+
+def attention_on_labels(m: ICLModel, ps: PromptSet) -> LabelAttention:
+    """`label_attention_sweep` on a prompt set, cached on disk."""
+    compute = lambda: asdict(label_attention_sweep(m, ps))  # noqa: E731
+    return LabelAttention(**cached(result_file("attention", m, ps), compute))
+
+
+@dataclass
+class TrueVsFalse:
+    """Mean summed attention on true and false labels over prompts and heads."""
+
+    true: float
+    false: float
+    heads_true_above: int  # heads whose mean true-label attention exceeds the false-label one
+    heads: int
+
+
+def true_vs_false(true: torch.Tensor, false: torch.Tensor) -> TrueVsFalse:
+    """Compare the attention on true and false labels, [N, S] each."""
+    above = int((true.mean(0) > false.mean(0)).sum())
+    return TrueVsFalse(float(true.mean()), float(false.mean()), above, true.shape[1])
+
+
+def correlation(x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+    """(Pearson, Spearman) correlation of two flattened tensors of equal size."""
+    x, y = x.flatten().double(), y.flatten().double()
+    rank = lambda v: v.argsort().argsort().double()  # noqa: E731 (ties broken by order)
+    pearson = torch.corrcoef(torch.stack([x, y]))[0, 1]
+    spearman = torch.corrcoef(torch.stack([rank(x), rank(y)]))[0, 1]
+    return float(pearson), float(spearman)
+
+
+@dataclass
+class PromptAttention:
+    """The last position's attention rows of N prompts, every head."""
+
+    tokens: list[list[str]]  # per prompt, its T_i tokens
+    pattern: torch.Tensor  # [N, L, H, T]: zero past a prompt's last token
+    true: torch.Tensor  # [N, T] bool: true-label positions
+    false: torch.Tensor  # [N, T] bool: false-label positions
+
+
+@torch.no_grad()
+def prompt_attention(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> PromptAttention:
+    """The last position's attention rows of every prompt of a set, with its label masks."""
+    T = int(ps.positions.last.max()) + 1
+    pattern = torch.zeros(len(ps), m.arch.n_layers, m.arch.n_heads, T)
+    tokens = []
+    for rows, dec in decomposed(m, ps, batch_size, record=["pattern"]):
+        pattern[rows, ..., : dec.pattern.shape[-1]] = dec.pattern.float().cpu()
+        tokens += [[m.tokenizer.decode([i]) for i in ids[: int(last) + 1].tolist()] for ids, last in zip(dec.input_ids, dec.last)]
+    return PromptAttention(tokens, pattern, ps.positions.mask(T, True), ps.positions.mask(T, False))
+
+
+# --- prompt variants (Figs. 8-11) ---------------------------------------------------------
+@dataclass
+class VariantStudy:
+    """The in-context heads of balanced prompts, and the label attention and accuracy of
+    balanced prompts and of a variant of the same records."""
+
+    dataset: str
+    heads: list[Head]
+    attention: dict[str, LabelAttention]  # "balanced" and the variant
+    accuracy: dict[str, float]  # top-1 accuracy of each
+
+    @property
+    def n(self) -> int:
+        """Prompts of each variant."""
+        return len(self.attention["balanced"].predictions)
+
+    def at_heads(self) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """Per prompt variant, (true, false) attention [N, S] in the in-context heads."""
+        return {name: att.at(self.heads) for name, att in self.attention.items()}
+
+
+def variant_study(m: ICLModel, dataset: str, variant: str, n: int, seed: int = 0,
+                  data_dir: str | Path | None = None, k: int = 20) -> VariantStudy:
+    """Balanced prompts against `variant` ("imbalanced", "reordered") of the same records."""
+    sets = {v: prompt_set(m, dataset, v, n, seed, data_dir) for v in ("balanced", variant)}
+    attention = {v: attention_on_labels(m, ps) for v, ps in sets.items()}
+    accuracy = {v: float((attention[v].predictions == prompt_label_ids(m.tokenizer, ps.prompts)[0]).float().mean())
+                for v, ps in sets.items()}
+    return VariantStudy(dataset, in_context_heads(m, sets["balanced"], k), attention, accuracy)
+
+
+def variant_studies(m: ICLModel, variant: str, word: Sequence[str], sentence: Sequence[str], n_word: int,
+                    n_sentence: int, seed: int = 0, data_dir: str | Path | None = None, k: int = 20) -> list[VariantStudy]:
+    """`variant_study` of every word dataset (n_word prompts) and sentence dataset (n_sentence)."""
+    return [variant_study(m, d, variant, n, seed, data_dir, k)
+            for datasets, n in ((word, n_word), (sentence, n_sentence)) for d in datasets]
+
+
+@dataclass
+class VariantChange:
+    """How a prompt variant moves the summed label attention of each head."""
+
+    true_before: float
+    true_after: float
+    false_before: float
+    false_after: float
+    heads_true_down: int  # heads whose mean true-label attention drops
+    heads_false_up: int  # heads whose mean false-label attention rises
+    heads: int
+
+
+def variant_change(before: tuple[torch.Tensor, torch.Tensor], after: tuple[torch.Tensor, torch.Tensor]) -> VariantChange:
+    """(true, false) attention of the base prompts against a variant's, [N, S] each."""
+    (t0, f0), (t1, f1) = before, after
+    return VariantChange(
+        float(t0.mean()), float(t1.mean()), float(f0.mean()), float(f1.mean()),
+        int((t1.mean(0) < t0.mean(0)).sum()), int((f1.mean(0) > f0.mean(0)).sum()), t0.shape[1],
+    )
+
+
+def variant_table(studies: Sequence[VariantStudy], variant: str) -> pd.DataFrame:
+    """One row per dataset: mean true/false label attention in its in-context heads, balanced
+    and under the variant, how many heads move as the paper reports, and the accuracy."""
+    rows = []
+    for st in studies:
+        c = variant_change(*(st.at_heads()[v] for v in ("balanced", variant)))
+        rows.append({"dataset": st.dataset, "true, balanced": c.true_before, f"true, {variant}": c.true_after,
+                     "false, balanced": c.false_before, f"false, {variant}": c.false_after,
+                     "heads: true down": f"{c.heads_true_down}/{c.heads}", "heads: false up": f"{c.heads_false_up}/{c.heads}",
+                     "accuracy, balanced": st.accuracy["balanced"], f"accuracy, {variant}": st.accuracy[variant]})
+    return pd.DataFrame(rows).set_index("dataset")

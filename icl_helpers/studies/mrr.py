@@ -1,0 +1,61 @@
+"""Fig. 5: label values point at their labels. For each head and prompt, every label's
+value is projected into the vocabulary and the rank of the label's own token is taken;
+the mean reciprocal rank (MRR) of in-context heads is compared with random heads of the
+same layer (`core.heads.same_layer_random_heads`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from ..core.attribution import Readout
+from ..core.heads import Head
+from ..core.projections import label_value_ranks
+from ..model.loading import ICLModel
+from .runner import PromptSet, cached, decomposed, result_file
+
+
+@torch.no_grad()
+def label_value_ranks_sweep(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 8) -> torch.Tensor:
+    """[N, S, K]: rank (1 = top) of each label's own token in bs of its value in each head,
+    for the K label positions of each prompt, in prompt order (nan-padded if K varies)."""
+    readout = Readout(m.arch)
+    K = ps.positions.labels.shape[1]
+    out = torch.full((len(ps), len(heads), K), torch.nan)
+    for rows, dec in decomposed(m, ps, batch_size, record=["values"]):
+        batch = ps.positions[rows]
+        # Rank only at the label positions: keep just their values and tokens, [B, K].
+        at_labels = dec.at_positions(batch.labels.clamp(min=0))
+        out[rows] = label_value_ranks(readout, at_labels, list(heads), batch.valid).cpu()
+    return out
+
+
+def label_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head]) -> torch.Tensor:
+    """`label_value_ranks_sweep` [N, S, K] on a prompt set's labels, cached on disk."""
+    compute = lambda: {"ranks": label_value_ranks_sweep(m, ps, heads)}  # noqa: E731
+    return cached(result_file("ranks", m, ps, heads=list(heads)), compute)["ranks"]
+
+
+def mrr(ranks: torch.Tensor) -> torch.Tensor:
+    """[S]: mean reciprocal rank over prompts and label positions, from ranks [N, S, K]."""
+    return ranks.reciprocal().transpose(0, 1).flatten(1).nanmean(1)
+
+
+@dataclass
+class MRRSummary:
+    """Fig. 5 in numbers."""
+
+    mean: float  # over in-context heads
+    random_mean: float  # over their random heads
+    weakest: Head  # the in-context head with the lowest MRR
+    weakest_mrr: float
+    heads_above_random: int  # in-context heads scoring above their random head
+    heads: int
+
+
+def mrr_summary(heads: Sequence[Head], mrr: torch.Tensor, random_mrr: torch.Tensor) -> MRRSummary:
+    """Compare the MRR [S] of in-context heads with that of their random heads [S]."""
+    weakest = int(mrr.argmin())
+    return MRRSummary(float(mrr.mean()), float(random_mrr.mean()), tuple(heads[weakest]), float(mrr[weakest]),
+                      int((mrr > random_mrr).sum()), len(heads))

@@ -1,0 +1,67 @@
+"""Tables 1 and 3: a head's label values, label keys and last query in the vocabulary.
+
+`projections` records, in one batched pass over a prompt set, what the tables project at
+each prompt's label positions and last position; `Projections.table` then projects any
+head of any recorded prompt without running the model again.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+
+from ..core.attribution import Readout
+from ..core.decompose import Decomposition, concat
+from ..core.heads import Head
+from ..core.projections import project_head
+from ..model.loading import ICLModel
+from .runner import PromptSet, decomposed
+
+RECORD = ("values", "attn_all", "queries")
+
+
+@dataclass
+class Projections:
+    """Label values, label keys and last queries of N prompts, at P = K + 1 positions a
+    prompt: its K label positions (as in `positions.labels`), then its last position."""
+
+    ps: PromptSet
+    dec: Decomposition  # at the P positions: input_ids [N, P], values [N, L, H_kv, P, dh], attn_all [N, L, P, d]
+    readout: Readout
+    tokenizer: object
+
+    def table(self, prompt: int, head: Head, k: int = 10) -> pd.DataFrame:
+        """Table 1 for one prompt and head: the top-k tokens (stop words removed) of each
+        label value, label key and the last query; one row per vector."""
+        positions = self.ps.positions[prompt : prompt + 1]
+        K = int(positions.valid.sum())
+        tops = project_head(self.readout, self.tokenizer, self.dec, prompt, head, list(range(K)), k)
+        where = positions.labels[0, :K].tolist() + [int(positions.last[0])]
+        ids = self.dec.input_ids[prompt].tolist()
+        columns = [*range(K), *range(K), -1]  # label values and keys at the labels, the query at the last position
+        return pd.DataFrame({
+            "vector": [kind for kind, rows in tops.items() for _ in rows],
+            "position": [where[c] for c in columns],
+            "token": [self.tokenizer.decode(ids[c]) for c in columns],
+            "top tokens": [", ".join(t.strip() for t in top) for rows in tops.values() for top in rows],
+        })
+
+
+@torch.no_grad()
+def projections(m: ICLModel, ps: PromptSet, batch_size: int = 8) -> Projections:
+    """Record every prompt of `ps` for `Projections.table`, in batches."""
+    parts = []
+    for rows, dec in decomposed(m, ps, batch_size, record=RECORD):
+        positions = ps.positions[rows]
+        at = torch.cat([positions.labels.clamp(min=0), positions.last[:, None]], 1)  # [b, K + 1]
+        parts.append(dec.at_positions(at))
+    return Projections(ps, concat(parts), Readout(m.arch), m.tokenizer)
+
+
+def label_value_hits(table: pd.DataFrame) -> float:
+    """Share of a projection table's label-value rows whose top tokens include the label
+    word itself (any case), as the paper's Table 1 shows for GPT-2 large."""
+    values = table[table["vector"] == "label value"]
+    hits = [tok.strip().lower() in [t.lower() for t in top.split(", ")] for tok, top in zip(values["token"], values["top tokens"])]
+    return sum(hits) / max(len(hits), 1)

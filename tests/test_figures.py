@@ -1,0 +1,46 @@
+"""Every figure draws, with a title and labelled axes."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+from matplotlib.figure import Figure
+
+from icl_helpers.studies.causal import IN_CONTEXT, RANDOM, BiasCount, BiasEffect
+from icl_helpers.viz import figures
+
+g = torch.Generator().manual_seed(0)
+HEADS = [(3, 1), (5, 0), (5, 2)]
+N, S, L, H = 12, len(HEADS), 6, 4
+r = lambda *shape: torch.rand(*shape, generator=g)  # noqa: E731
+
+FIGURES = {
+    "layer_increase": lambda: figures.layer_increase(r(L) - 0.5, r(L) - 0.5, "t"),
+    "head_heatmap": lambda: figures.head_heatmap(r(L, H) - 0.5, HEADS, "t"),
+    "overlap_heatmap": lambda: figures.overlap_heatmap(torch.tensor([[3, 1], [1, 3]]), ["a", "b"], 3),
+    "mrr_bars": lambda: figures.mrr_bars(HEADS, r(S), [(3, 0), (5, 1), (5, 3)], r(S) / 10, "t"),
+    "rank_hist": lambda: figures.rank_hist(r(40) * 100 + 1, r(40) * 1000 + 1, (3, 1), (3, 0)),
+    "label_attention_bars": lambda: figures.label_attention_bars(HEADS, r(N, S), r(N, S) / 3, "t"),
+    "head_attention_hist": lambda: figures.head_attention_hist(r(N), r(N), (3, 1), "t"),
+    "prompt_attention": lambda: figures.prompt_attention(list("abcd"), r(4), torch.tensor([0, 1, 0, 0]).bool(),
+                                                       torch.tensor([1, 0, 0, 0]).bool(), (3, 1)),
+    "attention_vs_increase": lambda: figures.attention_vs_increase(r(50), r(50) - 0.2, "t"),
+    "variant_attention": lambda: figures.variant_attention(HEADS, {"a": (r(N, S), r(N, S)), "b": (r(N, S), r(N, S))}, "t"),
+    "accuracy_change": lambda: figures.accuracy_change({"balanced": 0.9, "imbalanced": 0.7}, "t"),
+    "ablation_curves": lambda: figures.ablation_curves(pd.DataFrame(
+        [dict(dataset=d, heads=h, draw=0, k=k, accuracy=float(r(1))) for d in "ab" for h in (IN_CONTEXT, RANDOM) for k in (0, 1, 5)])),
+    "bias_change": lambda: figures.bias_change({
+        name: BiasEffect(BiasCount(10, 8, 9), BiasCount(10, 5, 7), (0.2, 0.4), (0.9, 0.85)) for name in ("a", "b")}),
+}
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_figure_has_title_and_labelled_axes(name):
+    fig = FIGURES[name]()
+    assert isinstance(fig, Figure)
+    fig.canvas.draw()
+    for ax in fig.axes:
+        if ax.get_label() == "<colorbar>":
+            continue
+        assert ax.get_xlabel() and ax.get_ylabel(), name
+        assert ax.get_title() or fig.get_suptitle(), name

@@ -1,0 +1,58 @@
+"""The package's layout rules, checked on its source: presentation lives in viz/ alone,
+dependencies point one way, and no private name crosses a module boundary."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "icl_helpers"
+PRESENTATION = ("matplotlib", "seaborn", "ipywidgets", "IPython")
+LAYERS = ["model", "data", "core", "studies", "viz"]  # each may import the layers before it, except data from model
+
+
+def imports(path: Path, package: Path) -> list[tuple[str, list[str]]]:
+    """(absolute module, imported names) for every import in a file of `package`."""
+    here = path.relative_to(package.parent).with_suffix("").parts
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(a.name, []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = list(here[: len(here) - node.level]) if node.level else []
+            found.append((".".join(base + ([node.module] if node.module else [])), [a.name for a in node.names]))
+    return found
+
+
+def violations(path: Path, package: Path = PACKAGE) -> list[str]:
+    """What a file of the package imports against the layout rules, one line each."""
+    part, found = path.relative_to(package).parts[0], []
+    for module, names in imports(path, package):
+        if module.split(".")[0] in PRESENTATION and part != "viz":
+            found.append(f"imports {module}: presentation belongs in viz/")
+        if not module.startswith(package.name + "."):
+            continue
+        target = module.split(".")[1]
+        if part in LAYERS and target in LAYERS and (LAYERS.index(target) > LAYERS.index(part) or (part, target) == ("data", "model")):
+            found.append(f"{part}/ imports {module}")
+        if target == "viz" and part != "viz":
+            found.append(f"imports {module}: nothing outside viz/ may")
+        if any(n.startswith("_") for n in names):
+            found.append(f"imports private names from {module}")
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_layout_rules(path):
+    assert violations(path) == []
+
+
+def test_the_rules_can_fail(tmp_path):
+    bad = tmp_path / "icl_helpers" / "core" / "bad.py"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("import seaborn\nfrom ..viz.figures import _fig\nfrom ..studies import runner\n")
+    assert violations(bad, tmp_path / "icl_helpers") == [
+        "imports seaborn: presentation belongs in viz/", "core/ imports icl_helpers.viz.figures",
+        "imports icl_helpers.viz.figures: nothing outside viz/ may", "imports private names from icl_helpers.viz.figures",
+        "core/ imports icl_helpers.studies"]

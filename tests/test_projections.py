@@ -1,0 +1,70 @@
+"""Per-head analyses against direct full-vocabulary computations."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from icl_helpers.core.attribution import Readout
+from icl_helpers.core.decompose import decompose
+from icl_helpers.core.projections import STOP_WORDS, kept_tokens, label_attention, label_value_ranks, project_head, top_tokens
+from tests.conftest import PROMPTS, close
+
+HEADS = [(0, 1), (2, 3), (1, 0)]
+
+
+@pytest.fixture(scope="module")
+def dec(small):
+    return decompose(small, PROMPTS, record=["pattern", "values", "attn_all", "queries"])
+
+
+@pytest.fixture(scope="module")
+def labels(dec):
+    mask = torch.zeros_like(dec.input_ids, dtype=torch.bool)
+    mask[0, [2, 5, 8, 11]] = True  # ' bar' ' bar' ' foo' ' foo' in PROMPTS[0] (GPT-2 tokens)
+    mask[1, 2] = True
+    return mask
+
+
+def test_label_masks_point_at_labels(small, dec, labels):
+    words = small.tokenizer.convert_ids_to_tokens(dec.input_ids[labels])
+    assert words == ["Ġbar", "Ġbar", "Ġfoo", "Ġfoo", "Ġfoo"]
+
+
+def test_label_value_ranks_equal_a_full_sort(small, dec, labels):
+    r = Readout(small.arch)
+    ranks = label_value_ranks(r, dec, HEADS, labels)
+    assert torch.isnan(ranks[:, 0][~labels]).all()
+    for s, (l, h) in enumerate(HEADS):
+        logits = r.logits(dec.value_outputs(l, h), torch.ones(len(PROMPTS)))  # [B, T, V]
+        own = logits.gather(-1, dec.input_ids.unsqueeze(-1))
+        want = (logits > own).sum(-1) + 1
+        assert torch.equal(ranks[:, s][labels], want[labels].float())
+
+
+def test_label_attention_sums_the_pattern(small, dec, labels):
+    got = label_attention(dec, labels)  # [B, L, H]
+    for l, h in HEADS:
+        close(got[:, l, h], (dec.pattern[:, l, h] * labels).sum(-1))
+    everything = torch.ones_like(labels)
+    close(label_attention(dec, everything), torch.ones(len(PROMPTS), small.arch.n_layers, small.arch.n_heads))
+
+
+def test_stop_words_and_punctuation_are_filtered(gpt2_tokenizer):
+    kept = kept_tokens(gpt2_tokenizer)
+    for word, keep in [(" the", False), ("The", False), (",", False), (" :", False), (" foo", True), ("Bar", True)]:
+        (i,) = gpt2_tokenizer.encode(word)
+        assert bool(kept[i]) == keep, word
+    assert "the" in STOP_WORDS
+
+
+def test_project_head_lists_top_tokens(small, dec):
+    r = Readout(small.arch)
+    tops = project_head(r, small.tokenizer, dec, 0, (2, 1), [2, 8], k=5)
+    assert {kind: len(rows) for kind, rows in tops.items()} == {"label value": 2, "label key": 2, "last query": 1}
+    kept = kept_tokens(small.tokenizer)
+    logits = r.logits(dec.value_outputs(2, 1)[0, 8:9], torch.ones(1))[0]
+    want = logits.masked_fill(~kept, -torch.inf).topk(5).indices
+    assert tops["label value"][1] == small.tokenizer.batch_decode([[int(i)] for i in want])
+    key = r.logits(dec.key_inputs(2)[0, 2:3], torch.ones(1))[0].masked_fill(~kept, -torch.inf).topk(5).indices
+    assert tops["label key"][0] == small.tokenizer.batch_decode([[int(i)] for i in key])
+    assert tops["last query"][0] == top_tokens(r, small.tokenizer, dec.query_in_key_space(2, 1)[:1], 5)[0]

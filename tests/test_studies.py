@@ -1,0 +1,182 @@
+"""Studies on prompt sets against one-batch computations, their disk cache, and their summaries."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from icl_helpers.core.attribution import Readout
+from icl_helpers.core.decompose import decompose
+from icl_helpers.core.locate import locate
+from icl_helpers.core.projections import label_value_ranks
+from icl_helpers.studies import accuracy, in_context_heads, label_attention, mrr, projection, runner
+from tests.conftest import PROMPTS, close
+
+HEADS = [(2, 3), (0, 1)]
+TEXTS = [  # a mixed batch: 4, 3 and 2 labels, demonstrations of several tokens
+    "love : bar like : bar eight : foo two : foo one :",
+    "happy days : bar seven : foo three : foo ten :",
+    "a rather long demonstration here : bar twelve : foo six :",
+]
+
+
+@pytest.fixture(scope="module")
+def ps(small) -> runner.PromptSet:
+    return runner.prompt_set_from_texts(small, TEXTS)
+
+
+def test_label_attention_sweep_matches_one_batch(small, ps):
+    att = label_attention.label_attention_sweep(small, ps, batch_size=2)
+    dec = decompose(small, TEXTS, record=["pattern"])
+    T = dec.input_ids.shape[1]
+    for true, got in ((True, att.true), (False, att.false)):
+        mask = ps.positions.mask(T, true)
+        for i in range(len(TEXTS)):
+            close(got[i], dec.pattern[i][..., mask[i]].sum(-1))
+    assert torch.equal(att.predictions, dec.predictions)
+    true, false = att.at(HEADS)
+    assert true.shape == false.shape == (3, 2)
+    close(true[:, 0], att.true[:, 2, 3])
+
+
+def test_label_value_ranks_sweep_matches_one_batch(small, ps):
+    ranks = mrr.label_value_ranks_sweep(small, ps, HEADS, batch_size=2)
+    dec = decompose(small, TEXTS, record=["values"])
+    labels = ps.positions.labels
+    is_label = ps.positions.mask(dec.input_ids.shape[1], True) | ps.positions.mask(dec.input_ids.shape[1], False)
+    want = label_value_ranks(Readout(small.arch), dec, HEADS, is_label)
+    assert ranks.shape == (3, 2, 4)
+    for i in range(len(TEXTS)):
+        K = int(ps.positions.valid[i].sum())
+        assert torch.equal(ranks[i, :, :K], want[i][:, labels[i, :K]])
+        assert ranks[i, :, K:].isnan().all()
+
+
+def test_mrr_averages_reciprocal_ranks_over_prompts_and_labels():
+    ranks = torch.tensor([[[1.0, 2.0]], [[4.0, torch.nan]]])  # [N=2, S=1, K=2]
+    close(mrr.mrr(ranks), torch.tensor([(1 + 0.5 + 0.25) / 3]))
+
+
+def test_overlap_counts_shared_heads():
+    got = in_context_heads.overlap({"a": [(1, 1), (2, 2)], "b": [(2, 2), (3, 3)], "c": [(4, 4)]})
+    assert got.tolist() == [[2, 1, 0], [1, 2, 0], [0, 0, 1]]
+    assert in_context_heads.mean_shared(got) == pytest.approx(1 / 3)
+
+
+def test_prompt_set_finds_label_positions(small):
+    ps = runner.prompt_set(small, "sentiment_number", "imbalanced", n=4)
+    assert len(ps) == 4 and ps.directions[:2] == ["sentiment/number", "number/sentiment"]
+    ids = small.encode(ps.texts)["input_ids"]
+    for i in range(4):
+        labels, true = ps.positions.labels[i], ps.positions.is_true[i]
+        assert [small.tokenizer.decode(ids[i, p]) for p in labels[true]] == [" foo"]
+        assert [small.tokenizer.decode(ids[i, p]) for p in labels[~true & (labels >= 0)]] == [" bar", " bar"]
+
+
+def test_located_is_cached_under_its_key(small, tmp_path, monkeypatch):
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    ps = runner.prompt_set(small, "animal_country", n=3)
+    first = in_context_heads.located(small, ps)
+    close(first.head, locate(small, ps.texts).head)
+    monkeypatch.setattr(in_context_heads, "locate", lambda *a, **k: pytest.fail("recomputed a cached result"))
+    again = in_context_heads.located(small, ps)
+    assert torch.equal(again.head, first.head) and torch.equal(again.targets, first.targets)
+    files = list((tmp_path / "results").iterdir())
+    assert len(files) == 1 and all(s in files[0].name for s in (small.name, "animal_country", "balanced", "n=3", "seed=0"))
+    monkeypatch.setattr(in_context_heads, "locate", locate)
+    in_context_heads.located(small, runner.prompt_set(small, "animal_country", n=2))  # another N: another file
+    assert len(list((tmp_path / "results").iterdir())) == 2
+
+
+def test_accuracy_table_has_a_cell_per_direction_and_label(small):
+    table = accuracy.accuracy_table(small, ["sentiment_number"], n=4)
+    assert table.index.tolist() == ["sentiment/number", "number/sentiment"]
+    assert table.columns.tolist() == [("top-1", "foo"), ("top-1", "bar"), ("ranked", "foo"), ("ranked", "bar")]
+    assert ((table >= 0) & (table <= 1)).all().all()
+
+
+def test_projection_table_has_a_row_per_vector(small, ps):
+    proj = projection.projections(small, ps, batch_size=2)
+    table = proj.table(0, (1, 2), k=5)
+    assert table["vector"].tolist() == ["label value"] * 4 + ["label key"] * 4 + ["last query"]
+    assert table["token"].tolist() == [" bar", " bar", " foo", " foo"] * 2 + [" :"]
+    assert table["position"].tolist() == [2, 5, 8, 11] * 2 + [13]
+    assert all(len(t.split(", ")) == 5 for t in table["top tokens"])
+    short = proj.table(2, (1, 2), k=5)  # 2 labels, padded to 4 in the batch
+    assert short["vector"].tolist() == ["label value"] * 2 + ["label key"] * 2 + ["last query"]
+
+
+def test_projections_of_a_batch_equal_one_prompt_at_a_time(small, ps):
+    batched = projection.projections(small, ps, batch_size=3)
+    for i, text in enumerate(TEXTS):
+        alone = projection.projections(small, runner.prompt_set_from_texts(small, [text]))
+        for head in ((0, 1), (2, 3)):
+            assert batched.table(i, head, k=8).equals(alone.table(0, head, k=8))
+
+
+def test_projection_hits_count_label_words():
+    table = pd.DataFrame({"vector": ["label value", "label value", "label key"],
+                          "token": [" bar", " foo", " bar"],
+                          "top tokens": ["BAR, Bar, bars", "one, two", "bar"]})
+    assert projection.label_value_hits(table) == 0.5
+
+
+def test_prompt_attention_rows_are_distributions(small, ps):
+    pa = label_attention.prompt_attention(small, ps, batch_size=2)
+    assert pa.tokens[2][:3] == ["a", " rather", " long"] and len(pa.tokens[0]) == 14
+    real = torch.zeros_like(pa.pattern[:, 0, 0], dtype=torch.bool)
+    for i, tokens in enumerate(pa.tokens):
+        real[i, : len(tokens)] = True
+    close(pa.pattern.sum(-1), torch.ones(3, small.arch.n_layers, small.arch.n_heads))
+    assert (pa.pattern.permute(0, 3, 1, 2)[~real] == 0).all()
+    assert pa.true[0].nonzero().flatten().tolist() == [8, 11] and pa.false[0].nonzero().flatten().tolist() == [2, 5]
+
+
+def test_studies_on_a_prompt_set_are_cached(small, tmp_path, monkeypatch):
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    ps = runner.prompt_set(small, "sentiment_number", "imbalanced", n=3)
+    att = label_attention.attention_on_labels(small, ps)
+    ranks = mrr.label_ranks(small, ps, HEADS)
+    assert torch.equal(ranks, mrr.label_value_ranks_sweep(small, ps, HEADS))
+    monkeypatch.setattr(label_attention, "label_attention_sweep", lambda *a, **k: pytest.fail("recomputed"))
+    monkeypatch.setattr(mrr, "label_value_ranks_sweep", lambda *a, **k: pytest.fail("recomputed"))
+    assert torch.equal(label_attention.attention_on_labels(small, ps).true, att.true)
+    assert torch.equal(mrr.label_ranks(small, ps, HEADS), ranks)
+    with pytest.raises(pytest.fail.Exception):
+        mrr.label_ranks(small, ps, HEADS[:1])  # other heads: another key
+
+
+def test_variant_study_compares_balanced_with_the_variant(small, tmp_path, monkeypatch):
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    st = label_attention.variant_study(small, "animal_country", "reordered", n=4, k=3)
+    assert len(st.heads) == 3 and set(st.attention) == set(st.accuracy) == {"balanced", "reordered"}
+    want = accuracy.prompt_accuracy(small, runner.prompt_set(small, "animal_country", "reordered", n=4)).top1
+    assert st.accuracy["reordered"] == pytest.approx(want)
+    true, false = st.at_heads()["reordered"]
+    assert true.shape == false.shape == (4, 3)
+
+
+def test_true_vs_false_counts_heads_with_more_true_attention():
+    true = torch.tensor([[0.5, 0.1], [0.3, 0.1]])
+    false = torch.tensor([[0.1, 0.2], [0.1, 0.2]])
+    got = label_attention.true_vs_false(true, false)
+    assert (got.heads_true_above, got.heads) == (1, 2)
+    assert got.true == pytest.approx(0.25) and got.false == pytest.approx(0.15)
+
+
+def test_variant_change_counts_heads_that_move():
+    before = (torch.tensor([[0.6, 0.2]]), torch.tensor([[0.1, 0.1]]))
+    after = (torch.tensor([[0.4, 0.3]]), torch.tensor([[0.2, 0.1]]))
+    got = label_attention.variant_change(before, after)
+    assert (got.heads_true_down, got.heads_false_up, got.heads) == (1, 1, 2)
+    assert (got.true_before, got.true_after) == pytest.approx((0.4, 0.35))
+
+
+def test_correlation_of_a_monotone_relation():
+    x = torch.arange(10.0)
+    pearson, spearman = label_attention.correlation(x, x**3)
+    assert 0.9 < pearson < 1 and spearman == pytest.approx(1.0)
+
+
+def test_layer_range():
+    assert in_context_heads.layer_range([(5, 0), (2, 1), (9, 3)]) == (2, 9)
