@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from icl_helpers import ICLModel
-from icl_helpers.core.interventions import balanced_labels
+from icl_helpers.core.interventions import balanced_labels, position_free_labels
 from icl_helpers.data.prompts import (
     VARIANTS,
     Record,
@@ -62,6 +62,20 @@ def test_accuracy_under_an_identity_intervention_is_the_plain_accuracy(llama):
     edited = intervened_accuracy(llama, prompts, lambda labels: balanced_labels(llama, heads, labels), batch_size=3)
     torch.testing.assert_close(edited.true_logit, plain.true_logit, rtol=0, atol=1e-4)
     assert torch.equal(edited.top, plain.top)
+
+
+@pytest.mark.parametrize("edit", [balanced_labels, position_free_labels])
+def test_label_edits_in_a_batch_equal_one_prompt_at_a_time(llama, edit):
+    """Each batch's label positions must be those of the prompts the model runs in it,
+    whatever order the batch is run in (accuracy sorts prompts by length)."""
+    records = RECORDS + [Record("a rather long input", "number", "sentiment", ("x y z w", "v"), ("a b c d e", "f g"))]
+    prompts = mixed_label_prompts(records, VARIANTS["imbalanced"])
+    heads = [(2, 1), (1, 3), (0, 0)]
+    batched = intervened_accuracy(llama, prompts, lambda labels: edit(llama, heads, labels), batch_size=5)
+    alone = intervened_accuracy(llama, prompts, lambda labels: edit(llama, heads, labels), batch_size=1)
+    torch.testing.assert_close(batched.true_logit, alone.true_logit, rtol=0, atol=1e-4)
+    plain = intervened_accuracy(llama, prompts)
+    assert (batched.true_logit - plain.true_logit).abs().max() > 1e-3  # the edit does change something
 
 
 def test_ablation_curves_rows(llama):

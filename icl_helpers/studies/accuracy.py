@@ -6,8 +6,9 @@ beats the false label's; and top-1, the share whose overall argmax is the true l
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, ContextManager, Sequence
 
 import pandas as pd
 import torch
@@ -45,11 +46,14 @@ def accuracy(
     true_ids: torch.Tensor | int,
     false_ids: torch.Tensor | int,
     batch_size: int = 32,
+    within: Callable[[list[int]], ContextManager] | None = None,
 ) -> Accuracy:
     """Run the prompts in batches (by length) and read the logits at each one's last real position.
 
     true_ids, false_ids: [N] label token ids (or one id for all prompts), e.g. from
     `prompt_label_ids`. Only the last position of each prompt is projected to the vocabulary.
+    within(rows): a context each batch runs in, given the indices of its prompts in the
+    order the batch holds them (e.g. an intervention that needs their label positions).
     """
     n = len(prompts)
     ids = torch.stack([torch.as_tensor(i, dtype=torch.long).expand(n) for i in (true_ids, false_ids)], 1)  # [N, 2]
@@ -62,10 +66,11 @@ def accuracy(
     order = sorted(range(n), key=lambda i: len(prompts[i]))  # similar lengths share a batch: little padding
     top, pair = torch.empty(n, dtype=torch.long), torch.empty(n, 2)
     for start in range(0, n, batch_size):
-        rows = torch.tensor(order[start : start + batch_size])
+        rows = order[start : start + batch_size]
         enc = m.encode([prompts[i] for i in rows])
         last = enc["attention_mask"].sum(1) - 1  # [b]
-        logits = m.model(**enc, logits_to_keep=last[:, None]).logits[:, 0].float()  # [b, V]
+        with within(rows) if within else nullcontext():
+            logits = m.model(**enc, logits_to_keep=last[:, None]).logits[:, 0].float()  # [b, V]
         top[rows] = logits.argmax(-1).cpu()
         pair[rows] = logits.gather(1, ids[rows].to(logits.device)).cpu()  # [b, 2]
     return Accuracy(pair[:, 0], pair[:, 1], top, ids[:, 0].clone())

@@ -14,8 +14,7 @@ it is reported beside the rate: it counts how many wrong answers are some other 
 """
 from __future__ import annotations
 
-from contextlib import nullcontext
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ContextManager, Sequence
 
@@ -43,19 +42,15 @@ Intervene = Callable[[LabelPositions], ContextManager[None]]
 IN_CONTEXT, RANDOM = "top in-context heads", "random heads"  # the `heads` column of `ablation_curves`
 
 
-@torch.no_grad()
 def intervened_accuracy(
     m: ICLModel, prompts: Sequence[Prompt], intervene: Intervene | None = None, batch_size: int = 32
 ) -> Accuracy:
     """`accuracy` of the prompts, each batch run inside `intervene(its label positions)`."""
+    def within(rows: list[int]) -> ContextManager[None]:
+        return intervene(find_positions(m.tokenizer, [prompts[i] for i in rows]))
+
     true_ids, false_ids = prompt_label_ids(m.tokenizer, prompts)
-    parts = []
-    for s in range(0, len(prompts), batch_size):
-        batch = slice(s, s + batch_size)
-        chunk = prompts[batch]
-        with intervene(find_positions(m.tokenizer, chunk)) if intervene else nullcontext():
-            parts.append(accuracy(m, [p.text for p in chunk], true_ids[batch], false_ids[batch], batch_size=len(chunk)))
-    return Accuracy(*(torch.cat([getattr(a, f.name) for a in parts]) for f in fields(Accuracy)))
+    return accuracy(m, [p.text for p in prompts], true_ids, false_ids, batch_size, within if intervene else None)
 
 
 def ablation_curves(
