@@ -35,8 +35,8 @@ sys.path.insert(0, str(REPO))
 from icl_helpers import ICLModel, load_model  # noqa: E402
 from icl_helpers.core.attribution import Readout, position_increase  # noqa: E402
 from icl_helpers.core.decompose import decompose  # noqa: E402
-from icl_helpers.model.hooks import attached  # noqa: E402
 from icl_helpers.core.locate import locate  # noqa: E402
+from icl_helpers.model.hooks import attached  # noqa: E402
 from icl_helpers.model.loading import bundled_model_dir  # noqa: E402
 
 GPT2_TOKENIZER = REPO.parent / "shared" / "tokenizers" / "gpt2"

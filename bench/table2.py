@@ -11,11 +11,10 @@ import argparse
 import time
 
 from icl_helpers import load_model
-from icl_helpers.data.prompts import prompt_label_ids
-from icl_helpers.studies.accuracy import accuracy
 from icl_helpers.data.datasets import SOURCES, WORD_DATASETS, load_word_records, sentence_records
+from icl_helpers.data.prompts import Record, Variant, build_prompts, by_direction, prompt_label_ids
 from icl_helpers.model.loading import ICLModel
-from icl_helpers.data.prompts import Record, Variant, build_prompts, by_direction
+from icl_helpers.studies.accuracy import accuracy
 
 # The paper's Table 2 (GPT-2 large, accuracy in %), true label foo / bar.
 PAPER = {"sentiment/number": (94, 100), "number/sentiment": (92, 87), "animal/country": (100, 100), "country/animal": (100, 100)}

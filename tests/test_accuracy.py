@@ -3,10 +3,9 @@ import pytest
 import torch
 
 from icl_helpers import UsageError
-from icl_helpers.data.prompts import label_token_ids, prompt_label_ids
-from icl_helpers.studies.accuracy import Accuracy, accuracy
 from icl_helpers.data.datasets import load_word_records
-from icl_helpers.data.prompts import Variant, build_prompts
+from icl_helpers.data.prompts import Variant, build_prompts, label_token_ids, prompt_label_ids
+from icl_helpers.studies.accuracy import Accuracy, accuracy
 
 
 def test_label_token_ids(gpt2_tokenizer):

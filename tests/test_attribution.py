@@ -7,8 +7,7 @@ import torch
 from icl_helpers.core.attribution import Readout, layer_head_increase, neuron_increase, position_increase
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.locate import locate
-from tests.conftest import PROMPTS
-from tests.conftest import close
+from tests.conftest import PROMPTS, close
 
 
 def naive_increase(readout: Readout, base, vectors, target, scale) -> torch.Tensor:

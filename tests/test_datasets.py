@@ -9,7 +9,6 @@ import pytest
 from icl_helpers import UsageError
 from icl_helpers.data import datasets as ds
 from icl_helpers.data.prompts import Record, build_prompts, by_direction
-
 from tests.conftest import SHARED
 
 DATA_DIR = SHARED / "datasets"

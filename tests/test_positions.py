@@ -4,11 +4,9 @@ import torch
 from transformers import AutoTokenizer
 
 from icl_helpers import ICLModel, UsageError
-from icl_helpers.data.prompts import label_token_ids
-from icl_helpers.model.loading import bundled_model_dir
 from icl_helpers.data.positions import find_positions, from_encoding, from_offsets
-from icl_helpers.data.prompts import Record, Variant, build_prompt, parse_prompt
-
+from icl_helpers.data.prompts import Record, Variant, build_prompt, label_token_ids, parse_prompt
+from icl_helpers.model.loading import bundled_model_dir
 from tests.conftest import small_model
 
 RECORD = Record("one", "number", "sentiment", ("eight", "two"), ("love", "like"))

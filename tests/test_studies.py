@@ -10,7 +10,7 @@ from icl_helpers.core.decompose import decompose
 from icl_helpers.core.locate import LocateResult, locate
 from icl_helpers.core.projections import label_value_ranks
 from icl_helpers.studies import accuracy, in_context_heads, label_attention, mrr, projection, runner
-from tests.conftest import PROMPTS, close
+from tests.conftest import close
 
 HEADS = [(2, 3), (0, 1)]
 TEXTS = [  # a mixed batch: 4, 3 and 2 labels, demonstrations of several tokens

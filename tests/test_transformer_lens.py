@@ -8,8 +8,7 @@ import torch
 
 from icl_helpers import ICLModel
 from icl_helpers.core.decompose import decompose
-from tests.conftest import PROMPTS, small_model
-from tests.conftest import close
+from tests.conftest import PROMPTS, close, small_model
 
 bridge_module = pytest.importorskip("transformer_lens.model_bridge", reason="transformer_lens is not installed")
 
