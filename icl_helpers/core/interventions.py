@@ -18,7 +18,8 @@ Each is a context manager that changes nothing outside its `with` block: hooks a
 removed, and the attention function (registered through transformers'
 `AttentionInterface`, see `_edited_attention`) is switched back. They compose by nesting
 or with `applied(...)`, and act on a right-padded batch of B prompts and T tokens: the
-label edits take that batch's `LabelPositions`.
+label edits take that batch's `LabelPositions`, row for row in the order the batch runs
+(`studies.accuracy.accuracy(..., within=)` gives each batch its own rows).
 """
 from __future__ import annotations
 
