@@ -43,6 +43,37 @@ def test_empty_inputs(small):
         locate(small, [])
     with pytest.raises(UsageError, match="Prompt 1 is empty"):
         decompose(small, ["a", ""])
+    with pytest.raises(UsageError, match=r"^Prompt 2 is empty: every prompt needs text\.$"):
+        locate(small, ["a : foo b :", "c :", " \n "])  # whitespace only
+
+
+def test_one_string_is_not_a_list_of_prompts(small):
+    """A string would otherwise be scored as one prompt per character."""
+    with pytest.raises(UsageError, match=r"^Prompts must be a list of texts, not one string: pass \[prompt\]\.$"):
+        locate(small, "love : bar like : bar eight : foo two : foo one :")
+    with pytest.raises(UsageError, match=r"^Prompt 1 is a int, not text"):
+        decompose(small, ["a :", 3])
+
+
+@pytest.mark.parametrize("targets, message", [
+    ([50257, 1], r"^Target 50257 is not a token id of this model's vocabulary \[0, 50257\)\.$"),
+    ([5, -1], r"^Target -1 is not a token id"),
+    ([-100, 5], r"^Target -100 is not a token id"),
+    ([10**6, 5], r"^Target 1000000 is not a token id"),
+    ([7], r"^2 prompts but targets of shape \(1,\): give one token id per prompt\.$"),
+    ([[1, 2]], r"^2 prompts but targets of shape \(1, 2\)"),
+    ([1.0, 2.0], r"^Targets must be integer token ids, not torch.float32 values\.$"),
+    (["a", "b"], r"^Targets must be integer token ids, not \['a', 'b'\]\.$"),
+])
+def test_bad_targets_are_refused_before_running(small, targets, message, monkeypatch):
+    monkeypatch.setattr(small.model.base_model, "forward", lambda *a, **k: pytest.fail("ran the model"))
+    with pytest.raises(UsageError, match=message):
+        locate(small, ["a : foo b :", "c : bar d :"], targets=targets)
+
+
+def test_batch_size_must_be_positive(small):
+    with pytest.raises(UsageError, match=r"^batch_size must be at least 1, not 0\.$"):
+        locate(small, ["a :"], batch_size=0)
 
 
 def test_missing_recording_says_what_to_record(small):

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
-from ..model.loading import ICLModel
+from ..errors import UsageError
+from ..model.loading import ICLModel, check_prompts
 from .attribution import Readout, layer_head_increase
 from .decompose import decompose
 from .heads import Head, at_heads, top_heads
@@ -53,12 +54,13 @@ def locate(
     of them, for a few thousand prompts of a small model), in one pass over the vocabulary
     that folds W_O into the readout once: memory stays bounded for any number of prompts.
     """
-    if len(prompts) == 0:
-        m.encode(prompts)  # raises the empty-list error
+    prompts = check_prompts(prompts)
+    targets = None if targets is None else check_targets(targets, len(prompts), m.arch.W_U().shape[0])
+    if batch_size < 1:
+        raise UsageError(f"batch_size must be at least 1, not {batch_size}.")
     arch = m.arch
     per_prompt = arch.n_layers * arch.n_heads * arch.d_head + (arch.n_layers + 1) * arch.d_model
     group = max(1, GROUP_FLOATS // per_prompt // batch_size) * batch_size
-    targets = None if targets is None else torch.as_tensor(targets)
     readout = Readout(arch)
     bar = tqdm(total=-(-len(prompts) // batch_size), desc="forward", disable=not progress)
     parts = [
@@ -67,6 +69,22 @@ def locate(
     ]
     bar.close()
     return LocateResult(*(torch.cat(p) for p in zip(*parts)))
+
+
+def check_targets(targets: torch.Tensor | list[int], n: int, vocab: int) -> torch.Tensor:
+    """targets as [n] long token ids in [0, vocab), or a UsageError saying what is wrong."""
+    try:
+        t = torch.as_tensor(targets)
+    except (TypeError, ValueError, RuntimeError):
+        raise UsageError(f"Targets must be integer token ids, not {targets!r}.") from None
+    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        raise UsageError(f"Targets must be integer token ids, not {t.dtype} values.")
+    if t.shape != (n,):
+        raise UsageError(f"{n} prompts but targets of shape {tuple(t.shape)}: give one token id per prompt.")
+    outside = (t < 0) | (t >= vocab)
+    if outside.any():
+        raise UsageError(f"Target {int(t[outside][0])} is not a token id of this model's vocabulary [0, {vocab}).")
+    return t.long()
 
 
 def _score_group(

@@ -1,6 +1,7 @@
 """Loading models: hub ids, local directories, and the bundled offline SmolLM2."""
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import shutil
 import tempfile
@@ -41,6 +42,17 @@ class ICLModel:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.tokenizer.padding_side = "right"
 
+    def fingerprint(self) -> str:
+        """A short hash of the weights (names, shapes, dtypes and about 1,024 values of each
+        tensor, evenly spaced): results cached under it are never read for other weights."""
+        digest = hashlib.sha256()
+        with torch.no_grad():
+            for name, t in self.model.state_dict().items():
+                flat = t.detach().flatten()
+                sample = flat[:: max(1, flat.numel() // 1024)].float().cpu()
+                digest.update(f"{name}{tuple(t.shape)}{t.dtype}".encode() + sample.numpy().tobytes())
+        return digest.hexdigest()[:12]
+
     @property
     def device(self) -> torch.device:
         return self.model.get_input_embeddings().weight.device
@@ -51,17 +63,10 @@ class ICLModel:
         Returns a BatchEncoding with input_ids and attention_mask [B, T] (and
         offset_mapping [B, T, 2] if `offsets`), on the model's device.
         """
-        if isinstance(prompts, str):
-            prompts = [prompts]
-        if len(prompts) == 0:
-            raise UsageError("No prompts given: pass at least one prompt.")
         enc = self.tokenizer(
-            list(prompts), padding=True, return_tensors="pt", return_offsets_mapping=offsets
+            check_prompts(prompts), padding=True, return_tensors="pt", return_offsets_mapping=offsets
         )
         lengths = enc["attention_mask"].sum(1)
-        if (lengths == 0).any():
-            i = int((lengths == 0).nonzero()[0])
-            raise UsageError(f"Prompt {i} is empty: every prompt needs at least one token.")
         if int(lengths.max()) > self.arch.n_ctx:
             i = int(lengths.argmax())
             raise UsageError(
@@ -69,6 +74,21 @@ class ICLModel:
                 f"{self.arch.n_ctx}: shorten it (fewer or shorter demonstrations)."
             )
         return enc.to(self.device)
+
+
+def check_prompts(prompts: list[str]) -> list[str]:
+    """The prompts as a list, or a UsageError saying what is wrong: a list of non-empty texts."""
+    if isinstance(prompts, str):
+        raise UsageError("Prompts must be a list of texts, not one string: pass [prompt].")
+    prompts = list(prompts)
+    if not prompts:
+        raise UsageError("No prompts given: pass at least one prompt.")
+    for i, p in enumerate(prompts):
+        if not isinstance(p, str):
+            raise UsageError(f"Prompt {i} is a {type(p).__name__}, not text: pass a list of strings.")
+        if not p.strip():
+            raise UsageError(f"Prompt {i} is empty: every prompt needs text.")
+    return prompts
 
 
 def bundled_model_dir() -> Path:

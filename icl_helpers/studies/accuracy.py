@@ -15,7 +15,7 @@ import torch
 
 from ..data.prompts import prompt_label_ids
 from ..errors import UsageError
-from ..model.loading import ICLModel
+from ..model.loading import ICLModel, check_prompts
 from .runner import PromptSet, prompt_set
 
 
@@ -55,14 +55,13 @@ def accuracy(
     within(rows): a context each batch runs in, given the indices of its prompts in the
     order the batch holds them (e.g. an intervention that needs their label positions).
     """
+    prompts = check_prompts(prompts)
     n = len(prompts)
     ids = torch.stack([torch.as_tensor(i, dtype=torch.long).expand(n) for i in (true_ids, false_ids)], 1)  # [N, 2]
     if (ids[:, 0] == ids[:, 1]).any():
         raise UsageError("A prompt's true and false labels share their first token: choose label words that start differently.")
     if batch_size < 1:
         raise UsageError(f"batch_size must be at least 1, not {batch_size}.")
-    if n == 0:
-        m.encode(prompts)  # raises the empty-list error
     order = sorted(range(n), key=lambda i: len(prompts[i]))  # similar lengths share a batch: little padding
     top, pair = torch.empty(n, dtype=torch.long), torch.empty(n, 2)
     for start in range(0, n, batch_size):
