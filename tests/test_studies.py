@@ -1,16 +1,21 @@
 """Studies on prompt sets against one-batch computations, their disk cache, and their summaries."""
 from __future__ import annotations
 
+import os
+import warnings
+
 import pandas as pd
 import pytest
 import torch
 
+from icl_helpers import ICLModel
 from icl_helpers.core.attribution import Readout
 from icl_helpers.core.decompose import decompose
+from icl_helpers.core.interventions import ablated
 from icl_helpers.core.locate import LocateResult, locate
 from icl_helpers.core.projections import label_value_ranks
 from icl_helpers.studies import accuracy, in_context_heads, label_attention, mrr, projection, runner
-from tests.conftest import close
+from tests.conftest import close, small_model
 
 HEADS = [(2, 3), (0, 1)]
 TEXTS = [  # a mixed batch: 4, 3 and 2 labels, demonstrations of several tokens
@@ -81,11 +86,12 @@ def test_located_is_cached_under_its_key(small, tmp_path, monkeypatch):
     monkeypatch.setattr(in_context_heads, "locate", lambda *a, **k: pytest.fail("recomputed a cached result"))
     again = in_context_heads.located(small, ps)
     assert torch.equal(again.head, first.head) and torch.equal(again.targets, first.targets)
-    files = list((tmp_path / "results").iterdir())
+    files = list((tmp_path / "results").glob("*.pt"))
     assert len(files) == 1 and all(s in files[0].name for s in (small.name, "animal_country", "balanced", "n=3", "seed=0"))
     monkeypatch.setattr(in_context_heads, "locate", locate)
     in_context_heads.located(small, runner.prompt_set(small, "animal_country", n=2))  # another N: another file
-    assert len(list((tmp_path / "results").iterdir())) == 2
+    assert len(list((tmp_path / "results").glob("*.pt"))) == 2
+    assert len(list((tmp_path / "results").glob("*.sha256"))) == 2  # each file's size and checksum beside it
 
 
 def test_accuracy_table_has_a_cell_per_direction_and_label(small):
@@ -187,3 +193,74 @@ def test_top_heads_table_names_heads_and_scores():
     loc = LocateResult(head, torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1, dtype=torch.long))
     table = in_context_heads.top_heads_table({"a": loc}, k=3)
     assert table["a"].tolist() == ["0-1 (2.00)", "1-0 (1.00)", "0-0 (0.50)"] and table.index.tolist() == [1, 2, 3]
+
+
+# --- the results cache: never a stale or damaged result, never a lost one ---------------------
+@pytest.fixture
+def fresh(gpt2_tokenizer, tmp_path, monkeypatch):
+    """A model of its own (its weights get changed) and an empty cache."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    m = ICLModel(small_model("gpt2"), gpt2_tokenizer, name="same-name")
+    return m, runner.prompt_set(m, "animal_country", n=3)
+
+
+def test_cache_is_keyed_by_the_weights_not_the_name(fresh):
+    m, ps = fresh
+    before = in_context_heads.located(m, ps)
+    with torch.no_grad():
+        m.arch.attn_out(1).weight.zero_()  # same name, other weights
+    after = in_context_heads.located(m, ps)
+    close(after.head, locate(m, ps.texts).head)
+    assert not torch.allclose(after.head[:, 1], before.head[:, 1])
+
+
+def test_nothing_is_cached_while_an_intervention_is_active(fresh, tmp_path):
+    m, ps = fresh
+    plain = in_context_heads.located(m, ps)
+    with ablated(m, [(1, 0), (2, 3)]):
+        cut = in_context_heads.located(m, ps)
+        close(cut.head, locate(m, ps.texts).head)
+    assert not torch.allclose(cut.head, plain.head)
+    assert len(list((tmp_path / "results").glob("*.pt"))) == 1  # only the plain result
+    assert torch.equal(in_context_heads.located(m, ps).head, plain.head)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "flipped", "no checksum"])
+def test_a_damaged_entry_is_rebuilt_with_a_warning(fresh, tmp_path, damage):
+    m, ps = fresh
+    good = in_context_heads.located(m, ps)
+    (path,) = (tmp_path / "results").glob("*.pt")
+    data = path.read_bytes()
+    if damage == "garbage":
+        path.write_bytes(b"not a cache file")
+    elif damage == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif damage == "flipped":  # same size, one byte changed
+        path.write_bytes(data[:-100] + bytes([data[-100] ^ 1]) + data[-99:])
+    else:
+        path.with_suffix(".sha256").unlink()
+    with pytest.warns(UserWarning, match=rf"^Rebuilding the damaged cache file {path}"):
+        again = in_context_heads.located(m, ps)
+    assert torch.equal(again.head, good.head)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # rebuilt: read back without a word
+        assert torch.equal(in_context_heads.located(m, ps).head, good.head)
+
+
+def test_an_unwritable_cache_gives_the_result_and_a_warning(fresh, tmp_path):
+    m, ps = fresh
+    (tmp_path / "results").write_text("a file where the folder should be")
+    with pytest.warns(UserWarning, match=r"^Could not write the cache file .*; the result is not cached\.$"):
+        got = in_context_heads.located(m, ps)
+    close(got.head, locate(m, ps.texts).head)
+    assert not list(tmp_path.glob("**/*.tmp"))
+
+
+def test_cache_files_take_the_users_umask(fresh, tmp_path):
+    m, ps = fresh
+    old = os.umask(0o022)
+    try:
+        in_context_heads.located(m, ps)
+    finally:
+        os.umask(old)
+    assert {p.stat().st_mode & 0o777 for p in (tmp_path / "results").iterdir()} == {0o644}

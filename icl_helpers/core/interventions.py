@@ -42,6 +42,23 @@ from .heads import Head, head_mask
 Heads = Sequence[Head]
 
 
+_ACTIVE: WeakKeyDictionary[nn.Module, int] = WeakKeyDictionary()  # model -> interventions active on it
+
+
+def intervening(m: ICLModel) -> bool:
+    """Whether an intervention of this module is active on the model (results are then not cached)."""
+    return _ACTIVE.get(m.model, 0) > 0
+
+
+@contextmanager
+def _active(m: ICLModel) -> Iterator[None]:
+    _ACTIVE[m.model] = _ACTIVE.get(m.model, 0) + 1
+    try:
+        yield
+    finally:
+        _ACTIVE[m.model] -= 1
+
+
 def _layer_masks(arch: Arch, heads: Heads) -> dict[int, torch.Tensor]:
     """Layer -> [H] bool mask of its listed heads, for the layers that have any."""
     mask = head_mask(arch.n_layers, arch.n_heads, heads)
@@ -65,7 +82,7 @@ def ablated(m: ICLModel, heads: Heads, means: torch.Tensor | None = None) -> Ite
         fill = fill.to(module.weight)
         drop = drop.to(module.weight.device)
         hooks.append((module, "pre", lambda mod, args, drop=drop, fill=fill: _replace_heads(args, drop, fill)))
-    with attached(hooks):
+    with attached(hooks), _active(m):
         yield
 
 
@@ -236,7 +253,7 @@ def _edited(m: ICLModel, edits: dict[int, LabelEdit], hooks: Sequence[Hook] = ()
         _EDITS.setdefault(modules[l], []).append(edit)
     m.model.set_attn_implementation(_IMPLEMENTATION)
     try:
-        with attached(list(hooks)):
+        with attached(list(hooks)), _active(m):
             yield
     finally:
         m.model.set_attn_implementation(previous)

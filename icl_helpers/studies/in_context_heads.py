@@ -12,12 +12,12 @@ import torch
 from ..core.heads import Head, head_name
 from ..core.locate import LocateResult, locate
 from ..model.loading import ICLModel
-from .runner import PromptSet, cached, result_file
+from .runner import PromptSet, study_result
 
 
 def located(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> LocateResult:
     """`locate` on a prompt set, cached on disk (so later notebooks reuse 01's work)."""
-    return LocateResult(**cached(result_file("locate", m, ps), lambda: asdict(locate(m, ps.texts, batch_size=batch_size))))
+    return LocateResult(**study_result("locate", m, ps, lambda: asdict(locate(m, ps.texts, batch_size=batch_size))))
 
 
 def in_context_heads(m: ICLModel, ps: PromptSet, k: int = 20) -> list[Head]:

@@ -19,7 +19,7 @@ from ..core.projections import label_attention
 from ..data.prompts import prompt_label_ids
 from ..model.loading import ICLModel
 from .in_context_heads import in_context_heads
-from .runner import PromptSet, cached, decomposed, prompt_set, result_file
+from .runner import PromptSet, decomposed, prompt_set, study_result
 
 
 @dataclass
@@ -51,7 +51,7 @@ def label_attention_sweep(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> L
 def attention_on_labels(m: ICLModel, ps: PromptSet) -> LabelAttention:
     """`label_attention_sweep` on a prompt set, cached on disk."""
     compute = lambda: asdict(label_attention_sweep(m, ps))  # noqa: E731
-    return LabelAttention(**cached(result_file("attention", m, ps), compute))
+    return LabelAttention(**study_result("attention", m, ps, compute))
 
 
 @dataclass

@@ -13,7 +13,7 @@ from ..core.attribution import Readout
 from ..core.heads import Head
 from ..core.projections import label_value_ranks
 from ..model.loading import ICLModel
-from .runner import PromptSet, cached, decomposed, result_file
+from .runner import PromptSet, decomposed, study_result
 
 
 @torch.no_grad()
@@ -34,7 +34,7 @@ def label_value_ranks_sweep(m: ICLModel, ps: PromptSet, heads: Sequence[Head], b
 def label_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head]) -> torch.Tensor:
     """`label_value_ranks_sweep` [N, S, K] on a prompt set's labels, cached on disk."""
     compute = lambda: {"ranks": label_value_ranks_sweep(m, ps, heads)}  # noqa: E731
-    return cached(result_file("ranks", m, ps, heads=list(heads)), compute)["ranks"]
+    return study_result("ranks", m, ps, compute, heads=list(heads))["ranks"]
 
 
 def mrr(ranks: torch.Tensor) -> torch.Tensor:

@@ -1,11 +1,15 @@
 """What every study runs on: prompt sets, batched decompositions of them, and a disk cache.
 
 A `PromptSet` is N prompts of one dataset and variant with their label positions for one
-tokenizer. `decomposed` runs a prompt set through the model in batches; `cached` keeps a
-study's tensors on disk under `$ICL_HELPERS_CACHE/results/`, one file per key: the key
-names the kind of result, the model, dtype, dataset, variant, N and seed, and ends with a
-hash of the prompts themselves (and of any extra argument), so a changed prompt builder
-never reads a stale result.
+tokenizer. `decomposed` runs a prompt set through the model in batches; `study_result`
+keeps a study's tensors on disk under `$ICL_HELPERS_CACHE/results/`, one file per key: the
+key names the kind of result, the model, a fingerprint of its weights, dtype, dataset,
+variant, N and seed, and ends with a hash of the prompts themselves (and of any extra
+argument), so neither other weights nor a changed prompt builder ever read a stale result.
+While an intervention is active on the model nothing is read from or written to the cache.
+Each file is written atomically with its size and SHA-256 beside it (`.sha256`) and checked
+on every read; a damaged entry is rebuilt with a warning, and a cache that cannot be
+written gives a warning and the computed result.
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import hashlib
 import os
 import re
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -20,6 +25,7 @@ from typing import Callable, Iterable, Iterator
 import torch
 
 from ..core.decompose import Decomposition, decompose
+from ..core.interventions import intervening
 from ..data.datasets import dataset_records
 from ..data.positions import LabelPositions, find_positions
 from ..data.prompts import VARIANTS, Prompt, build_prompts, parse_prompt
@@ -87,21 +93,63 @@ def cache_file(kind: str, **key: object) -> Path:
 
 
 def result_file(kind: str, m: ICLModel, ps: PromptSet, **extra: object) -> Path:
-    """The cache file of a result on a prompt set: model, dtype, dataset, variant, N, seed,
-    and a hash of the prompts (and of anything in `extra`)."""
-    return cache_file(kind, model=m.name, dtype=str(m.model.dtype).removeprefix("torch."), dataset=ps.dataset,
-                      variant=ps.variant, n=len(ps), seed=ps.seed, prompts=prompts_hash(ps.texts),
+    """The cache file of a result on a prompt set: model, weights, dtype, dataset, variant,
+    N, seed, and a hash of the prompts (and of anything in `extra`)."""
+    return cache_file(kind, model=m.name, weights=m.fingerprint(), dtype=str(m.model.dtype).removeprefix("torch."),
+                      dataset=ps.dataset, variant=ps.variant, n=len(ps), seed=ps.seed, prompts=prompts_hash(ps.texts),
                       **{k: prompts_hash([repr(v)]) for k, v in extra.items()})
 
 
+def study_result(kind: str, m: ICLModel, ps: PromptSet, compute: Callable[[], Tensors], **extra: object) -> Tensors:
+    """compute(), cached under `result_file(kind, m, ps, **extra)`; computed afresh and not
+    stored while an intervention is active on the model."""
+    if intervening(m):
+        return {k: v.detach().cpu() for k, v in compute().items()}
+    return cached(result_file(kind, m, ps, **extra), compute)
+
+
 def cached(path: Path, compute: Callable[[], Tensors]) -> Tensors:
-    """Load the tensors at `path`, or compute and save them there (atomically)."""
+    """Load the tensors at `path`, or compute and save them there."""
     if path.exists():
-        return torch.load(path, map_location="cpu", weights_only=True)
+        try:
+            return _read(path)
+        except Exception as err:  # a damaged entry of any kind is rebuilt
+            warnings.warn(f"Rebuilding the damaged cache file {path} ({err}).", stacklevel=2)
     result = {k: v.detach().cpu() for k, v in compute().items()}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    os.close(fd)
-    torch.save(result, tmp)
-    os.replace(tmp, path)
+    try:
+        _write(path, result)
+    except OSError as err:
+        warnings.warn(f"Could not write the cache file {path} ({err}); the result is not cached.", stacklevel=2)
     return result
+
+
+def _checksum(path: Path) -> str:
+    """"<size> <sha256>" of a file."""
+    data = path.read_bytes()
+    return f"{len(data)} {hashlib.sha256(data).hexdigest()}"
+
+
+def _read(path: Path) -> Tensors:
+    """The tensors at `path`, after checking the file against its recorded size and checksum."""
+    record = path.with_suffix(".sha256")
+    if not record.is_file() or record.read_text().strip() != _checksum(path):
+        raise ValueError("its size or checksum does not match the one recorded beside it")
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _write(path: Path, result: Tensors) -> None:
+    """Save `result` at `path` and its checksum beside it, each atomically, with the user's umask."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    umask = os.umask(0)
+    os.umask(umask)
+    for target, write in ((path, lambda tmp: torch.save(result, tmp)),
+                          (path.with_suffix(".sha256"), lambda tmp: Path(tmp).write_text(_checksum(path) + "\n"))):
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        os.close(fd)
+        try:
+            write(tmp)
+            os.chmod(tmp, 0o666 & ~umask)
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
