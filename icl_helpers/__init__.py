@@ -2,20 +2,32 @@
 
 The public API; the subpackages hold the rest: `model` (loading, adapters, hooks), `core`
 (decompose, attribution, locate, projections, interventions), `data` (prompts, positions,
-datasets), `studies` (one module per paper analysis), `viz` (figures and widgets).
+datasets), `studies` (one module per paper analysis), `viz` (figures and widgets). Names
+are imported on first use, so `python -m icl_helpers` answers bad arguments before torch loads.
 """
-from .core.attribution import Readout
-from .core.decompose import Decomposition, decompose
-from .core.heads import Head
-from .core.interventions import ablated, balanced_labels, position_free_labels
-from .core.locate import LocateResult, locate
-from .data.positions import LabelPositions, find_positions
-from .data.prompts import Prompt, Record, Variant, build_prompt, build_prompts, parse_prompt
-from .errors import UsageError
-from .model.loading import BUNDLED, ICLModel, load_model
+from __future__ import annotations
 
-__all__ = [
-    "BUNDLED", "Decomposition", "Head", "ICLModel", "LabelPositions", "LocateResult", "Prompt", "Readout", "Record",
-    "UsageError", "Variant", "ablated", "balanced_labels", "build_prompt", "build_prompts", "decompose",
-    "find_positions", "load_model", "locate", "parse_prompt", "position_free_labels",
-]
+import importlib
+
+from .errors import UsageError
+
+_WHERE = {  # public name -> module that defines it
+    "BUNDLED": "paths", "ICLModel": "model.loading", "load_model": "model.loading",
+    "Decomposition": "core.decompose", "decompose": "core.decompose", "Readout": "core.attribution",
+    "LocateResult": "core.locate", "locate": "core.locate", "Head": "core.heads",
+    "ablated": "core.interventions", "balanced_labels": "core.interventions", "position_free_labels": "core.interventions",
+    "LabelPositions": "data.positions", "find_positions": "data.positions",
+    "Prompt": "data.prompts", "Record": "data.prompts", "Variant": "data.prompts", "build_prompt": "data.prompts",
+    "build_prompts": "data.prompts", "parse_prompt": "data.prompts",
+}
+__all__ = sorted([*_WHERE, "UsageError"])
+
+
+def __getattr__(name: str) -> object:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'icl_helpers' has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,30 +1,75 @@
-"""Command line: `python -m icl_helpers locate --model NAME --prompt TEXT --json OUT`."""
+"""Command line: `python -m icl_helpers locate --model NAME --prompt TEXT --json OUT`.
+
+Every argument is checked before torch and transformers are imported or a model loads, so a
+mistake costs a moment and one line, never a finished run.
+"""
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 from pathlib import Path
 
-from .core.locate import locate
 from .errors import UsageError
-from .model.loading import BUNDLED, load_model
+from .paths import BUNDLED, DTYPE_NAMES
 
 
-def _read_prompts(args: argparse.Namespace) -> list[str]:
-    prompts = list(args.prompt or [])
-    if args.prompts:
-        path = Path(args.prompts)
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _device(text: str) -> str:
+    if not re.fullmatch(r"cpu|auto|mps|cuda(:\d+)?", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of cpu, cuda, cuda:N, mps, auto")
+    return text
+
+
+def read_prompts(texts: list[str] | None, file: str | None) -> list[str]:
+    """--prompt texts, then the lines of --prompts FILE (blank lines skipped)."""
+    prompts = list(texts or [])
+    if file:
+        path = Path(file)
         if not path.is_file():
             raise UsageError(f"Prompt file {path} does not exist: give a text file, one prompt a line.")
-        prompts += [line for line in path.read_text().splitlines() if line.strip()]
+        for i, raw in enumerate(path.read_bytes().splitlines(), 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise UsageError(f"{path}:{i} is not UTF-8 text: save the file as UTF-8.") from None
+            if line.strip():
+                prompts.append(line)
     if not prompts:
         raise UsageError("No prompts given: use --prompt TEXT (repeatable) or --prompts FILE.")
     return prompts
 
 
+def check_output(file: str) -> Path:
+    """The output path, if a file can be written there; else a UsageError saying why."""
+    path = Path(file)
+    if path.is_dir():
+        raise UsageError(f"--json {path} is a folder: give a file name, e.g. {path / 'locate.json'}.")
+    folder = path.parent
+    if not folder.is_dir():
+        raise UsageError(f"--json {path}: the folder {folder} does not exist; create it first.")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"--json {path} cannot be written: choose a writable place.")
+    return path
+
+
 def cmd_locate(args: argparse.Namespace) -> None:
-    prompts = _read_prompts(args)
+    prompts = read_prompts(args.prompt, args.prompts)
+    out = check_output(args.json)
+    from .core.locate import locate  # torch and transformers load only now
+    from .model.loading import load_model
+
     m = load_model(args.model, device=args.device, dtype=args.dtype)
     result = locate(m, prompts, batch_size=args.batch_size, progress=True)
     top = result.top_heads(20)
@@ -40,22 +85,22 @@ def cmd_locate(args: argparse.Namespace) -> None:
         "top_heads": [list(h) for h in top],
         "top_head_increase": result.head_scores(top).tolist(),
     }
-    Path(args.json).write_text(json.dumps(report, indent=1))
+    out.write_text(json.dumps(report, indent=1))
     best = ", ".join(f"{l}.{h} ({s:.2f})" for (l, h), s in zip(top[:5], report["top_head_increase"]))
-    print(f"{len(prompts)} prompts; top heads (layer.head, mean increase): {best}; wrote {args.json}")
+    print(f"{len(prompts)} prompts; top heads (layer.head, mean increase): {best}; wrote {out}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m icl_helpers", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m icl_helpers", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("locate", help="log-probability increase of every layer and head")
     p.add_argument("--model", default=BUNDLED, help=f"hub id, local directory or {BUNDLED} (default)")
     p.add_argument("--prompt", action="append", help="a prompt; repeat for more")
-    p.add_argument("--prompts", help="a text file, one prompt a line")
+    p.add_argument("--prompts", help="a UTF-8 text file, one prompt a line")
     p.add_argument("--json", required=True, help="where to write the results")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--device", default=None, help="cpu, cuda, cuda:N or auto (default: cuda if present)")
-    p.add_argument("--dtype", default=None, help="float32 (default), bfloat16 or float16")
+    p.add_argument("--batch-size", type=_positive, default=32)
+    p.add_argument("--device", type=_device, default=None, help="cpu, cuda, cuda:N, mps or auto (default: cuda if present)")
+    p.add_argument("--dtype", choices=DTYPE_NAMES, default=None, help="float32 (default), bfloat16 or float16")
     p.set_defaults(run=cmd_locate)
     args = parser.parse_args(argv)
     try:

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -30,11 +32,34 @@ def test_locate_writes_the_report(small, tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["locate", "--json", "x.json"], "No prompts given"),
     (["locate", "--prompts", "/nonexistent.txt", "--json", "x.json"], "does not exist"),
+    (["locate", "--prompt", "a : foo b :", "--json", "{tmp}"], "is a folder: give a file name"),
+    (["locate", "--prompt", "a : foo b :", "--json", "{tmp}/no/such/out.json"], "the folder {tmp}/no/such does not exist"),
+    (["locate", "--prompts", "{tmp}/latin1.txt", "--json", "x.json"], "{tmp}/latin1.txt:2 is not UTF-8 text"),
 ])
-def test_bad_input_is_one_line(argv, message, capsys):
-    assert main(argv) == 2
+def test_bad_input_is_one_line_before_torch_loads(argv, message, capsys, tmp_path, monkeypatch):
+    (tmp_path / "latin1.txt").write_bytes("a : foo b :\ncaf\xe9 : bar d :\n".encode("latin-1"))
+    monkeypatch.setattr("icl_helpers.model.loading.load_model", lambda *a, **k: pytest.fail("loaded a model"))
+    assert main([a.format(tmp=tmp_path) for a in argv]) == 2
     err = capsys.readouterr().err
-    assert message in err and err.count("\n") == 1
+    assert message.format(tmp=tmp_path) in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--dtype", "float33"], "argument --dtype: invalid choice: 'float33'"),
+    (["--dtype", "int8"], "invalid choice: 'int8'"),
+    (["--device", "tpu"], "argument --device: 'tpu' is not one of cpu, cuda, cuda:N, mps, auto"),
+    (["--batch-size", "0"], "argument --batch-size: must be at least 1, not 0"),
+    (["--batch-size", "-1"], "must be at least 1, not -1"),
+    (["--batch-size", "two"], "'two' is not a whole number"),
+])
+def test_argument_errors_come_before_torch_is_imported(args, message):
+    """In a fresh interpreter: the error, and torch never imported (so it answers at once)."""
+    code = ("import sys\nfrom icl_helpers.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
+            "    print('torch' in sys.modules, e.code)")
+    run = subprocess.run([sys.executable, "-c", code, "locate", "--prompt", "a : foo b :", "--json", "x.json", *args],
+                         capture_output=True, text=True)
+    assert run.stdout.split() == ["False", "2"]
+    assert message in run.stderr
 
 
 def test_bundled_example_predicts_foo(tmp_path):

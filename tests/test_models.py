@@ -80,3 +80,15 @@ def test_missing_recording_says_what_to_record(small):
     dec = decompose(small, ["a : foo"])
     with pytest.raises(ValueError, match=r"record=\['pattern'\]"):
         dec.position_terms(0, 0)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(dtype="float33"), r"^dtype 'float33' is not supported: use one of float32, float16, bfloat16\.$"),
+    (dict(dtype=torch.int8), r"^dtype torch.int8 is not supported"),
+    (dict(device="tpu"), r"^Device 'tpu' is not a device: use cpu, cuda, cuda:N, mps or auto\.$"),
+    (dict(device="cuda:7"), r"(sees no CUDA GPU: use cpu|Device cuda:7 does not exist)"),
+])
+def test_dtype_and_device_are_checked_before_loading(kwargs, message, monkeypatch):
+    monkeypatch.setattr("icl_helpers.model.loading.AutoTokenizer.from_pretrained", lambda *a, **k: pytest.fail("loaded"))
+    with pytest.raises(UsageError, match=message):
+        load_model("smollm2-135m", **kwargs)

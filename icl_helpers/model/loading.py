@@ -12,10 +12,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ..errors import UsageError
-from ..paths import cache_root
+from ..paths import BUNDLED, DTYPE_NAMES, cache_root
 from .adapters import Arch, arch_for
 
-BUNDLED = "smollm2-135m"
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 _GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -76,6 +76,39 @@ class ICLModel:
         return enc.to(self.device)
 
 
+def check_dtype(dtype: torch.dtype | str | None) -> torch.dtype:
+    """A dtype the package computes in (default float32), or a UsageError naming them."""
+    if dtype is None:
+        return torch.float32
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return DTYPES[dtype]
+    if dtype in DTYPES.values():
+        return dtype
+    raise UsageError(f"dtype {dtype!r} is not supported: use one of {', '.join(DTYPES)}.")
+
+
+def check_device(device: str | torch.device | None) -> str | torch.device:
+    """A device this machine has ("auto" spreads a model over its GPUs; default: cuda if
+    present, else cpu), or a UsageError saying what is available."""
+    if device is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if str(device) == "auto":
+        return "auto"
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise UsageError(f"Device {device!r} is not a device: use cpu, cuda, cuda:N, mps or auto.") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"Device {device} was asked for, but this machine's torch {torch.__version__} sees no CUDA GPU: use cpu.")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise UsageError(f"Device {device} does not exist: this machine has {torch.cuda.device_count()} CUDA GPU(s).")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise UsageError("Device mps was asked for, but this machine has no Apple GPU: use cpu.")
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise UsageError(f"Device {device} is not supported: use cpu, cuda, cuda:N, mps or auto.")
+    return device
+
+
 def check_prompts(prompts: list[str]) -> list[str]:
     """The prompts as a list, or a UsageError saying what is wrong: a list of non-empty texts."""
     if isinstance(prompts, str):
@@ -130,12 +163,11 @@ def load_model(
 
     device: "cpu", "cuda", "cuda:1", or "auto" to spread a large model over all GPUs
     (accelerate); default: the first GPU if there is one, else the CPU.
-    dtype: torch dtype or its name ("bfloat16"); default float32.
+    dtype: torch dtype or its name: float32 (default), float16 or bfloat16.
+    Both are checked before anything loads.
     """
-    if isinstance(dtype, str):
-        dtype = getattr(torch, dtype)
-    dtype = dtype or torch.float32
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = check_dtype(dtype)
+    device = check_device(device)
     path = bundled_model_dir() if name == BUNDLED else name
     kwargs = dict(dtype=dtype, attn_implementation="eager")
     if str(device) == "auto":
