@@ -107,13 +107,15 @@ def test_sentence_records(name):
         assert [pool[d] for d in r.false_demos] == [r.false_class] * 2
 
 
-def test_demonstrations_never_include_the_input(tmp_path):
+def test_demonstrations_never_include_the_input(tmp_path, monkeypatch):
     # ETHOS has no train split; with 3 comments a class, the two true demonstrations must be the other two
+    monkeypatch.setenv("ICL_OWN_DATA", "1")  # a copy of our own, on purpose
     (tmp_path / "ethos").mkdir()
     rows = [f"hateful {i};1.0" for i in range(3)] + [f"kind {i};0.0" for i in range(3)]
     (tmp_path / "ethos" / "Ethos_Dataset_Binary.csv").write_text("comment;isHate\n" + "\n".join(rows) + "\n")
-    records = ds.sentence_records("ethos", n=12, data_dir=tmp_path)
-    assert Counter(r.input for r in records) == {t: 2 for t in [f"hateful {i}" for i in range(3)] + [f"kind {i}" for i in range(3)]}
+    with pytest.warns(UserWarning, match=r"Ethos_Dataset_Binary.csv \(ethos test\) holds 6 examples, not the standard 998"):
+        records = ds.sentence_records("ethos", n=6, data_dir=tmp_path)
+    assert Counter(r.input for r in records) == {t: 1 for t in [f"hateful {i}" for i in range(3)] + [f"kind {i}" for i in range(3)]}
     for r in records:
         word = r.input.split()[0]
         assert sorted(r.true_demos) == sorted(f"{word} {i}" for i in range(3) if f"{word} {i}" != r.input)
@@ -180,6 +182,7 @@ def test_hub_needs_the_datasets_package(no_local_copy, monkeypatch):
 
 
 def test_hub_rows_map_to_the_local_format(no_local_copy, monkeypatch):
+    monkeypatch.setenv("ICL_OWN_DATA", "1")
     calls = []
 
     def load_dataset(**kwargs):
@@ -187,9 +190,11 @@ def test_hub_rows_map_to_the_local_format(no_local_copy, monkeypatch):
         return {"train": [{"text": "  a\ncomment ", "label": 1}, {"text": "fine", "label": 0}], "test": [{"text": "x", "label": 3}]}
 
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
-    ethos = ds.load_sentences("ethos")
+    with pytest.warns(UserWarning, match=r"^iamollas/ethos \(ethos test\) holds 2 examples, not the standard 998"):
+        ethos = ds.load_sentences("ethos")
     assert (ethos.test, ethos.train) == ([ds.Example("a comment", "hate"), ds.Example("fine", "not hate")], None)
-    agnews = ds.load_sentences("agnews")
+    with pytest.warns(UserWarning):
+        agnews = ds.load_sentences("agnews")
     assert (agnews.test, agnews.train) == ([ds.Example("x", "Sci/Tech")], None)
     assert calls == [{"path": "iamollas/ethos", "name": "binary"}, {"path": "fancyzhx/ag_news"}]
 
@@ -201,3 +206,30 @@ def test_hub_failure_is_one_message(no_local_copy, monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
     with pytest.raises(UsageError, match=r"^Could not load sst2 from the Hugging Face hub \(SetFit/sst2: Couldn't reach the hub\); set ICL_DATA_DIR"):
         ds.load_sentences("sst2")
+
+
+@pytest.mark.parametrize("name, cut", [
+    ("sst2", lambda text: "".join(text.splitlines(True)[:1000])),  # at a line: 1,000 of 1,821 rows
+    ("trec", lambda text: text[: text.index("\n", 5000) - 9]),  # mid-line: half a question, still well formed
+    ("agnews", lambda text: text[: text.index('"', 20000) + 15]),  # inside a quoted field
+])
+def test_a_cut_copy_is_refused(tmp_path, name, cut):
+    for split, file in ds.SOURCES[name].files.items():
+        (tmp_path / name).mkdir(exist_ok=True)
+        text = (DATA_DIR / name / file).read_text(encoding="utf-8")
+        (tmp_path / name / file).write_text(text if split == "train" else cut(text), encoding="utf-8")
+    with pytest.raises(UsageError, match=rf"^{tmp_path / name}.* Replace (it|the file) with a fresh copy"):
+        ds.load_sentences(name, tmp_path)
+
+
+def test_asking_for_more_prompts_than_a_dataset_holds(monkeypatch):
+    with pytest.raises(UsageError, match=r"^sentiment_number has 1,000 records: ask for at most 1,000 prompts, not 1,001\.$"):
+        ds.dataset_records("sentiment_number", 1001)
+    with pytest.raises(UsageError, match=r"^trec has 500 test inputs: ask for at most 500 prompts, not 501\.$"):
+        ds.dataset_records("trec", 501, data_dir=DATA_DIR)
+
+
+def test_an_unknown_dataset_lists_them_all():
+    with pytest.raises(UsageError, match=r"^Unknown dataset 'sentiment_numbr'; choose one of sentiment_number, animal_country, "
+                                         r"sst2, trec, agnews, ethos\.$"):
+        ds.dataset_records("sentiment_numbr", 4)

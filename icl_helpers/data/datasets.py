@@ -19,6 +19,7 @@ import argparse
 import csv
 import os
 import random
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -165,19 +166,23 @@ class _Source:
     table: tuple[str, list[str]] | None  # a CSV file's (delimiter, header); None: one example a line
     hub: dict[str, str]  # load_dataset keyword arguments
     hub_splits: dict[str, str]  # our split -> the hub's
+    rows: dict[str, int]  # split -> examples in the standard copy (local files and hub alike)
     hub_label: str = "label"
 
 
 SOURCES: dict[str, _Source] = {
     "sst2": _Source(("negative", "positive"), {"train": "stsa.binary.train", "test": "stsa.binary.test"},
-                    _sst2_line, None, {"path": "SetFit/sst2"}, {"train": "train", "test": "test"}),
+                    _sst2_line, None, {"path": "SetFit/sst2"}, {"train": "train", "test": "test"},
+                    {"train": 6920, "test": 1821}),
     "trec": _Source(("ABBR", "ENTY", "DESC", "HUM", "LOC", "NUM"), {"train": "train.txt", "test": "test.txt"},
                     _trec_line, None, {"path": "CogComp/trec", "revision": "refs/convert/parquet"},
-                    {"train": "train", "test": "test"}, hub_label="coarse_label"),
+                    {"train": "train", "test": "test"}, {"train": 5452, "test": 500}, hub_label="coarse_label"),
     "agnews": _Source(("World", "Sports", "Business", "Sci/Tech"), {"test": "test.csv"},
-                      _agnews_row, (",", ["Class Index", "Title", "Description"]), {"path": "fancyzhx/ag_news"}, {"test": "test"}),
+                      _agnews_row, (",", ["Class Index", "Title", "Description"]), {"path": "fancyzhx/ag_news"}, {"test": "test"},
+                      {"test": 7600}),
     "ethos": _Source(("not hate", "hate"), {"test": "Ethos_Dataset_Binary.csv"},
-                     _ethos_row, (";", ["comment", "isHate"]), {"path": "iamollas/ethos", "name": "binary"}, {"test": "train"}),
+                     _ethos_row, (";", ["comment", "isHate"]), {"path": "iamollas/ethos", "name": "binary"}, {"test": "train"},
+                     {"test": 998}),
 }
 
 
@@ -257,7 +262,22 @@ def load_sentences(name: str, data_dir: str | Path | None = None) -> SentenceDat
         splits = _read_hub(name, source)
     else:
         splits = {split: _read_local(root / name / file, source) for split, file in source.files.items()}
+    for split, examples in splits.items():
+        where = source.hub["path"] if root is None else root / name / source.files[split]
+        _check_rows(f"{where} ({name} {split})", len(examples), source.rows[split])
     return SentenceData(name, source.classes, splits["test"], splits.get("train"))
+
+
+def _check_rows(what: str, got: int, standard: int) -> None:
+    """A copy that is cut or edited is an error; with ICL_OWN_DATA=1 (a copy of your own,
+    on purpose) a warning."""
+    if got == standard:
+        return
+    message = f"{what} holds {got:,} examples, not the standard {standard:,}: the copy is cut or edited"
+    if os.environ.get("ICL_OWN_DATA") == "1":
+        warnings.warn(f"{message}; using it as it is (ICL_OWN_DATA=1).", stacklevel=3)
+        return
+    raise UsageError(f"{message}. Replace it with a fresh copy, or set ICL_OWN_DATA=1 to use your own copy as it is.")
 
 
 def truncate(text: str, max_chars: int = MAX_CHARS) -> str:
@@ -274,20 +294,19 @@ def sentence_records(
 ) -> list[Record]:
     """n records: inputs from the test split, K/2 true and K/2 false demonstrations.
 
-    Inputs are a random permutation of the test split (another one appended while n is
-    larger). True demonstrations share the input's class; the false ones all come from one
+    Inputs are the first n of a random permutation of the test split (n at most its size).
+    True demonstrations share the input's class; the false ones all come from one
     other class, drawn at random. Demonstrations come from the train split, or where there
     is none (AG News, ETHOS) from the other test examples, never the input itself. Every
     text is cut to `max_chars` characters. Same arguments, same records.
     """
     half = demos_per_class(k)
     data = load_sentences(name, data_dir)
+    _check_size(name, n, len(data.test), "test inputs")
     rng = random.Random(seed)
     pool = data.train if data.train is not None else data.test
     by_class = {c: [i for i, ex in enumerate(pool) if ex.label == c] for c in data.classes}
-    order: list[int] = []
-    while len(order) < n:
-        order += rng.sample(range(len(data.test)), len(data.test))
+    order = rng.sample(range(len(data.test)), len(data.test))
     records = []
     for idx in order[:n]:
         x = data.test[idx]
@@ -306,9 +325,18 @@ def sentence_records(
 def dataset_records(name: str, n: int, seed: int = 0, data_dir: str | Path | None = None) -> list[Record]:
     """The first n records of a word dataset (both directions alternate), or n records of
     a sentence dataset drawn with `seed` from `data_dir`."""
+    if name not in WORD_DATASETS and name not in SOURCES:
+        raise UsageError(f"Unknown dataset {name!r}; choose one of {', '.join([*WORD_DATASETS, *SOURCES])}.")
     if name in WORD_DATASETS:
-        return load_word_records(name)[:n]
+        records = load_word_records(name)
+        _check_size(name, n, len(records), "records")
+        return records[:n]
     return sentence_records(name, n=n, seed=seed, data_dir=data_dir)
+
+
+def _check_size(name: str, n: int, size: int, what: str) -> None:
+    if n > size:
+        raise UsageError(f"{name} has {size:,} {what}: ask for at most {size:,} prompts, not {n:,}.")
 
 
 def _draw(rng: random.Random, indices: list[int], count: int, name: str) -> list[int]:
