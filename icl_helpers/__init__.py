@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from .errors import UsageError
+from .errors import UsageError  # noqa: F401 (public)
 
 _WHERE = {  # public name -> module that defines it
     "BUNDLED": "paths", "ICLModel": "model.loading", "load_model": "model.loading",

