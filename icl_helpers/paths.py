@@ -1,7 +1,8 @@
-"""Where the package finds the checkout's data and keeps its caches, and the names the
-command line needs before torch loads."""
+"""Where the package finds the checkout's data and keeps its caches, how cache files are
+checked and given permissions, and the names the command line needs before torch loads."""
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -14,3 +15,19 @@ DTYPE_NAMES = ("float32", "float16", "bfloat16")  # the dtypes models load in
 def cache_root() -> Path:
     """$ICL_HELPERS_CACHE, else ~/.cache/icl_helpers: converted models and cached results."""
     return Path(os.environ.get("ICL_HELPERS_CACHE", Path.home() / ".cache" / "icl_helpers"))
+
+
+def checksum_of(path: Path) -> list:
+    """[size, sha256] of a file, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 24):
+            digest.update(block)
+    return [os.path.getsize(path), digest.hexdigest()]
+
+
+def user_mode(directory: bool = False) -> int:
+    """The permissions the user's umask gives a new file (or folder): temporary files are made 0600."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return (0o777 if directory else 0o666) & ~umask

@@ -14,6 +14,7 @@ from icl_helpers import ICLModel, UsageError, load_model
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.locate import locate
 from icl_helpers.model import loading
+from icl_helpers.paths import checksum_of
 
 
 def test_local_directory_round_trip(small, tmp_path):
@@ -104,7 +105,7 @@ def test_a_converted_copy_is_checked_against_its_checksums(tmp_path):
     folder = tmp_path / "copy"
     folder.mkdir()
     (folder / "a.bin").write_bytes(b"\x00" * 1000)
-    (folder / "checksums.json").write_text(json.dumps({"a.bin": loading.checksum_of(folder / "a.bin")}))
+    (folder / "checksums.json").write_text(json.dumps({"a.bin": checksum_of(folder / "a.bin")}))
     assert loading.damage_of(folder) is None
     (folder / "a.bin").write_bytes(b"\x00" * 999 + b"\x01")  # one byte changed, same size
     assert loading.damage_of(folder) == "damaged (a.bin does not match its checksum)"

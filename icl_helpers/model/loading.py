@@ -4,7 +4,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -16,7 +15,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ..errors import UsageError
-from ..paths import BUNDLED, DTYPE_NAMES, cache_root
+from ..paths import BUNDLED, DTYPE_NAMES, cache_root, checksum_of, user_mode
 from .adapters import Arch, arch_for
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
@@ -163,10 +162,8 @@ def bundled_model_dir() -> Path:
         tokenizer.save_pretrained(tmp)
         files = sorted(p for p in tmp.iterdir() if p.is_file())
         (tmp / _CHECKSUMS).write_text(json.dumps({p.name: checksum_of(p) for p in files}, indent=1))
-        umask = os.umask(0)
-        os.umask(umask)
         for path in [tmp, *tmp.iterdir()]:  # mkdtemp's 0700: give the folder and files the user's umask
-            path.chmod((0o777 if path.is_dir() else 0o666) & ~umask)
+            path.chmod(user_mode(path.is_dir()))
         tmp.rename(target)
     except OSError:  # another process converted it first, or the disk is full
         shutil.rmtree(tmp, ignore_errors=True)
@@ -177,15 +174,6 @@ def bundled_model_dir() -> Path:
 
 _CHECKSUMS = "checksums.json"
 _CONVERTING = ".converting-"
-
-
-def checksum_of(path: Path) -> list:
-    """[size, sha256] of a file."""
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(1 << 24):
-            digest.update(block)
-    return [path.stat().st_size, digest.hexdigest()]
 
 
 def damage_of(folder: Path) -> str | None:

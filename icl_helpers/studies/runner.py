@@ -30,7 +30,7 @@ from ..data.datasets import dataset_records
 from ..data.positions import LabelPositions, find_positions
 from ..data.prompts import VARIANTS, Prompt, build_prompts, parse_prompt
 from ..model.loading import ICLModel
-from ..paths import cache_root
+from ..paths import cache_root, checksum_of, user_mode
 
 Tensors = dict[str, torch.Tensor]
 
@@ -123,16 +123,10 @@ def cached(path: Path, compute: Callable[[], Tensors]) -> Tensors:
     return result
 
 
-def _checksum(path: Path) -> str:
-    """"<size> <sha256>" of a file."""
-    data = path.read_bytes()
-    return f"{len(data)} {hashlib.sha256(data).hexdigest()}"
-
-
 def _read(path: Path) -> Tensors:
     """The tensors at `path`, after checking the file against its recorded size and checksum."""
     record = path.with_suffix(".sha256")
-    if not record.is_file() or record.read_text().strip() != _checksum(path):
+    if not record.is_file() or record.read_text().split() != [str(v) for v in checksum_of(path)]:
         raise ValueError("its size or checksum does not match the one recorded beside it")
     return torch.load(path, map_location="cpu", weights_only=True)
 
@@ -140,15 +134,13 @@ def _read(path: Path) -> Tensors:
 def _write(path: Path, result: Tensors) -> None:
     """Save `result` at `path` and its checksum beside it, each atomically, with the user's umask."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    umask = os.umask(0)
-    os.umask(umask)
     for target, write in ((path, lambda tmp: torch.save(result, tmp)),
-                          (path.with_suffix(".sha256"), lambda tmp: Path(tmp).write_text(_checksum(path) + "\n"))):
+                          (path.with_suffix(".sha256"), lambda tmp: Path(tmp).write_text(" ".join(map(str, checksum_of(path))) + "\n"))):
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         os.close(fd)
         try:
             write(tmp)
-            os.chmod(tmp, 0o666 & ~umask)
+            os.chmod(tmp, user_mode())
             os.replace(tmp, target)
         finally:
             if os.path.exists(tmp):
