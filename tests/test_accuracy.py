@@ -6,10 +6,18 @@ from icl_helpers import UsageError
 from icl_helpers.data.datasets import load_word_records
 from icl_helpers.data.prompts import Variant, build_prompts, label_token_ids, prompt_label_ids
 from icl_helpers.studies.accuracy import Accuracy, accuracy
+from tests.conftest import vocab_tokenizer
 
 
-def test_label_token_ids(gpt2_tokenizer):
-    assert label_token_ids(gpt2_tokenizer, ["foo", "bar", "xylophonist", "foo"]).tolist() == [22944, 2318, 2124, 22944]
+@pytest.mark.parametrize("name, ids, tokens", [
+    ("gpt2", [22944, 2318, 2124, 22944], ["Ġfoo", "Ġbar", "Ġx", "Ġfoo"]),
+    ("llama-spm", [7953, 2594, 921, 7953], ["▁foo", "▁bar", "▁x", "▁foo"]),  # no BOS, no lone "▁"
+    ("llama-bpe", [15586, 3703, 31884, 15586], ["Ġfoo", "Ġbar", "Ġxy", "Ġfoo"]),
+])
+def test_label_token_ids(name, ids, tokens):
+    tokenizer = vocab_tokenizer(name)
+    got = label_token_ids(tokenizer, ["foo", "bar", "xylophonist", "foo"]).tolist()
+    assert (got, tokenizer.convert_ids_to_tokens(got)) == (ids, tokens)
 
 
 def test_measures():

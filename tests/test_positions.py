@@ -1,4 +1,5 @@
-"""Token positions from character offsets, for the GPT-2 tokenizer and the bundled SmolLM2's."""
+"""Token positions from character offsets, for four real tokenizers: GPT-2, the bundled
+SmolLM2's, LLaMA-1/2's SentencePiece (a BOS token, "▁" prefixes, byte fallback) and Llama 3's."""
 import pytest
 import torch
 from transformers import AutoTokenizer
@@ -7,7 +8,7 @@ from icl_helpers import ICLModel, UsageError
 from icl_helpers.data.positions import find_positions, from_encoding, from_offsets
 from icl_helpers.data.prompts import Record, Variant, build_prompt, label_token_ids, parse_prompt
 from icl_helpers.model.loading import bundled_model_dir
-from tests.conftest import small_model
+from tests.conftest import small_model, vocab_tokenizer
 
 RECORD = Record("one", "number", "sentiment", ("eight", "two"), ("love", "like"))
 MULTI = Record(
@@ -19,6 +20,7 @@ PROMPTS = [
     build_prompt(RECORD),
     build_prompt(Record("Peru", "country", "animal", ("New Zealand", "Sri Lanka"), ("hippopotamus", "orangutan")), Variant(imbalanced=True)),
     build_prompt(MULTI, Variant(true_first=True, labels=("xylophonist", "zq"))),  # labels of several tokens
+    build_prompt(Record("naïve ☃", "sentiment", "number", ("crème brûlée", "😀 great"), ("seven", "12"))),  # byte tokens
 ]
 
 
@@ -31,9 +33,9 @@ def smollm_tokenizer():
     return AutoTokenizer.from_pretrained(bundled_model_dir())
 
 
-@pytest.fixture(params=["gpt2", "smollm2"])
-def tokenizer(request):
-    return request.getfixturevalue("gpt2_tokenizer" if request.param == "gpt2" else "smollm_tokenizer")
+@pytest.fixture(scope="module", params=["gpt2", "smollm2", "llama-spm", "llama-bpe"])
+def tokenizer(request, smollm_tokenizer):
+    return smollm_tokenizer if request.param == "smollm2" else vocab_tokenizer(request.param)
 
 
 def test_positions_point_at_labels_demonstrations_and_last(tokenizer):
@@ -46,7 +48,7 @@ def test_positions_point_at_labels_demonstrations_and_last(tokenizer):
         assert pos.is_true[b, :K].tolist() == list(p.is_true)
         assert [tokenizer.decode(ids[s:e]).strip() for s, e in pos.demos[b, :K].tolist()] == [p.text[s:e] for s, e in p.demos]
         assert (pos.labels[b, K:] == -1).all() and (pos.demos[b, K:] == -1).all() and not pos.is_true[b, K:].any()
-        assert int(pos.last[b]) == len(ids) - 1 and tokenizer.decode(ids[-1]) == " :"
+        assert int(pos.last[b]) == len(ids) - 1 and tokenizer.convert_ids_to_tokens(ids[-1]) in ("Ġ:", "▁:")  # " :" (GPT-2 bytes or SentencePiece)
     assert len(tokenizer(" xylophonist")["input_ids"]) > 1  # a label of several tokens
     assert (pos.demos[..., 1] - pos.demos[..., 0]).max() > 5  # demonstrations of many tokens
 
@@ -68,12 +70,14 @@ def test_exact_positions_gpt2(gpt2_tokenizer):
     assert torch.equal(pos.mask(17, True), expected)
 
 
-def test_label_tokens_differ_after_a_space(tokenizer):
-    bare, spaced = tokenizer("foo")["input_ids"], tokenizer(" foo")["input_ids"]
-    assert bare != spaced
+def test_label_token_is_the_word_after_a_space(tokenizer):
+    """The label id is the word's token as it follows " :" in a prompt: "Ġfoo" in byte-level
+    BPE (not the bare "foo"), "▁foo" in SentencePiece (which marks every word so)."""
     pos = find_positions(tokenizer, PROMPTS[:1])
     ids = tokenizer(PROMPTS[0].text)["input_ids"]
-    assert {ids[i] for i in pos.labels[pos.chosen(True)].tolist()} == {spaced[-1]} == set(label_token_ids(tokenizer, ["foo"]).tolist())
+    in_prompt = {ids[i] for i in pos.labels[pos.chosen(True)].tolist()}
+    assert in_prompt == set(label_token_ids(tokenizer, ["foo"]).tolist())
+    assert tokenizer.convert_ids_to_tokens(sorted(in_prompt)) in (["Ġfoo"], ["▁foo"])
 
 
 def test_offset_conventions_and_special_tokens(gpt2_tokenizer):
@@ -97,7 +101,7 @@ def test_batched_encode_matches(gpt2_tokenizer):
     assert as_lists(pos) == as_lists(find_positions(gpt2_tokenizer, PROMPTS))
     with pytest.raises(UsageError, match=r"^The encoding has no character offsets: encode with offsets=True\.$"):
         from_encoding(PROMPTS, m.encode(texts))
-    with pytest.raises(UsageError, match=r"^2 prompts but an encoding of 3: encode exactly these prompts\.$"):
+    with pytest.raises(UsageError, match=r"^2 prompts but an encoding of 4: encode exactly these prompts\.$"):
         from_encoding(PROMPTS[:2], m.encode(texts, offsets=True))
 
 
