@@ -5,6 +5,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .data.datasets import unavailable
 from .errors import UsageError
 from .paths import REPO_ROOT
 
@@ -32,6 +33,14 @@ class Params:
     dtype: str
     data_dir: Path | None
     seed: int
+
+    def __repr__(self) -> str:
+        """The values, with a data directory shown from the checkout (no machine's absolute
+        path in a committed notebook's echo where it lies beside the checkout)."""
+        shown = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        if self.data_dir is not None:
+            shown["data_dir"] = os.path.relpath(self.data_dir, REPO_ROOT)
+        return f"Params({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
 
 
 def notebook_params(
@@ -65,3 +74,15 @@ def notebook_params(
     if values["data_dir"] is not None:  # relative: from the checkout, as in scripts/
         values["data_dir"] = REPO_ROOT / Path(values["data_dir"]).expanduser()
     return Params(**values)
+
+
+def sentence_datasets(names: list[str], data_dir: str | Path | None = None) -> list[str]:
+    """`names` where the sentence datasets can be had on this machine (a local copy, else the
+    hub); else [] and one printed line saying what is skipped and how to get the data, so
+    that a notebook's sentence-dataset sections run on nothing and the rest runs as usual."""
+    reason = unavailable(data_dir)
+    if reason is None:
+        return list(names)
+    print(f"Skipping {', '.join(names)}: {reason}. For these sections, set ICL_DATA_DIR to local copies "
+          "(layout: data/README.md), or install `datasets` on a machine with a network.")
+    return []

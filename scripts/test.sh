@@ -3,6 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --dev
-export ICL_DATA_DIR="${ICL_DATA_DIR:-$(cd .. && pwd)/shared/datasets}"
 # Notebooks at their parameters cells' defaults: the bundled model on small samples (CI size).
 .venv/bin/python -m pytest -q tests --nbmake notebooks --nbmake-timeout=900 --durations=10 "$@"

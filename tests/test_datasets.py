@@ -1,4 +1,5 @@
 """Word lists, the stored word datasets and the sentence-dataset loaders."""
+import re
 import sys
 import types
 from collections import Counter
@@ -6,12 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from icl_helpers import UsageError
+from icl_helpers import UsageError, hub
 from icl_helpers.data import datasets as ds
 from icl_helpers.data.prompts import Record, build_prompts, by_direction
 from tests.conftest import SHARED
 
 DATA_DIR = SHARED / "datasets"
+full_copy = pytest.mark.skipif(
+    not DATA_DIR.is_dir(), reason=f"no full copy of the sentence datasets at {DATA_DIR} (set ICL_SHARED_DIR to the folder "
+                                  "holding datasets/): the loaders are tested on small files in each format instead")
 WORDS = {c: ds.read_word_list(c) for c in ds.WORD_CLASSES}
 
 
@@ -80,6 +84,68 @@ SIZES = {  # (test, train or None, first test example)
 }
 
 
+# Small copies in each dataset's real format: a label code, separators, CSV quoting ("" inside
+# a quoted field, a delimiter inside quotes), backslashes for line breaks, fractional scores.
+SMALL = {
+    "sst2": {
+        "stsa.binary.train": "1 a gorgeous , witty film .\n0 no movement , no yuks .\n1 fine .\n0 dull .\n1 warm .\n0 flat .\n",
+        "stsa.binary.test": "0 it 's a bore .\n1 a   joy from start to finish .\n",
+    },
+    "trec": {
+        "train.txt": "".join(f"{c}:x What is {c.lower()} number {i} ?\n" for c in ds.SOURCES["trec"].classes for i in range(3)),
+        "test.txt": "NUM:dist How far is it from Denver to Aspen ?\nLOC:city What city has the zip code 35824 ?\n"
+                    "DESC:def What is a fjord ?\nHUM:ind Who killed Gandhi ?\nENTY:animal What bird flies highest ?\n"
+                    "ABBR:exp What does NASA stand for ?\n",
+    },
+    "agnews": {
+        "test.csv": "Class Index,Title,Description\n"
+                    + "".join(f'{c},"Title, {c}{i}","He said ""hi {c}{i}"", then\\left."\n' for c in "1234" for i in range(3)),
+    },
+    "ethos": {
+        "Ethos_Dataset_Binary.csv": "comment;isHate\n" + "".join(f'"a; ""quoted"" {i}";{s}\n' for i, s in
+                                                                  enumerate(["1.0", "0.5", "0.6666666667", "0.0", "0.1", "0.4999"])),
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def small_copies(tmp_path_factory):
+    root = tmp_path_factory.mktemp("datasets")
+    for name, files in SMALL.items():
+        (root / name).mkdir()
+        for file, text in files.items():
+            (root / name / file).write_text(text, encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def own_data(monkeypatch):
+    monkeypatch.setenv("ICL_OWN_DATA", "1")  # small copies of our own, on purpose
+
+
+def test_small_copies_parse_in_each_format(small_copies, own_data):
+    with pytest.warns(UserWarning, match=r"holds \d+ examples, not the standard"):
+        got = {name: ds.load_sentences(name, small_copies) for name in ds.SOURCES}
+    assert [(e.text, e.label) for e in got["sst2"].test] == [("it 's a bore .", "negative"), ("a joy from start to finish .", "positive")]
+    assert [e.label for e in got["sst2"].train] == ["positive", "negative"] * 3
+    assert [e.label for e in got["trec"].test] == ["NUM", "LOC", "DESC", "HUM", "ENTY", "ABBR"]
+    assert got["trec"].test[0].text == "How far is it from Denver to Aspen ?" and len(got["trec"].train) == 18
+    assert got["agnews"].train is None and [e.label for e in got["agnews"].test[::3]] == ["World", "Sports", "Business", "Sci/Tech"]
+    assert got["agnews"].test[4].text == 'Title, 21 He said "hi 21", then\\left.'
+    assert [e.label for e in got["ethos"].test] == ["hate", "hate", "hate", "not hate", "not hate", "not hate"]
+    assert got["ethos"].test[0].text == 'a; "quoted" 0'
+
+
+def test_small_copies_give_records(small_copies, own_data):
+    with pytest.warns(UserWarning):
+        records = ds.sentence_records("agnews", n=12, data_dir=small_copies)
+    assert len({r.input for r in records}) == 12
+    for r in records:
+        assert r.input not in r.true_demos and r.true_class != r.false_class
+        assert all(d.startswith(f"Title, {'1234'[ds.SOURCES['agnews'].classes.index(r.true_class)]}") for d in r.true_demos)
+
+
+@full_copy
 @pytest.mark.parametrize("name", list(ds.SOURCES))
 def test_local_datasets_load(name):
     data = ds.load_sentences(name, DATA_DIR)
@@ -89,11 +155,13 @@ def test_local_datasets_load(name):
     assert {e.label for e in data.test} == set(data.classes)
 
 
+@full_copy
 def test_class_counts():
     assert Counter(e.label for e in ds.load_sentences("ethos", DATA_DIR).test) == {"not hate": 565, "hate": 433}
     assert Counter(e.label for e in ds.load_sentences("agnews", DATA_DIR).test) == {c: 1900 for c in ds.SOURCES["agnews"].classes}
 
 
+@full_copy
 @pytest.mark.parametrize("name", list(ds.SOURCES))
 def test_sentence_records(name):
     data = ds.load_sentences(name, DATA_DIR)
@@ -121,6 +189,7 @@ def test_demonstrations_never_include_the_input(tmp_path, monkeypatch):
         assert sorted(r.true_demos) == sorted(f"{word} {i}" for i in range(3) if f"{word} {i}" != r.input)
 
 
+@full_copy
 def test_truncation_policy():
     text = "alpha beta gamma"
     cuts = [ds.truncate(text, n) for n in (16, 15, 10, 9, 5, 4)]
@@ -130,6 +199,7 @@ def test_truncation_policy():
     assert max(map(len, texts)) <= ds.MAX_CHARS and sum(len(t) > 300 for t in texts) > 0
 
 
+@full_copy
 def test_every_prompt_fits_gpt2_context(gpt2_tokenizer):
     """The worst K=4 prompt any dataset can give: five longest texts plus labels and separators."""
     longest = {}
@@ -169,16 +239,45 @@ def test_malformed_file_is_refused(tmp_path, name, content, line, what):
         ds.load_sentences(name, tmp_path)
 
 
+def test_a_file_that_is_not_utf8(tmp_path):
+    (tmp_path / "ethos").mkdir()
+    (tmp_path / "ethos" / "Ethos_Dataset_Binary.csv").write_bytes("comment;isHate\ncaf\xe9;0.0\n".encode("latin-1"))
+    with pytest.raises(UsageError, match=r"Ethos_Dataset_Binary\.csv is not UTF-8 text \(byte 18\): replace it with a fresh copy\.$"):
+        ds.load_sentences("ethos", tmp_path)
+
+
 @pytest.fixture
 def no_local_copy(monkeypatch):
+    """No data directory; a hub that answers (each test brings its own stand-in `datasets`)."""
     monkeypatch.delenv("ICL_DATA_DIR", raising=False)
     monkeypatch.setattr(ds, "REPO_ROOT", Path("/nonexistent/checkout"))
+    monkeypatch.setattr(hub, "reachable", lambda: True)
 
 
 def test_hub_needs_the_datasets_package(no_local_copy, monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # import fails
-    with pytest.raises(UsageError, match=r"^No local copy of trec and the `datasets` package is not installed: pip install datasets"):
+    reason = "no local copy, and the `datasets` package (which loads them from the Hugging Face hub) is not installed"
+    assert ds.unavailable() == reason
+    with pytest.raises(UsageError, match=rf"^Cannot load trec: {re.escape(reason)}\. Set ICL_DATA_DIR to a directory holding trec/"):
         ds.load_sentences("trec")
+
+
+def test_unreachable_hub_is_said_at_once(no_local_copy, monkeypatch):
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=None))  # never called
+    monkeypatch.setattr(hub, "reachable", lambda: False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    assert ds.unavailable() == "no local copy, and the Hugging Face hub cannot be reached (offline?)"
+    with pytest.raises(UsageError, match=r"^Cannot load sst2: no local copy, and the Hugging Face hub cannot be reached \(offline\?\)\. "
+                                         r"Set ICL_DATA_DIR .* or HF_HUB_OFFLINE=1 to use a copy the hub cached earlier\.$"):
+        ds.load_sentences("sst2")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the user's choice: the hub's own cache decides
+    assert ds.unavailable() is None
+
+
+def test_a_local_copy_needs_no_hub(tmp_path, monkeypatch):
+    monkeypatch.setattr(hub, "reachable", lambda: False)
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    assert ds.unavailable(tmp_path) is None
 
 
 def test_hub_rows_map_to_the_local_format(no_local_copy, monkeypatch):
@@ -208,6 +307,7 @@ def test_hub_failure_is_one_message(no_local_copy, monkeypatch):
         ds.load_sentences("sst2")
 
 
+@full_copy
 @pytest.mark.parametrize("name, cut", [
     ("sst2", lambda text: "".join(text.splitlines(True)[:1000])),  # at a line: 1,000 of 1,821 rows
     ("trec", lambda text: text[: text.index("\n", 5000) - 9]),  # mid-line: half a question, still well formed
@@ -222,11 +322,11 @@ def test_a_cut_copy_is_refused(tmp_path, name, cut):
         ds.load_sentences(name, tmp_path)
 
 
-def test_asking_for_more_prompts_than_a_dataset_holds(monkeypatch):
+def test_asking_for_more_prompts_than_a_dataset_holds(small_copies, own_data):
     with pytest.raises(UsageError, match=r"^sentiment_number has 1,000 records: ask for at most 1,000 prompts, not 1,001\.$"):
         ds.dataset_records("sentiment_number", 1001)
-    with pytest.raises(UsageError, match=r"^trec has 500 test inputs: ask for at most 500 prompts, not 501\.$"):
-        ds.dataset_records("trec", 501, data_dir=DATA_DIR)
+    with pytest.warns(UserWarning), pytest.raises(UsageError, match=r"^trec has 6 test inputs: ask for at most 6 prompts, not 7\.$"):
+        ds.dataset_records("trec", 7, data_dir=small_copies)
 
 
 def test_an_unknown_dataset_lists_them_all():

@@ -4,13 +4,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import time
 
 import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from icl_helpers import ICLModel, UsageError, load_model
+from icl_helpers import ICLModel, UsageError, hub, load_model
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.locate import locate
 from icl_helpers.model import loading
@@ -26,10 +27,36 @@ def test_local_directory_round_trip(small, tmp_path):
     torch.testing.assert_close(decompose(again, prompts).logits, decompose(small, prompts).logits)
 
 
-def test_unreachable_hub_names_the_offline_model(monkeypatch):
-    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)  # no retries
-    with pytest.raises(UsageError, match="smollm2-135m"):
+def test_unreachable_hub_looks_only_in_the_cache_and_names_the_offline_model(monkeypatch):
+    monkeypatch.setattr(hub, "reachable", lambda: False)  # as on a machine without a network: no minute of retries
+    with pytest.raises(UsageError, match=r"^Could not load model 'no-such-org/no-such-model': it is not a local directory and "
+                                         r"the Hugging Face hub cannot be reached \(offline\?\) and its local cache has no such "
+                                         r"model\. Offline, use the bundled model: --model smollm2-135m\.$"):
         load_model("no-such-org/no-such-model", device="cpu")
+
+
+def test_hub_probe(monkeypatch):
+    for v in hub.PROXIES:
+        monkeypatch.delenv(v, raising=False)
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+        hub.reachable.cache_clear()
+        assert hub.reachable()
+    hub.reachable.cache_clear()
+    assert not hub.reachable()  # the port is closed now
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    hub.reachable.cache_clear()
+    assert hub.reachable()  # behind a proxy the proxy decides
+    hub.reachable.cache_clear()
+
+
+def test_a_folder_that_is_not_a_model(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(UsageError, match=rf"^{tmp_path} is a folder but not a model: it has no config\.json\. Give a folder saved"):
+        load_model(str(tmp_path), device="cpu")
 
 
 def test_unsupported_architecture(gpt2_tokenizer):

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from icl_helpers import UsageError
-from icl_helpers.notebook import ENV, notebook_params
+from icl_helpers import UsageError, hub
+from icl_helpers.data import datasets
+from icl_helpers.notebook import ENV, notebook_params, sentence_datasets
 from icl_helpers.paths import REPO_ROOT
 
 
@@ -21,6 +22,26 @@ def test_defaults_are_the_cells_values():
     assert (p.model, p.n_prompts, p.device, p.dtype, p.seed) == ("gpt2", 7, None, "float32", 0)
     assert p.data_dir == Path("~/d").expanduser()
     assert notebook_params(data_dir="../shared/datasets").data_dir == REPO_ROOT / "../shared/datasets"
+
+
+def test_echo_shows_no_absolute_path_beside_the_checkout():
+    shown = repr(notebook_params(data_dir=REPO_ROOT.parent / "shared" / "datasets"))
+    assert shown == ("Params(model='smollm2-135m', n_prompts=32, n_sentence_prompts=8, device=None, dtype='float32', "
+                     "data_dir='../shared/datasets', seed=0)")
+
+
+def test_sentence_sections_skip_with_one_line(tmp_path, monkeypatch, capsys):
+    assert sentence_datasets(["sst2", "trec"], tmp_path) == ["sst2", "trec"]  # a local copy
+    monkeypatch.setattr(datasets, "REPO_ROOT", Path("/nonexistent/checkout"))  # no ../shared/datasets
+    monkeypatch.setattr(hub, "reachable", lambda: False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    assert capsys.readouterr().out == ""
+    assert sentence_datasets(["sst2", "trec"]) == []
+    out = capsys.readouterr().out
+    assert out.startswith("Skipping sst2, trec: no local copy, and ") and out.endswith(
+        "For these sections, set ICL_DATA_DIR to local copies (layout: data/README.md), or install `datasets` on a "
+        "machine with a network.\n") and out.count("\n") == 1
 
 
 def test_environment_overrides(monkeypatch):

@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import os
 import random
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from .. import hub
 from ..errors import UsageError
 from ..paths import DATA, REPO_ROOT
 from .prompts import Record, demos_per_class
@@ -209,9 +212,12 @@ def _clean(text: str) -> str:
 
 def _read_local(path: Path, source: _Source) -> list[Example]:
     if not path.is_file():
-        raise UsageError(f"Missing file {path}: copy the dataset there (see shared/datasets/README.md) or point ICL_DATA_DIR elsewhere.")
-    with path.open(encoding="utf-8", newline="") as f:
-        rows = list(csv.reader(f, delimiter=source.table[0])) if source.table else [[line] for line in f.read().splitlines()]
+        raise UsageError(f"Missing file {path}: copy the dataset there (layout: data/README.md) or point ICL_DATA_DIR elsewhere.")
+    try:
+        with path.open(encoding="utf-8", newline="") as f:
+            rows = list(csv.reader(f, delimiter=source.table[0])) if source.table else [[line] for line in f.read().splitlines()]
+    except UnicodeDecodeError as err:
+        raise UsageError(f"{path} is not UTF-8 text (byte {err.start:,}): replace it with a fresh copy.") from None
     first = 1
     if source.table:
         delimiter, header = source.table
@@ -230,15 +236,31 @@ def _read_local(path: Path, source: _Source) -> list[Example]:
     return examples
 
 
+def unavailable(data_dir: str | Path | None = None) -> str | None:
+    """Why the sentence datasets cannot be had on this machine, or None where they can: a
+    local copy (`resolve_data_dir`), else the hub through the `datasets` package."""
+    if resolve_data_dir(data_dir) is not None:
+        return None
+    if not _installed("datasets"):
+        return "no local copy, and the `datasets` package (which loads them from the Hugging Face hub) is not installed"
+    if not hub.offline() and not hub.reachable():
+        return "no local copy, and the Hugging Face hub cannot be reached (offline?)"
+    return None
+
+
+def _installed(package: str) -> bool:
+    if package in sys.modules:  # imported already (None: blocked)
+        return sys.modules[package] is not None
+    return importlib.util.find_spec(package) is not None
+
+
 def _read_hub(name: str, source: _Source) -> dict[str, list[Example]]:
-    try:
-        import datasets as hf
-    except ImportError:
-        raise UsageError(
-            f"No local copy of {name} and the `datasets` package is not installed: "
-            f"pip install datasets (it loads {source.hub['path']} from the Hugging Face hub), "
-            f"or set ICL_DATA_DIR to a directory holding {name}/."
-        ) from None
+    reason = unavailable()
+    if reason:
+        raise UsageError(f"Cannot load {name}: {reason}. Set ICL_DATA_DIR to a directory holding {name}/ "
+                         f"(layout: data/README.md), or HF_HUB_OFFLINE=1 to use a copy the hub cached earlier.")
+    import datasets as hf
+
     try:
         loaded = hf.load_dataset(**source.hub)
         return {

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from .. import hub
 from ..errors import UsageError
 from ..paths import BUNDLED, DTYPE_NAMES, cache_root, checksum_of, user_mode
 from .adapters import Arch, arch_for
@@ -213,16 +214,21 @@ def load_model(
     dtype = check_dtype(dtype)
     device = check_device(device)
     path = bundled_model_dir() if name == BUNDLED else name
+    if Path(path).is_dir() and not (Path(path) / "config.json").is_file():
+        raise UsageError(f"{path} is a folder but not a model: it has no config.json. Give a folder saved with "
+                         f"save_pretrained (config.json, tokenizer and weights), a hub id, or {BUNDLED}.")
+    cache_only = not Path(path).is_dir() and (hub.offline() or not hub.reachable())
     kwargs = dict(dtype=dtype, attn_implementation="eager")
     if str(device) == "auto":
         kwargs["device_map"] = "auto"
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)  # fails fast where the hub is unreachable
-        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=cache_only)  # fails before the weights
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=cache_only, **kwargs)
     except OSError as err:
+        where = ("the Hugging Face hub cannot be reached (offline?) and its local cache has no such model" if cache_only
+                 else f"the Hugging Face hub has no such model or refused it ({str(err).splitlines()[0]})")
         raise UsageError(
-            f"Could not load model {name!r}: it is not a local directory and the model hub "
-            f"could not be reached or has no such model ({str(err).splitlines()[0]}). "
+            f"Could not load model {name!r}: it is not a local directory and {where}. "
             f"Offline, use the bundled model: --model {BUNDLED}."
         ) from None
     if str(device) != "auto":
