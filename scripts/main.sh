@@ -6,7 +6,20 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # Sentence datasets: $ICL_DATA_DIR, else ../shared/datasets beside the checkout, else the
 # Hugging Face hub; with none of them those sections say what they skipped and the rest runs.
+# No progress bars and no saved widget state in the executed copies: both would show frozen
+# at the moment of saving. Each explorer carries a static image of its first view instead.
+export TQDM_DISABLE=1 HF_HUB_DISABLE_PROGRESS_BARS=1
 mkdir -p build
 notebooks=(notebooks/[0-9]*.ipynb)
-if [ "${1:-}" = "--inplace" ]; then out=(--inplace); else out=(--output-dir build/notebooks); fi
-.venv/bin/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=1200 "${out[@]}" "${notebooks[@]}"
+if [ "${1:-}" = "--inplace" ]; then out=(--inplace); executed=("${notebooks[@]}"); else
+  out=(--output-dir build/notebooks); executed=("${notebooks[@]/#notebooks/build/notebooks}"); fi
+.venv/bin/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=1200 \
+  --ExecutePreprocessor.store_widget_state=False "${out[@]}" "${notebooks[@]}"
+.venv/bin/python - "${executed[@]}" <<'EOF'
+import json, sys
+for path in sys.argv[1:]:  # widget state an earlier run saved
+    nb = json.load(open(path))
+    if nb["metadata"].pop("widgets", None) is not None:
+        json.dump(nb, open(path, "w"), indent=1, ensure_ascii=False)
+        open(path, "a").write("\n")
+EOF

@@ -19,11 +19,11 @@ FIGURES = {
     "head_heatmap": lambda: figures.head_heatmap(r(L, H) - 0.5, HEADS, "t"),
     "overlap_heatmap": lambda: figures.overlap_heatmap(torch.tensor([[3, 1], [1, 3]]), ["a", "b"], 3),
     "mrr_bars": lambda: figures.mrr_bars(HEADS, r(S), [(3, 0), (5, 1), (5, 3)], r(S) / 10, "t"),
-    "rank_hist": lambda: figures.rank_hist(r(40) * 100 + 1, r(40) * 1000 + 1, (3, 1), (3, 0)),
+    "rank_hist": lambda: figures.rank_hist(r(40) * 100 + 1, r(40) * 1000 + 1, (3, 1), (3, 0), "t"),
     "label_attention_bars": lambda: figures.label_attention_bars(HEADS, r(N, S), r(N, S) / 3, "t"),
     "head_attention_hist": lambda: figures.head_attention_hist(r(N), r(N), (3, 1), "t"),
     "prompt_attention": lambda: figures.prompt_attention(list("abcd"), r(4), torch.tensor([0, 1, 0, 0]).bool(),
-                                                       torch.tensor([1, 0, 0, 0]).bool(), (3, 1)),
+                                                       torch.tensor([1, 0, 0, 0]).bool(), (3, 1), "t"),
     "attention_vs_increase": lambda: figures.attention_vs_increase(r(50), r(50) - 0.2, "t"),
     "variant_attention": lambda: figures.variant_attention(HEADS, {"a": (r(N, S), r(N, S)), "b": (r(N, S), r(N, S))}, "t"),
     "accuracy_change": lambda: figures.accuracy_change({"balanced": 0.9, "imbalanced": 0.7}, "t"),
@@ -44,3 +44,17 @@ def test_figure_has_title_and_labelled_axes(name):
             continue
         assert ax.get_xlabel() and ax.get_ylabel(), name
         assert ax.get_title() or fig.get_suptitle(), name
+
+
+@pytest.mark.parametrize("L", [12, 30, 36, 60])
+def test_head_heatmaps_fit_a_laptop_screen(L):
+    fig = figures.head_heatmap(torch.rand(L, 20, generator=g) - 0.5, HEADS, "t")
+    assert fig.get_size_inches()[1] * fig.dpi <= 700
+
+
+def test_token_table_shows_every_token_with_its_spaces():
+    table = pd.DataFrame({"vector": ["label value"], "position": [2], "token": [" bar"],
+                          "top tokens": [(" bar", "Bar", " \\xe2\\x80", "\n", " a long token, with a comma")]})
+    html = figures.token_table(table, "model, dataset (N=3), prompt 0, head 1-2").to_html()
+    assert "␣bar  Bar  ␣\\xe2\\x80  ↵  ␣a␣long␣token,␣with␣a␣comma" in html
+    assert "model, dataset (N=3), prompt 0, head 1-2" in html and ">␣bar<" in html

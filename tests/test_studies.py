@@ -107,7 +107,7 @@ def test_projection_table_has_a_row_per_vector(small, ps):
     assert table["vector"].tolist() == ["label value"] * 4 + ["label key"] * 4 + ["last query"]
     assert table["token"].tolist() == [" bar", " bar", " foo", " foo"] * 2 + [" :"]
     assert table["position"].tolist() == [2, 5, 8, 11] * 2 + [13]
-    assert all(len(t.split(", ")) == 5 for t in table["top tokens"])
+    assert all(len(t) == 5 and all(isinstance(w, str) and w.strip() for w in t) for t in table["top tokens"])
     short = proj.table(2, (1, 2), k=5)  # 2 labels, padded to 4 in the batch
     assert short["vector"].tolist() == ["label value"] * 2 + ["label key"] * 2 + ["last query"]
 
@@ -123,7 +123,7 @@ def test_projections_of_a_batch_equal_one_prompt_at_a_time(small, ps):
 def test_projection_hits_count_label_words():
     table = pd.DataFrame({"vector": ["label value", "label value", "label key"],
                           "token": [" bar", " foo", " bar"],
-                          "top tokens": ["BAR, Bar, bars", "one, two", "bar"]})
+                          "top tokens": [("BAR", " Bar", "bars"), (" one", "two"), (" bar",)]})
     assert projection.label_value_hits(table) == 0.5
 
 

@@ -1,6 +1,8 @@
 """Widget callbacks: moving a control redraws for the chosen layer, head and prompt."""
 from __future__ import annotations
 
+import base64
+
 import pytest
 import torch
 from matplotlib.figure import Figure
@@ -9,7 +11,7 @@ from icl_helpers import ICLModel
 from icl_helpers.core.locate import LocateResult
 from icl_helpers.studies import label_attention, projection, runner
 from icl_helpers.studies.label_attention import LabelAttention
-from icl_helpers.viz import widgets
+from icl_helpers.viz import figures, widgets
 from tests.conftest import small_model
 
 L, H, N = 4, 3, 10
@@ -32,10 +34,30 @@ def title(fig: Figure) -> str:
 
 def test_explorer_calls_draw_with_the_controls_values():
     calls = []
-    ex = widgets.any_head(lambda **kw: calls.append(kw) or len(calls), n_layers=L, n_heads=H, start=(1, 2), n_prompts=N)
+    texts = [f"text {i}" for i in range(N)]
+    ex = widgets.any_head(lambda **kw: calls.append(kw) or len(calls), n_layers=L, n_heads=H, start=(1, 2), texts=texts)
+    assert ex.label.value == "prompt 0: text 0"
     ex.controls["prompt"].value = 7
     assert calls == [dict(layer=1, head=2, prompt=0), dict(layer=1, head=2, prompt=7)]
-    assert ex.shown == 2
+    assert ex.shown == 2 and ex.label.value == "prompt 7: text 7"
+
+
+def png(bundle: dict) -> bytes:
+    return base64.b64decode(bundle["image/png"])
+
+
+def test_an_explorer_carries_one_static_copy_of_its_view(att):
+    """The bundle holds the live widget and a PNG of the current figure: front ends without
+    a kernel show the PNG; the output area holds the same single view, set without any
+    display message (so a cell's own outputs hold no second figure)."""
+    ex = widgets.attention_explorer(att, start=(0, 0), title="toy")
+    bundle = ex._repr_mimebundle_()
+    assert set(bundle) == {"application/vnd.jupyter.widget-view+json", "image/png", "text/plain"}
+    assert png(bundle).startswith(b"\x89PNG") and bundle["text/plain"].startswith("Explorer (layer 0, head 0): run the notebook")
+    assert len(ex.out.outputs) == 1 and png(ex.out.outputs[0]["data"]) == png(bundle)
+    ex.controls["layer"].value = 3
+    moved = ex._repr_mimebundle_()
+    assert png(moved) != png(bundle) and len(ex.out.outputs) == 1 and png(ex.out.outputs[0]["data"]) == png(moved)
 
 
 def test_attention_explorer_redraws_for_the_chosen_head(att):
@@ -60,7 +82,7 @@ def test_variant_explorer_redraws_for_the_chosen_head(att):
 def test_rank_explorer_redraws_for_the_chosen_head():
     heads, random = [(1, 0), (2, 1)], [(1, 2), (2, 0)]
     ranks = torch.tensor([[[1.0, 2.0], [5.0, 6.0]]]).repeat(N, 1, 1)  # [N, S=2, K=2]
-    ex = widgets.rank_explorer(heads, ranks, random, ranks * 100)
+    ex = widgets.rank_explorer(heads, ranks, random, ranks * 100, "toy (N=10)")
     assert "head 1-0" in title(ex.shown)
     ex.controls["head"].value = (2, 1)
     assert "head 2-1" in title(ex.shown)
@@ -75,17 +97,23 @@ def ps(gpt2) -> runner.PromptSet:
 
 def test_projection_explorer_shows_the_chosen_heads_table(gpt2, ps):
     proj = projection.projections(gpt2, ps)
-    ex = widgets.projection_explorer(proj, start=(0, 0), k=3)
+    ex = widgets.projection_explorer(proj, start=(0, 0), title="gpt2, toy (N=3)", k=3)
     ex.controls["layer"].value, ex.controls["head"].value, ex.controls["prompt"].value = 2, 1, 1
-    assert ex.shown.equals(proj.table(1, (2, 1), k=3))
-    assert ex.shown["token"].tolist() == [" foo", " foo", " :"]
+    expected, shown = proj.table(1, (2, 1), k=3), ex.shown.data
+    assert shown[["vector", "position"]].equals(expected[["vector", "position"]])
+    assert shown["top tokens"].tolist() == ["  ".join(map(figures.visible, top)) for top in expected["top tokens"]]
+    assert shown["token"].tolist() == ["␣foo", "␣foo", "␣:"]
+    assert ex.label.value == "prompt 1: cat : foo dog :"
+    copy = ex._repr_mimebundle_()["text/html"]
+    assert "gpt2, toy (N=3), prompt 1, head 2-1" in copy and "␣foo" in copy
 
 
 def test_prompt_attention_explorer_draws_the_chosen_row(gpt2, ps):
     rows = label_attention.prompt_attention(gpt2, ps)
-    ex = widgets.prompt_attention_explorer(rows, start=(0, 0))
+    ex = widgets.prompt_attention_explorer(rows, start=(0, 0), texts=ps.texts, title="gpt2, toy (N=3)")
     ex.controls["head"].value, ex.controls["prompt"].value = 3, 1
-    assert "head 0-3" in title(ex.shown)
+    assert "gpt2, toy (N=3), prompt 1: attention from the last position, head 0-3" in title(ex.shown)
+    assert [t.get_text() for t in ex.shown.axes[0].get_xticklabels()] == ["cat", "␣:", "␣foo", "␣dog", "␣:"]
     bars = [p.get_height() for p in ex.shown.axes[0].patches]
     assert len(bars) == 5  # "cat : foo dog :": its own tokens, no padding
     assert torch.allclose(torch.tensor(bars, dtype=torch.float32), rows.pattern[1, 0, 3, :5])
@@ -95,8 +123,8 @@ def test_layer_explorer_redraws_for_the_chosen_prompt():
     g = torch.Generator().manual_seed(1)
     loc = LocateResult(torch.rand(N, L, H, generator=g), torch.rand(N, L, generator=g), torch.rand(N, L, generator=g),
                        torch.zeros(N, dtype=torch.long))
-    ex = widgets.layer_explorer(loc, "toy")
+    ex = widgets.layer_explorer(loc, [f"text {i}" for i in range(N)], "toy")
     ex.controls["prompt"].value = 4
-    assert "prompt 4" in title(ex.shown)
+    assert "prompt 4" in title(ex.shown) and ex.label.value == "prompt 4: text 4"
     heights = [p.get_height() for p in ex.shown.axes[0].patches]
     assert torch.allclose(torch.tensor(heights, dtype=torch.float32), torch.cat([loc.attn[4], loc.ffn[4]]))

@@ -4,10 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from tqdm.auto import tqdm
 
 from ..errors import UsageError
 from ..model.loading import ICLModel, check_prompts
+from ..progress import progress_bar
 from .attribution import Readout, layer_head_increase
 from .decompose import decompose
 from .heads import Head, at_heads, top_heads
@@ -44,7 +44,7 @@ def locate(
     prompts: list[str],
     targets: torch.Tensor | None = None,
     batch_size: int = 32,
-    progress: bool = False,
+    progress: bool = True,
 ) -> LocateResult:
     """Score every attention layer, FFN layer and head of every prompt.
 
@@ -62,7 +62,7 @@ def locate(
     per_prompt = arch.n_layers * arch.n_heads * arch.d_head + (arch.n_layers + 1) * arch.d_model
     group = max(1, GROUP_FLOATS // per_prompt // batch_size) * batch_size
     readout = Readout(arch)
-    bar = tqdm(total=-(-len(prompts) // batch_size), desc="forward", disable=not progress)
+    bar = progress_bar(-(-len(prompts) // batch_size), "locate", progress)
     parts = [
         _score_group(m, readout, prompts[g : g + group], None if targets is None else targets[g : g + group], batch_size, bar)
         for g in range(0, len(prompts), group)
@@ -88,7 +88,7 @@ def check_targets(targets: torch.Tensor | list[int], n: int, vocab: int) -> torc
 
 
 def _score_group(
-    m: ICLModel, readout: Readout, prompts: list[str], targets: torch.Tensor | None, batch_size: int, bar: tqdm
+    m: ICLModel, readout: Readout, prompts: list[str], targets: torch.Tensor | None, batch_size: int, bar
 ) -> tuple[torch.Tensor, ...]:
     """(head [n, L, H], attn [n, L], ffn [n, L], targets [n]) on the CPU for n prompts."""
     held: dict[str, torch.Tensor] = {}  # each batch written in place: no second copy while concatenating

@@ -6,6 +6,7 @@ of them.
 """
 from __future__ import annotations
 
+import re
 import string
 from functools import lru_cache
 
@@ -47,7 +48,33 @@ def top_tokens(readout: Readout, tokenizer, vectors: torch.Tensor, k: int = 10, 
         kept = kept_tokens(tokenizer).to(logits.device)
         logits = logits[:, : len(kept)].masked_fill(~kept[: logits.shape[-1]], -torch.inf)
     ids = logits.topk(k, dim=-1).indices.tolist()
-    return [tokenizer.batch_decode([[i] for i in row]) for row in ids]
+    return [token_strings(tokenizer, row) for row in ids]
+
+
+def token_strings(tokenizer, ids: list[int]) -> list[str]:
+    """Each token id as its text with its leading space; bytes that are not a whole UTF-8
+    character (byte-level BPE pieces, SentencePiece's byte fallback) as escapes, e.g. "\\xe2"."""
+    raws = tokenizer.convert_ids_to_tokens(ids)
+    byte_level = tokenizer.convert_ids_to_tokens(tokenizer(" the", add_special_tokens=False)["input_ids"])[0].startswith("Ġ")
+    out = []
+    for raw in raws:
+        if re.fullmatch(r"(<0x[0-9A-Fa-f]{2}>)+", raw):  # SentencePiece byte fallback
+            out.append(bytes(int(h, 16) for h in re.findall(r"<0x(..)>", raw)).decode("utf-8", "backslashreplace"))
+        elif byte_level and all(c in _BYTE_OF for c in raw):
+            out.append(bytes(_BYTE_OF[c] for c in raw).decode("utf-8", "backslashreplace"))
+        else:
+            out.append(raw.replace("▁", " "))
+    return out
+
+
+def _gpt2_byte_map() -> dict[str, int]:
+    """Byte-level BPE's printable stand-in character -> the byte it stands for (GPT-2, Llama 3)."""
+    kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars = kept + [256 + n for n in range(256 - len(kept))]
+    return dict(zip(map(chr, chars), kept + [b for b in range(256) if b not in kept]))
+
+
+_BYTE_OF = _gpt2_byte_map()
 
 
 def project_head(readout: Readout, tokenizer, dec: Decomposition, prompt: int, head: Head, labels: list[int],

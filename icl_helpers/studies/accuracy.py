@@ -16,6 +16,7 @@ import torch
 from ..data.prompts import prompt_label_ids
 from ..errors import UsageError
 from ..model.loading import ICLModel, check_prompts
+from ..progress import progress_bar
 from .runner import PromptSet, prompt_set
 
 
@@ -47,6 +48,7 @@ def accuracy(
     false_ids: torch.Tensor | int,
     batch_size: int = 32,
     within: Callable[[list[int]], ContextManager] | None = None,
+    progress: bool = True,
 ) -> Accuracy:
     """Run the prompts in batches (by length) and read the logits at each one's last real position.
 
@@ -54,6 +56,7 @@ def accuracy(
     `prompt_label_ids`. Only the last position of each prompt is projected to the vocabulary.
     within(rows): a context each batch runs in, given the indices of its prompts in the
     order the batch holds them (e.g. an intervention that needs their label positions).
+    progress: a bar for a long run (off where a caller shows its own).
     """
     prompts = check_prompts(prompts)
     n = len(prompts)
@@ -64,6 +67,7 @@ def accuracy(
         raise UsageError(f"batch_size must be at least 1, not {batch_size}.")
     order = sorted(range(n), key=lambda i: len(prompts[i]))  # similar lengths share a batch: little padding
     top, pair = torch.empty(n, dtype=torch.long), torch.empty(n, 2)
+    bar = progress_bar(-(-n // batch_size), "accuracy", progress)
     for start in range(0, n, batch_size):
         rows = order[start : start + batch_size]
         enc = m.encode([prompts[i] for i in rows])
@@ -72,6 +76,8 @@ def accuracy(
             logits = m.model(**enc, logits_to_keep=last[:, None]).logits[:, 0].float()  # [b, V]
         top[rows] = logits.argmax(-1).cpu()
         pair[rows] = logits.gather(1, ids[rows].to(logits.device)).cpu()  # [b, 2]
+        bar.update()
+    bar.close()
     return Accuracy(pair[:, 0], pair[:, 1], top, ids[:, 0].clone())
 
 

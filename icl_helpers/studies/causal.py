@@ -36,6 +36,7 @@ from ..data.prompts import (
     prompt_label_ids,
 )
 from ..model.loading import ICLModel
+from ..progress import progress_bar
 from .accuracy import Accuracy, accuracy
 
 Intervene = Callable[[LabelPositions], ContextManager[None]]
@@ -50,7 +51,8 @@ def intervened_accuracy(
         return intervene(find_positions(m.tokenizer, [prompts[i] for i in rows]))
 
     true_ids, false_ids = prompt_label_ids(m.tokenizer, prompts)
-    return accuracy(m, [p.text for p in prompts], true_ids, false_ids, batch_size, within if intervene else None)
+    return accuracy(m, [p.text for p in prompts], true_ids, false_ids, batch_size, within if intervene else None,
+                    progress=False)
 
 
 def ablation_curves(
@@ -74,13 +76,17 @@ def ablation_curves(
     arch = m.arch
     head_sets += [(RANDOM, d, random_heads_excluding(arch.n_layers, arch.n_heads, max(ks), generator, exclude=top))
                   for d in range(n_random)]
+    bar = progress_bar(1 + len(head_sets) * len(ks), f"ablation curves ({len(prompts)} prompts)")
     plain = intervened_accuracy(m, prompts, batch_size=batch_size)
+    bar.update()
     rows = []
     for name, draw, heads in head_sets:
         rows.append(dict(heads=name, draw=draw, k=0, accuracy=plain.top1, ranked=plain.ranked))
         for k in ks:
             acc = intervened_accuracy(m, prompts, lambda labels, h=heads[:k]: ablated(m, h), batch_size)
             rows.append(dict(heads=name, draw=draw, k=k, accuracy=acc.top1, ranked=acc.ranked))
+            bar.update()
+    bar.close()
     return pd.DataFrame(rows)
 
 

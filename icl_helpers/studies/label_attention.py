@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 
 from ..core.heads import Head, at_heads
-from ..core.projections import label_attention
+from ..core.projections import label_attention, token_strings
 from ..data.prompts import prompt_label_ids
 from ..model.loading import ICLModel
 from .in_context_heads import in_context_heads
@@ -97,7 +97,7 @@ def prompt_attention(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> Prompt
     tokens = []
     for rows, dec in decomposed(m, ps, batch_size, record=["pattern"]):
         pattern[rows, ..., : dec.pattern.shape[-1]] = dec.pattern.float().cpu()
-        tokens += [[m.tokenizer.decode([i]) for i in ids[: int(last) + 1].tolist()] for ids, last in zip(dec.input_ids, dec.last)]
+        tokens += [token_strings(m.tokenizer, ids[: int(last) + 1].tolist()) for ids, last in zip(dec.input_ids, dec.last)]
     return PromptAttention(tokens, pattern, ps.positions.mask(T, True), ps.positions.mask(T, False))
 
 

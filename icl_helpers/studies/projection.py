@@ -14,7 +14,7 @@ import torch
 from ..core.attribution import Readout
 from ..core.decompose import Decomposition, concat
 from ..core.heads import Head
-from ..core.projections import project_head
+from ..core.projections import project_head, token_strings
 from ..model.loading import ICLModel
 from .runner import PromptSet, decomposed
 
@@ -32,8 +32,9 @@ class Projections:
     tokenizer: object
 
     def table(self, prompt: int, head: Head, k: int = 10) -> pd.DataFrame:
-        """Table 1 for one prompt and head: the top-k tokens (stop words removed) of each
-        label value, label key and the last query; one row per vector."""
+        """Table 1 for one prompt and head: the top-k tokens (stop words removed; a tuple of
+        texts with their leading spaces) of each label value, label key and the last query;
+        one row per vector."""
         positions = self.ps.positions[prompt : prompt + 1]
         K = int(positions.valid.sum())
         tops = project_head(self.readout, self.tokenizer, self.dec, prompt, head, list(range(K)), k)
@@ -43,8 +44,8 @@ class Projections:
         return pd.DataFrame({
             "vector": [kind for kind, rows in tops.items() for _ in rows],
             "position": [where[c] for c in columns],
-            "token": [self.tokenizer.decode(ids[c]) for c in columns],
-            "top tokens": [", ".join(t.strip() for t in top) for rows in tops.values() for top in rows],
+            "token": token_strings(self.tokenizer, [ids[c] for c in columns]),
+            "top tokens": [tuple(top) for rows in tops.values() for top in rows],
         })
 
 
@@ -63,5 +64,5 @@ def label_value_hits(table: pd.DataFrame) -> float:
     """Share of a projection table's label-value rows whose top tokens include the label
     word itself (any case), as the paper's Table 1 shows for GPT-2 large."""
     values = table[table["vector"] == "label value"]
-    hits = [tok.strip().lower() in [t.lower() for t in top.split(", ")] for tok, top in zip(values["token"], values["top tokens"])]
+    hits = [tok.strip().lower() in [t.strip().lower() for t in top] for tok, top in zip(values["token"], values["top tokens"])]
     return sum(hits) / max(len(hits), 1)

@@ -31,6 +31,7 @@ from ..data.positions import LabelPositions, find_positions
 from ..data.prompts import VARIANTS, Prompt, build_prompts, parse_prompt
 from ..model.loading import ICLModel
 from ..paths import cache_root, checksum_of, user_mode
+from ..progress import progress_bar
 
 Tensors = dict[str, torch.Tensor]
 
@@ -74,9 +75,12 @@ def prompt_set_from_texts(m: ICLModel, texts: list[str], name: str = "custom",
 def decomposed(m: ICLModel, ps: PromptSet, batch_size: int = 32, record: Iterable[str] = ()
                ) -> Iterator[tuple[slice, Decomposition]]:
     """(rows, decomposition of those prompts) for consecutive batches of a prompt set."""
+    bar = progress_bar(-(-len(ps) // batch_size), f"{ps.dataset} ({ps.variant})")
     for start in range(0, len(ps), batch_size):
         rows = slice(start, start + batch_size)
         yield rows, decompose(m, ps.texts[rows], record=record)
+        bar.update()
+    bar.close()
 
 
 # --- disk cache --------------------------------------------------------------------------

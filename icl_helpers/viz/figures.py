@@ -14,10 +14,12 @@ import seaborn as sns
 import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+from pandas.io.formats.style import Styler
 
 from ..core.heads import Head, head_name
 from ..studies.causal import IN_CONTEXT, RANDOM, BiasEffect
 
+MAX_HEIGHT = 6.8  # inches: 680 px at 100 dpi, a laptop screen's height whole
 TRUE, FALSE = "#1f77b4", "#d62728"  # true labels blue, false labels red, in every figure
 PALETTE = {IN_CONTEXT: "#d62728", RANDOM: "#7f7f7f"}  # ablation curves
 
@@ -43,7 +45,7 @@ def layer_increase(attn: torch.Tensor, ffn: torch.Tensor, title: str) -> Figure:
 def head_heatmap(scores: torch.Tensor, top: Sequence[Head], title: str) -> Figure:
     """Figs. 3-4, 12-15: mean log-probability increase of every head [L, H]; top heads boxed."""
     L, H = scores.shape
-    fig, ax = _fig(min(3 + 0.35 * H, 12), min(2 + 0.22 * L, 10))
+    fig, ax = _fig(min(3 + 0.35 * H, 12), min(1.6 + 0.17 * L, MAX_HEIGHT))
     lim = float(scores.abs().max())
     sns.heatmap(scores.numpy(), ax=ax, cmap="RdBu_r", center=0, vmin=-lim, vmax=lim,
                 cbar_kws={"label": "mean log-probability increase"})
@@ -80,7 +82,7 @@ def mrr_bars(heads: Sequence[Head], mrr: torch.Tensor, random_heads: Sequence[He
     return fig
 
 
-def rank_hist(ranks: torch.Tensor, random_ranks: torch.Tensor, head: Head, random_head: Head) -> Figure:
+def rank_hist(ranks: torch.Tensor, random_ranks: torch.Tensor, head: Head, random_head: Head, title: str) -> Figure:
     """Ranks (1 = top) of label values' own tokens in one head and in a random head, [n] each."""
     fig, ax = _fig(6, 3.5)
     top = max(float(ranks.max()), float(random_ranks.max()), 2.0)
@@ -89,7 +91,7 @@ def rank_hist(ranks: torch.Tensor, random_ranks: torch.Tensor, head: Head, rando
     ax.hist(random_ranks.numpy(), bins=bins, alpha=0.7, label=f"random head {head_name(random_head)}")
     ax.set_xscale("log")
     ax.set(xlabel="rank of the label's own token (1 = top)", ylabel="label positions",
-           title=f"Label-value ranks, head {head_name(head)}")
+           title=f"{title}: label-value ranks, head {head_name(head)}")
     ax.legend()
     return fig
 
@@ -124,15 +126,29 @@ def head_attention_hist(true: torch.Tensor, false: torch.Tensor, head: Head, tit
 
 
 def prompt_attention(tokens: Sequence[str], alpha: torch.Tensor, true: torch.Tensor, false: torch.Tensor,
-                     head: Head) -> Figure:
+                     head: Head, title: str) -> Figure:
     """Attention of the last position over one prompt's tokens, alpha [T]; label masks [T]."""
     colors = np.where(true.numpy(), TRUE, np.where(false.numpy(), FALSE, "#999999"))
-    fig, ax = _fig(max(6, 0.25 * len(tokens) + 1), 3.5)
+    fig, ax = _fig(max(6, 0.25 * len(tokens) + 1), 3.8)
     ax.bar(np.arange(len(tokens)), alpha.numpy(), color=colors)
-    ax.set_xticks(np.arange(len(tokens)), [repr(t)[1:-1] for t in tokens], rotation=90, fontsize=7)
-    ax.set(xlabel="prompt token (blue: true labels, red: false labels)", ylabel="attention weight",
-           title=f"Attention from the last position, head {head_name(head)}")
+    ax.set_xticks(np.arange(len(tokens)), [visible(t) for t in tokens], rotation=90, fontsize=9, family="monospace")
+    ax.set(xlabel="prompt token (blue: true labels, red: false labels; ␣ a space)", ylabel="attention weight",
+           title=f"{title}: attention from the last position, head {head_name(head)}")
     return fig
+
+
+def visible(token: str) -> str:
+    """A token with its spaces and line breaks shown (␣, ↵)."""
+    return token.replace(" ", "␣").replace("\n", "↵")
+
+
+def token_table(table: pd.DataFrame, title: str) -> Styler:
+    """A projection table (`studies.projection.Projections.table`) with every top token shown
+    whole, spaces visible, and `title` as its caption."""
+    tokens = table.assign(token=table["token"].map(visible),
+                          **{"top tokens": table["top tokens"].map(lambda top: "  ".join(map(visible, top)))})
+    return (tokens.style.set_caption(title).hide(axis="index")
+            .set_properties(subset=["token", "top tokens"], **{"font-family": "monospace", "text-align": "left"}))
 
 
 def attention_vs_increase(weight: torch.Tensor, increase: torch.Tensor, title: str) -> Figure:

@@ -7,11 +7,16 @@ and check what was drawn. Builders take the results of studies and never run the
 """
 from __future__ import annotations
 
+import base64
+import html
+import io
 from typing import Any, Callable, Sequence
 
 import ipywidgets as widgets
+import pandas as pd
 import torch
-from IPython.display import clear_output, display
+from matplotlib.figure import Figure
+from pandas.io.formats.style import Styler
 
 from ..core.heads import Head, head_name
 from ..core.locate import LocateResult
@@ -21,14 +26,24 @@ from . import figures
 
 
 class Explorer(widgets.VBox):
-    """Controls above an output area; any control change redraws."""
+    """Controls, an optional caption (e.g. the chosen prompt's text) and an output area; any
+    control change redraws.
 
-    def __init__(self, draw: Callable[..., Any], controls: dict[str, widgets.ValueWidget]):
+    Displayed, an explorer offers front ends its current view twice over: as the live
+    widget, and as a static copy (image/png for a figure, text/html for a table). A live
+    kernel shows the widget; GitHub, nbviewer and an untrusted JupyterLab, which cannot,
+    show the copy. So each view shows one figure, and a committed notebook shows one too.
+    """
+
+    def __init__(self, draw: Callable[..., Any], controls: dict[str, widgets.ValueWidget],
+                 caption: Callable[..., str] | None = None):
         self.draw = draw
         self.controls = controls
+        self.caption = caption
+        self.label = widgets.HTML()
         self.out = widgets.Output()
         self.shown: Any = None
-        super().__init__([widgets.HBox(list(controls.values())), self.out])
+        super().__init__([widgets.HBox(list(controls.values())), self.label, self.out])
         for control in controls.values():
             control.observe(lambda _: self.redraw(), names="value")
         self.redraw()
@@ -39,11 +54,27 @@ class Explorer(widgets.VBox):
         return {name: control.value for name, control in self.controls.items()}
 
     def redraw(self) -> None:
-        """Draw the current choice into the output area."""
+        """Draw the current choice into the output area (set directly: no display message,
+        so nothing lands in the cell's own outputs)."""
         self.shown = self.draw(**self.values)
-        with self.out:
-            clear_output(wait=True)
-            display(self.shown)
+        self.label.value = html.escape(self.caption(**self.values)) if self.caption else ""
+        self.out.outputs = ({"output_type": "display_data", "data": static_copy(self.shown), "metadata": {}},)
+
+    def _repr_mimebundle_(self, **kwargs) -> dict[str, Any]:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        chosen = ", ".join(f"{k} {v}" for k, v in self.values.items())
+        return static_copy(self.shown) | bundle | {"text/plain": f"Explorer ({chosen}): run the notebook to move its controls"}
+
+
+def static_copy(shown: Any) -> dict[str, str]:
+    """A figure as {"image/png": base64}, a table (DataFrame or Styler) as {"text/html"}."""
+    if isinstance(shown, Figure):
+        buffer = io.BytesIO()
+        shown.savefig(buffer, format="png", bbox_inches="tight")  # as %matplotlib inline draws it
+        return {"image/png": base64.b64encode(buffer.getvalue()).decode("ascii")}
+    if isinstance(shown, (pd.DataFrame, Styler)):
+        return {"text/html": shown.to_html()}
+    return {"text/plain": repr(shown)}
 
 
 def layer_head_sliders(n_layers: int, n_heads: int, start: Head = (0, 0)) -> dict[str, widgets.IntSlider]:
@@ -65,23 +96,25 @@ def prompt_slider(n_prompts: int) -> dict[str, widgets.IntSlider]:
     return {"prompt": widgets.IntSlider(value=0, min=0, max=n_prompts - 1, description="prompt")}
 
 
+def prompt_caption(texts: Sequence[str]) -> Callable[..., str]:
+    """A caption naming the chosen prompt and its text."""
+    return lambda prompt, **_: f"prompt {prompt}: {texts[prompt]}"
+
+
 def any_head(draw: Callable[..., Any], n_layers: int, n_heads: int, start: Head = (0, 0),
-             n_prompts: int | None = None) -> Explorer:
-    """Pick any head with layer/head sliders (and a prompt, if n_prompts is given);
-    draw(layer=, head=[, prompt=])."""
+             texts: Sequence[str] | None = None) -> Explorer:
+    """Pick any head with layer/head sliders (and a prompt, its text shown, if texts are
+    given); draw(layer=, head=[, prompt=])."""
     controls = layer_head_sliders(n_layers, n_heads, start)
-    if n_prompts is not None:
-        controls |= prompt_slider(n_prompts)
-    return Explorer(draw, controls)
+    if texts is None:
+        return Explorer(draw, controls)
+    return Explorer(draw, controls | prompt_slider(len(texts)), prompt_caption(texts))
 
 
-def listed_head(draw: Callable[..., Any], heads: Sequence[Head], n_prompts: int | None = None) -> Explorer:
-    """Pick one of the listed heads (e.g. the in-context heads) from a dropdown (and a prompt,
-    if n_prompts is given); draw(head=(layer, head)[, prompt=])."""
-    controls = head_dropdown(heads)
-    if n_prompts is not None:
-        controls |= prompt_slider(n_prompts)
-    return Explorer(draw, controls)
+def listed_head(draw: Callable[..., Any], heads: Sequence[Head]) -> Explorer:
+    """Pick one of the listed heads (e.g. the in-context heads) from a dropdown;
+    draw(head=(layer, head))."""
+    return Explorer(draw, head_dropdown(heads))
 
 
 def attention_explorer(att: LabelAttention, start: Head, title: str) -> Explorer:
@@ -92,34 +125,37 @@ def attention_explorer(att: LabelAttention, start: Head, title: str) -> Explorer
     return any_head(draw, att.true.shape[1], att.true.shape[2], start)
 
 
-def prompt_attention_explorer(rows: PromptAttention, start: Head) -> Explorer:
-    """The last position's attention over one prompt's tokens, any head and prompt."""
+def prompt_attention_explorer(rows: PromptAttention, start: Head, texts: Sequence[str], title: str) -> Explorer:
+    """The last position's attention over one prompt's tokens, any head and prompt; texts:
+    the prompts (shown under the controls), title: model, dataset and N."""
     def draw(layer: int, head: int, prompt: int):
         tokens = rows.tokens[prompt]
         T = len(tokens)
         return figures.prompt_attention(tokens, rows.pattern[prompt, layer, head, :T], rows.true[prompt, :T],
-                                        rows.false[prompt, :T], (layer, head))
+                                        rows.false[prompt, :T], (layer, head), f"{title}, prompt {prompt}")
 
     L, H = rows.pattern.shape[1:3]
-    return any_head(draw, L, H, start, n_prompts=len(rows.tokens))
+    return any_head(draw, L, H, start, texts)
 
 
-def projection_explorer(projections: Projections, start: Head, k: int = 10) -> Explorer:
-    """Table 1 for any head and recorded prompt: label values, label keys and the last query."""
+def projection_explorer(projections: Projections, start: Head, title: str, k: int = 10) -> Explorer:
+    """Table 1 for any head and recorded prompt: label values, label keys and the last query;
+    title: model, dataset and N."""
     def draw(layer: int, head: int, prompt: int):
-        return projections.table(prompt, (layer, head), k)
+        return figures.token_table(projections.table(prompt, (layer, head), k), f"{title}, prompt {prompt}, head {layer}-{head}")
 
     arch = projections.dec.arch
-    return any_head(draw, arch.n_layers, arch.n_heads, start, n_prompts=len(projections.ps))
+    return any_head(draw, arch.n_layers, arch.n_heads, start, projections.ps.texts)
 
 
 def rank_explorer(heads: Sequence[Head], ranks: torch.Tensor, random: Sequence[Head],
-                  random_ranks: torch.Tensor) -> Explorer:
-    """Fig. 5 per head: label-value ranks [N, S, K] of an in-context head beside its random head."""
+                  random_ranks: torch.Tensor, title: str) -> Explorer:
+    """Fig. 5 per head: label-value ranks [N, S, K] of an in-context head beside its random
+    head; title: model, dataset and N."""
     def draw(head: Head):
         s = list(heads).index(head)
         got, base = ranks[:, s].flatten(), random_ranks[:, s].flatten()
-        return figures.rank_hist(got[~got.isnan()], base[~base.isnan()], head, random[s])
+        return figures.rank_hist(got[~got.isnan()], base[~base.isnan()], head, random[s], title)
 
     return listed_head(draw, heads)
 
@@ -134,9 +170,10 @@ def variant_explorer(variants: dict[str, LabelAttention], start: Head, title: st
     return any_head(draw, first.true.shape[1], first.true.shape[2], start)
 
 
-def layer_explorer(loc: LocateResult, title: str) -> Explorer:
-    """Fig. 2 for any prompt of a located dataset: each layer's attention and FFN increase."""
+def layer_explorer(loc: LocateResult, texts: Sequence[str], title: str) -> Explorer:
+    """Fig. 2 for any prompt of a located dataset (texts: its prompts, shown under the
+    slider): each layer's attention and FFN increase."""
     def draw(prompt: int):
         return figures.layer_increase(loc.attn[prompt], loc.ffn[prompt], f"{title}, prompt {prompt}")
 
-    return Explorer(draw, prompt_slider(len(loc.targets)))
+    return Explorer(draw, prompt_slider(len(texts)), prompt_caption(texts))
