@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from tqdm.auto import tqdm
 
 from ..errors import UsageError
 from ..model.loading import ICLModel, check_prompts
@@ -88,7 +89,7 @@ def check_targets(targets: torch.Tensor | list[int], n: int, vocab: int) -> torc
 
 
 def _score_group(
-    m: ICLModel, readout: Readout, prompts: list[str], targets: torch.Tensor | None, batch_size: int, bar
+    m: ICLModel, readout: Readout, prompts: list[str], targets: torch.Tensor | None, batch_size: int, bar: tqdm
 ) -> tuple[torch.Tensor, ...]:
     """(head [n, L, H], attn [n, L], ffn [n, L], targets [n]) on the CPU for n prompts."""
     held: dict[str, torch.Tensor] = {}  # each batch written in place: no second copy while concatenating
