@@ -1,0 +1,32 @@
+"""What a reader of the committed notebooks sees without a kernel (GitHub, nbviewer, an
+untrusted JupyterLab): a static copy wherever a widget is, no frozen progress bar, no saved
+widget state, no path of the machine that ran them."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9]*.ipynb"))
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def outputs(path: Path) -> list[dict]:
+    cells = json.loads(path.read_text())["cells"]
+    return [o for c in cells if c["cell_type"] == "code" for o in c["outputs"]]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_committed_outputs_read_well_without_a_kernel(path):
+    nb = json.loads(path.read_text())
+    assert "widgets" not in nb["metadata"]
+    shown = outputs(path)
+    assert shown, "committed with outputs"
+    for out in shown:
+        data = out.get("data", {})
+        if WIDGET in data:
+            assert "image/png" in data or "text/html" in data, f"a widget without a static copy: {data['text/plain']}"
+        text = json.dumps(out)
+        assert "it/s]" not in text and "Loading weights" not in text, "a frozen progress bar"
+        assert "/work/" not in text and "/home/" not in text and "/root/" not in text, "a machine's path"
