@@ -7,7 +7,10 @@ from pathlib import Path
 
 from .data.datasets import unavailable
 from .errors import UsageError
+from .model.loading import ICLModel
 from .paths import REPO_ROOT
+from .studies.accuracy import prompt_accuracy
+from .studies.runner import PromptSet
 
 # parameter -> environment variable that overrides it
 ENV = {
@@ -86,3 +89,19 @@ def sentence_datasets(names: list[str], data_dir: str | Path | None = None) -> l
     print(f"Skipping {', '.join(names)}: {reason}. For these sections, set ICL_DATA_DIR to local copies "
           "(layout: data/README.md), or install `datasets` on a machine with a network.")
     return []
+
+
+def report_accuracy(m: ICLModel, sets: dict[str, PromptSet]) -> None:
+    """Print, per prompt set, how often the model predicts the true label (top-1) and ranks
+    it above the false one; where it does no better than chance (nothing right, or the true
+    label above the false one in at most half the prompts), one note that the heads the
+    notebook locates then explain no in-context learning, so its numbers test nothing."""
+    for name, ps in sets.items():
+        acc = prompt_accuracy(m, ps)
+        n = len(ps)
+        print(f"{name}: {m.name} predicts the true label in {round(acc.top1 * n)}/{n} prompts ({acc.top1:.0%}) "
+              f"and ranks it above the false label in {round(acc.ranked * n)}/{n} ({acc.ranked:.0%}).")
+        if acc.top1 == 0 or acc.ranked <= 0.5:
+            print(f"  Note: no better than chance. {m.name} does not learn {name} in context, so the heads located "
+                  "here explain no in-context learning: read this notebook's numbers as a run of the code, not as a "
+                  "test of the paper.")

@@ -1,6 +1,8 @@
 """Biased labels, label mixing, accuracy under a per-batch intervention, bias counts, and the causal plan."""
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 import torch
@@ -18,6 +20,7 @@ from icl_helpers.data.prompts import (
 )
 from icl_helpers.studies.accuracy import accuracy
 from icl_helpers.studies.causal import (
+    BiasEffect,
     CausalPlan,
     ablation_curves,
     bias_count,
@@ -94,6 +97,9 @@ def test_bias_count_and_reduction():
     assert count.share_of_wrong == 0.5
     after = bias_count(torch.tensor([1, 7, 1, 2, 1]), truth, biased)
     assert relative_reduction(count, after) == 1.0
+    assert math.isnan(relative_reduction(after, count))  # no bias before: nothing to reduce, not a ZeroDivisionError
+    effect = BiasEffect(after, count, (0.0, 0.0), (0.0, 0.0))
+    assert "a relative reduction of nothing (no prompt showed the bias plainly)" in effect.summary("recency", paper=0.17)
 
 
 def test_causal_plan_scales_with_the_prompts():

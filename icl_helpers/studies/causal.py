@@ -167,8 +167,9 @@ def bias_count(predicted: torch.Tensor, truth: torch.Tensor, biased: torch.Tenso
 
 
 def relative_reduction(before: BiasCount, after: BiasCount) -> float:
-    """(rate before - rate after) / rate before: 0.22 is the paper's 22% reduction."""
-    return (before.rate - after.rate) / before.rate
+    """(rate before - rate after) / rate before: 0.22 is the paper's 22% reduction; NaN
+    where no prompt showed the bias before (nothing to reduce)."""
+    return (before.rate - after.rate) / before.rate if before.rate else float("nan")
 
 
 @dataclass(frozen=True)
@@ -185,14 +186,20 @@ class BiasEffect:
         """Relative reduction of the bias rate (the paper: 0.22 majority, 0.17 recency)."""
         return relative_reduction(self.plain, self.intervened)
 
+    @property
+    def reduction_text(self) -> str:
+        """The reduction as a percentage, or why there is none."""
+        r = self.reduction
+        return f"{r:.0%}" if r == r else "nothing (no prompt showed the bias plainly)"
+
     def summary(self, bias: str, paper: float) -> str:
         """One paragraph: the bias before and after with its counts, the relative reduction
         beside the paper's, and the accuracy on biased and standard prompts."""
         p, i = self.plain, self.intervened
         return (
             f"{bias}: {p.biased}/{p.exposed} prompts ({p.rate:.1%}) predicted the biased label plainly, "
-            f"{i.biased}/{i.exposed} ({i.rate:.1%}) with the intervention: a relative reduction of "
-            f"{self.reduction:.0%} (paper: {paper:.0%}). Wrong predictions: {p.wrong} plain, {i.wrong} intervened "
+            f"{i.biased}/{i.exposed} ({i.rate:.1%}) with the intervention: a relative reduction of {self.reduction_text} "
+            f"(paper: {paper:.0%}). Wrong predictions: {p.wrong} plain, {i.wrong} intervened "
             f"({p.share_of_wrong:.0%} and {i.share_of_wrong:.0%} of them name the biased label). "
             f"Top-1 accuracy on these prompts {self.accuracy_biased[0]:.1%} -> {self.accuracy_biased[1]:.1%}; "
             f"on standard prompts {self.accuracy_standard[0]:.1%} -> {self.accuracy_standard[1]:.1%} "
