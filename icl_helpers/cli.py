@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from .errors import UsageError
+from .errors import UsageError, warn_without_demonstration
 from .paths import BUNDLED, DTYPE_NAMES
 
 
@@ -66,6 +66,7 @@ def check_output(file: str) -> Path:
 
 def cmd_locate(args: argparse.Namespace) -> None:
     prompts = read_prompts(args.prompt, args.prompts)
+    warn_without_demonstration(prompts)
     out = check_output(args.json)
     from .core.locate import locate  # torch and transformers load only now
     from .model.loading import load_model

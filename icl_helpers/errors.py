@@ -1,4 +1,8 @@
-"""The one exception type the helpers raise for bad input."""
+"""The one exception type the helpers raise for bad input, and the one warning for doubtful input."""
+from __future__ import annotations
+
+import re
+import warnings
 
 
 class UsageError(ValueError):
@@ -6,3 +10,15 @@ class UsageError(ValueError):
 
     The message says what went wrong and what to do; the CLI prints it as one line.
     """
+
+
+def warn_without_demonstration(prompts: list[str]) -> None:
+    """One warning for all prompts that hold no demonstration label (no ' : label' before
+    the final ' :'), e.g. a bare 'one :': the in-context heads then have nothing to read.
+    Shown once a process for the same prompts, however many callers check them."""
+    bare = [i for i, p in enumerate(prompts) if not re.search(r" : \S", p.rstrip().removesuffix(":"))]
+    if bare:
+        shown = ", ".join(map(str, bare[:5])) + (", ..." if len(bare) > 5 else "")
+        warnings.warn(f"{len(bare)} of {len(prompts)} prompts hold no demonstration label (prompt {shown}): "
+                      "in-context learning needs 'demo : label' pairs before the input, e.g. 'love : bar eight : foo one :'.",
+                      UserWarning, stacklevel=1)

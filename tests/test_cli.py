@@ -69,3 +69,12 @@ def test_bundled_example_predicts_foo(tmp_path):
     report = json.loads(out.read_text())
     assert report["predictions"] == [" foo"]
     assert all(layer >= 15 for layer, _ in report["top_heads"][:10])
+
+
+def test_a_prompt_without_demonstrations_is_warned_of_before_torch_loads():
+    code = ("import sys\nfrom icl_helpers.cli import main\ncode = main(sys.argv[1:])\n"
+            "print('torch' in sys.modules, code)")
+    run = subprocess.run([sys.executable, "-c", code, "locate", "--prompt", "love : bar one :", "--prompt", "one :",
+                          "--json", "/no/such/folder/x.json"], capture_output=True, text=True)
+    assert run.stdout.split() == ["False", "2"]  # the output path's error still stops it, torch unloaded
+    assert "UserWarning: 1 of 2 prompts hold no demonstration label (prompt 1): in-context learning needs" in run.stderr

@@ -322,6 +322,25 @@ def test_a_cut_copy_is_refused(tmp_path, name, cut):
         ds.load_sentences(name, tmp_path)
 
 
+@full_copy
+@pytest.mark.parametrize("edit, message", [
+    (lambda text: text.replace("1 ", "0 ", 1), r"holds negative 913, positive 908 examples a class, not the standard 912, 909"),
+    (lambda text: text.replace(" film ", " movie ", 1), r"holds the standard examples a class \(negative 912, positive 909\) "
+                                                        r"but its bytes differ from the standard copy's \(SHA-256 "),
+])
+def test_an_edited_copy_is_refused(tmp_path, monkeypatch, edit, message):
+    (tmp_path / "sst2").mkdir()
+    for split, file in ds.SOURCES["sst2"].files.items():
+        text = (DATA_DIR / "sst2" / file).read_text(encoding="utf-8")
+        (tmp_path / "sst2" / file).write_text(text if split == "train" else edit(text), encoding="utf-8")
+    with pytest.raises(UsageError, match=rf"^{tmp_path}/sst2/stsa.binary.test \(sst2 test\) {message}.*: the copy is edited\. "
+                                         "Replace it with a fresh copy, or set ICL_OWN_DATA=1"):
+        ds.load_sentences("sst2", tmp_path)
+    monkeypatch.setenv("ICL_OWN_DATA", "1")  # on purpose: a warning, and the copy as it is
+    with pytest.warns(UserWarning, match=message):
+        assert len(ds.load_sentences("sst2", tmp_path).test) == 1821
+
+
 def test_asking_for_more_prompts_than_a_dataset_holds(small_copies, own_data):
     with pytest.raises(UsageError, match=r"^sentiment_number has 1,000 records: ask for at most 1,000 prompts, not 1,001\.$"):
         ds.dataset_records("sentiment_number", 1001)

@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import time
+import warnings
 
 import pytest
 import torch
@@ -81,6 +82,16 @@ def test_empty_inputs(small):
         locate(small, ["a : foo b :", "c :", " \n "])  # whitespace only
 
 
+def test_prompts_without_demonstrations_are_warned_of_once(small):
+    bare = ["a : foo b :", "c :", "time 10:30 :", "d : bar e : foo f :"]
+    with pytest.warns(UserWarning, match=r"^2 of 4 prompts hold no demonstration label \(prompt 1, 2\): ") as caught:
+        locate(small, bare, progress=False)
+    assert len(caught) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        locate(small, [bare[0], bare[3]], progress=False)  # every prompt has one: no warning
+
+
 def test_one_string_is_not_a_list_of_prompts(small):
     """A string would otherwise be scored as one prompt per character."""
     with pytest.raises(UsageError, match=r"^Prompts must be a list of texts, not one string: pass \[prompt\]\.$"):
@@ -107,7 +118,7 @@ def test_bad_targets_are_refused_before_running(small, targets, message, monkeyp
 
 def test_batch_size_must_be_positive(small):
     with pytest.raises(UsageError, match=r"^batch_size must be at least 1, not 0\.$"):
-        locate(small, ["a :"], batch_size=0)
+        locate(small, ["a : foo b :"], batch_size=0)
 
 
 def test_missing_recording_says_what_to_record(small):

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from icl_helpers import ICLModel
+from icl_helpers import ICLModel, UsageError
 from icl_helpers.core.attribution import Readout
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.interventions import ablated
@@ -264,3 +264,10 @@ def test_cache_files_take_the_users_umask(fresh, tmp_path):
     finally:
         os.umask(old)
     assert {p.stat().st_mode & 0o777 for p in (tmp_path / "results").iterdir()} == {0o644}
+
+
+def test_an_unknown_variant_is_one_line_naming_the_choices(small):
+    with pytest.raises(UsageError, match=r"^Unknown prompt variant 'balance': choose one of balanced, imbalanced, reordered, swapped\.$"):
+        runner.prompt_set(small, "sentiment_number", "balance", n=4)
+    with pytest.raises(UsageError, match=r"^Unknown prompt variant 'balance'"):
+        label_attention.variant_studies(small, "balance", ["sentiment_number"], [], 4, 1)

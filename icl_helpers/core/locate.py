@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
-from ..errors import UsageError
+from ..errors import UsageError, warn_without_demonstration
 from ..model.loading import ICLModel, check_prompts
 from ..progress import progress_bar
 from .attribution import Readout, layer_head_increase
@@ -56,6 +56,7 @@ def locate(
     that folds W_O into the readout once: memory stays bounded for any number of prompts.
     """
     prompts = check_prompts(prompts)
+    warn_without_demonstration(prompts)
     targets = None if targets is None else check_targets(targets, len(prompts), m.arch.W_U().shape[0])
     if batch_size < 1:
         raise UsageError(f"batch_size must be at least 1, not {batch_size}.")

@@ -28,7 +28,7 @@ from typing import Callable
 
 from .. import hub
 from ..errors import UsageError
-from ..paths import DATA, REPO_ROOT
+from ..paths import DATA, REPO_ROOT, checksum_of
 from .prompts import Record, demos_per_class
 
 WORD_DATASETS: dict[str, tuple[str, str]] = {
@@ -169,23 +169,31 @@ class _Source:
     table: tuple[str, list[str]] | None  # a CSV file's (delimiter, header); None: one example a line
     hub: dict[str, str]  # load_dataset keyword arguments
     hub_splits: dict[str, str]  # our split -> the hub's
-    rows: dict[str, int]  # split -> examples in the standard copy (local files and hub alike)
+    counts: dict[str, tuple[int, ...]]  # split -> examples of each class in the standard copy (local and hub alike)
+    sha256: dict[str, str]  # split -> SHA-256 of the standard local file
     hub_label: str = "label"
 
 
 SOURCES: dict[str, _Source] = {
     "sst2": _Source(("negative", "positive"), {"train": "stsa.binary.train", "test": "stsa.binary.test"},
                     _sst2_line, None, {"path": "SetFit/sst2"}, {"train": "train", "test": "test"},
-                    {"train": 6920, "test": 1821}),
+                    {"train": (3310, 3610), "test": (912, 909)},
+                    {"train": "71c04bcc41291fa47454dd670df701b14ee9249156babeaac404cfe2c8d74338",
+                     "test": "6a80dc9b9a0db2d3b37f2f809304febad31c90ab67a5b4157b7d9f881c53ef5b"}),
     "trec": _Source(("ABBR", "ENTY", "DESC", "HUM", "LOC", "NUM"), {"train": "train.txt", "test": "test.txt"},
                     _trec_line, None, {"path": "CogComp/trec", "revision": "refs/convert/parquet"},
-                    {"train": "train", "test": "test"}, {"train": 5452, "test": 500}, hub_label="coarse_label"),
+                    {"train": "train", "test": "test"},
+                    {"train": (86, 1250, 1162, 1223, 835, 896), "test": (9, 94, 138, 65, 81, 113)},
+                    {"train": "202e3e1ad6143ed4f147f199324277e25b2573a78c08c3af1ff840b49c0779de",
+                     "test": "69b2d406aa15b3b514b6bf9b3bf1fa2c3515ce7ae744651173f8e57347bfb2a9"}, hub_label="coarse_label"),
     "agnews": _Source(("World", "Sports", "Business", "Sci/Tech"), {"test": "test.csv"},
                       _agnews_row, (",", ["Class Index", "Title", "Description"]), {"path": "fancyzhx/ag_news"}, {"test": "test"},
-                      {"test": 7600}),
+                      {"test": (1900, 1900, 1900, 1900)},
+                      {"test": "1b1b6c5f1dd034c83fec3f585611d2bc65c34fafd86685fc92cee5e6059313ef"}),
     "ethos": _Source(("not hate", "hate"), {"test": "Ethos_Dataset_Binary.csv"},
                      _ethos_row, (";", ["comment", "isHate"]), {"path": "iamollas/ethos", "name": "binary"}, {"test": "train"},
-                     {"test": 998}),
+                     {"test": (565, 433)},
+                     {"test": "0cd0050c2592afcb5eca5876df485ca15cda9d7d16fe32c269857260fd10d96c"}),
 }
 
 
@@ -285,17 +293,29 @@ def load_sentences(name: str, data_dir: str | Path | None = None) -> SentenceDat
     else:
         splits = {split: _read_local(root / name / file, source) for split, file in source.files.items()}
     for split, examples in splits.items():
-        where = source.hub["path"] if root is None else root / name / source.files[split]
-        _check_rows(f"{where} ({name} {split})", len(examples), source.rows[split])
+        path = None if root is None else root / name / source.files[split]
+        digest = None if path is None else checksum_of(path)[1]
+        _check_copy(f"{path or source.hub['path']} ({name} {split})", examples, source, split, digest)
     return SentenceData(name, source.classes, splits["test"], splits.get("train"))
 
 
-def _check_rows(what: str, got: int, standard: int) -> None:
-    """A copy that is cut or edited is an error; with ICL_OWN_DATA=1 (a copy of your own,
-    on purpose) a warning."""
-    if got == standard:
+def _check_copy(what: str, examples: list[Example], source: _Source, split: str, digest: str | None) -> None:
+    """A copy whose examples a class or (for a local file) whose bytes differ from the
+    standard copy's is an error; with ICL_OWN_DATA=1 (a copy of your own, on purpose) a
+    warning. Hub copies are checked by their counts alone."""
+    counts = tuple(sum(e.label == c for e in examples) for c in source.classes)
+    standard = source.counts[split]
+    if counts == standard and digest in (None, source.sha256[split]):
         return
-    message = f"{what} holds {got:,} examples, not the standard {standard:,}: the copy is cut or edited"
+    shown = ", ".join(f"{c} {n:,}" for c, n in zip(source.classes, counts))
+    if sum(counts) != sum(standard):
+        message = f"{what} holds {sum(counts):,} examples, not the standard {sum(standard):,}: the copy is cut or edited"
+    elif counts != standard:
+        message = (f"{what} holds {shown} examples a class, not the standard "
+                   f"{', '.join(f'{n:,}' for n in standard)}: the copy is edited")
+    else:
+        message = (f"{what} holds the standard examples a class ({shown}) but its bytes differ from the standard "
+                   f"copy's (SHA-256 {digest[:12]}..., not {source.sha256[split][:12]}...): the copy is edited")
     if os.environ.get("ICL_OWN_DATA") == "1":
         warnings.warn(f"{message}; using it as it is (ICL_OWN_DATA=1).", stacklevel=3)
         return

@@ -86,6 +86,13 @@ VARIANTS: dict[str, Variant] = {
 }
 
 
+def named_variant(name: str) -> Variant:
+    """The variant called `name` in VARIANTS, or a UsageError listing the names."""
+    if name not in VARIANTS:
+        raise UsageError(f"Unknown prompt variant {name!r}: choose one of {', '.join(VARIANTS)}.")
+    return VARIANTS[name]
+
+
 @dataclass(frozen=True)
 class Prompt:
     """A rendered prompt; spans index `text`, one entry per demonstration, in prompt order."""

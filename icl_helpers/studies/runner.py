@@ -28,7 +28,7 @@ from ..core.decompose import Decomposition, decompose
 from ..core.interventions import intervening
 from ..data.datasets import dataset_records
 from ..data.positions import LabelPositions, find_positions
-from ..data.prompts import VARIANTS, Prompt, build_prompts, parse_prompt
+from ..data.prompts import Prompt, build_prompts, named_variant, parse_prompt
 from ..model.loading import ICLModel
 from ..paths import cache_root, checksum_of, user_mode
 from ..progress import progress_bar
@@ -60,8 +60,9 @@ def prompt_set(m: ICLModel, dataset: str, variant: str = "balanced", n: int = 10
     """The first n prompts of a word dataset (sentiment_number, animal_country: both
     directions alternate) or n prompts of a sentence dataset (sst2, trec, agnews, ethos:
     drawn with `seed` from `data_dir`), under a variant of `data.prompts.VARIANTS`."""
+    chosen = named_variant(variant)
     records = dataset_records(dataset, n, seed, data_dir)
-    prompts = build_prompts(records, VARIANTS[variant])
+    prompts = build_prompts(records, chosen)
     return PromptSet(dataset, variant, seed, prompts, [r.direction for r in records], find_positions(m.tokenizer, prompts))
 
 
