@@ -48,6 +48,9 @@ def read_prompts(texts: list[str] | None, file: str | None) -> list[str]:
                 prompts.append(line)
     if not prompts:
         raise UsageError("No prompts given: use --prompt TEXT (repeatable) or --prompts FILE.")
+    for i, prompt in enumerate(prompts):
+        if not prompt.strip():
+            raise UsageError(f"Prompt {i} is empty: every prompt needs text.")
     return prompts
 
 

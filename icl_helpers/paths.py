@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -31,3 +33,14 @@ def user_mode(directory: bool = False) -> int:
     umask = os.umask(0)
     os.umask(umask)
     return (0o777 if directory else 0o666) & ~umask
+
+
+def sweep_leftovers(folder: Path, pattern: str, older_than: float = 3600) -> None:
+    """Remove files and folders matching `pattern` in `folder` older than an hour: the
+    temporary output of a process that was killed before it could clean up."""
+    for leftover in folder.glob(pattern):
+        if time.time() - leftover.lstat().st_mtime > older_than:
+            if leftover.is_dir():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)

@@ -1,12 +1,14 @@
 """What a researcher sees in JupyterLab, checked in a real browser (headless Chromium driven
 by playwright): a committed notebook opened as cloned (untrusted, no kernel) shows a static
-copy (an image or a table) where each explorer widget is, never the widget's bare text.
+copy (an image or a table) where each explorer widget is, never the widget's bare text; and
+a notebook run in the browser redraws its figure for the head a slider moves to.
 
 Needs Debian's `chromium` and the `playwright` package (requirements-dev.txt); `.ci/run`
 installs chromium where it is missing. Elsewhere the test skips and says why.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -16,6 +18,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -24,6 +27,11 @@ WIDGET = "application/vnd.jupyter.widget-view+json"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (requirements-dev.txt)")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this machine (Debian: apt-get install chromium)")
+
+
+class Lab(NamedTuple):
+    url: str
+    root: str
 
 
 def free_port() -> int:
@@ -55,7 +63,7 @@ def lab(tmp_path_factory):
             break
         except OSError:
             time.sleep(0.5)
-    yield url
+    yield Lab(url, str(root))
     server.terminate()
     server.wait(10)
 
@@ -79,7 +87,7 @@ def test_committed_notebook_shows_a_static_copy_where_each_widget_is(lab, name):
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(f"{lab}/lab/workspaces/{name}/tree/{name}.ipynb")  # a workspace of its own: this notebook alone
+        page.goto(f"{lab.url}/lab/workspaces/{name}/tree/{name}.ipynb")  # a workspace of its own: this notebook alone
         page.wait_for_selector(".jp-CodeCell .jp-OutputArea-output", state="attached", timeout=60_000)
         page.wait_for_timeout(3000)
         shown = page.evaluate("""() => [...document.querySelectorAll('.jp-Notebook .jp-OutputArea-output')].map(out =>
@@ -87,3 +95,45 @@ def test_committed_notebook_shows_a_static_copy_where_each_widget_is(lab, name):
         browser.close()
     assert (shown.count("img"), shown.count("table")) == (expected["img"], expected["table"]), shown
     assert not any(o.startswith("Explorer (") for o in shown)
+
+
+CHECK = """import hashlib, json
+from icl_helpers.viz.widgets import static_copy
+print(json.dumps({**explorer.values, "title": explorer.shown.axes[0].get_title(),
+                  "png": hashlib.sha256(static_copy(explorer.shown)["image/png"].encode()).hexdigest()}))"""
+
+
+def test_a_slider_moved_with_the_keyboard_redraws_the_new_head(lab):
+    """04_attention run in the browser at CI size: an arrow key on the last explorer's layer
+    slider makes the kernel draw the neighbouring layer's figure (its title names the head)
+    and the page shows exactly that image."""
+    root = Path(lab.root)
+    nb = json.loads((NOTEBOOKS / "04_attention.ipynb").read_text())
+    nb["cells"].append({"cell_type": "code", "id": "live-check", "metadata": {}, "execution_count": None, "outputs": [],
+                        "source": CHECK.splitlines(keepends=True)})
+    (root / "04_live.ipynb").write_text(json.dumps(nb))
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(f"{lab.url}/lab/workspaces/live/tree/04_live.ipynb")
+        page.get_by_text("| Idle").wait_for(timeout=120_000)  # the kernel is up
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_text("Run All Cells", exact=True).click()
+        check = page.locator(".jp-Notebook .jp-CodeCell").last
+        before = json.loads(check.locator(".jp-OutputArea-output").inner_text(timeout=600_000))
+        slider = page.locator(".widget-hslider", has_text="layer").last
+        image = page.locator(".jp-OutputArea-output .widget-output img").last
+        src = image.get_attribute("src")
+        key, step = ("ArrowLeft", -1) if before["layer"] > 0 else ("ArrowRight", 1)
+        slider.locator(".noUi-handle").focus()
+        page.keyboard.press(key)
+        playwright.expect(image).not_to_have_attribute("src", src, timeout=30_000)  # the output area redrew
+        check.locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Control+Enter")  # run it again, in place
+        playwright.expect(check.locator(".jp-OutputArea-output")).not_to_have_text(json.dumps(before), timeout=60_000)
+        after = json.loads(check.locator(".jp-OutputArea-output").inner_text())
+        shown = image.get_attribute("src")
+        browser.close()
+    assert (after["layer"], after["head"]) == (before["layer"] + step, before["head"])
+    assert f"head {after['layer']}-{after['head']}" in after["title"] and after["title"] != before["title"]
+    assert hashlib.sha256(shown.removeprefix("data:image/png;base64,").encode()).hexdigest() == after["png"]

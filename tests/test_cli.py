@@ -35,6 +35,7 @@ def test_locate_writes_the_report(small, tmp_path, capsys):
     (["locate", "--prompt", "a : foo b :", "--json", "{tmp}"], "is a folder: give a file name"),
     (["locate", "--prompt", "a : foo b :", "--json", "{tmp}/no/such/out.json"], "the folder {tmp}/no/such does not exist"),
     (["locate", "--prompts", "{tmp}/latin1.txt", "--json", "x.json"], "{tmp}/latin1.txt:2 is not UTF-8 text"),
+    (["locate", "--prompt", "a : foo b :", "--prompt", "  ", "--json", "x.json"], "Prompt 1 is empty: every prompt needs text."),
 ])
 def test_bad_input_is_one_line_before_torch_loads(argv, message, capsys, tmp_path, monkeypatch):
     (tmp_path / "latin1.txt").write_bytes("a : foo b :\ncaf\xe9 : bar d :\n".encode("latin-1"))
@@ -47,6 +48,7 @@ def test_bad_input_is_one_line_before_torch_loads(argv, message, capsys, tmp_pat
 @pytest.mark.parametrize("args, message", [
     (["--dtype", "float33"], "argument --dtype: invalid choice: 'float33'"),
     (["--dtype", "int8"], "invalid choice: 'int8'"),
+    (["--dtype", "tensor"], "invalid choice: 'tensor'"),
     (["--device", "tpu"], "argument --device: 'tpu' is not one of cpu, cuda, cuda:N, mps, auto"),
     (["--batch-size", "0"], "argument --batch-size: must be at least 1, not 0"),
     (["--batch-size", "-1"], "must be at least 1, not -1"),

@@ -16,7 +16,7 @@ from icl_helpers import ICLModel, UsageError, hub, load_model
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.locate import locate
 from icl_helpers.model import loading
-from icl_helpers.paths import checksum_of
+from icl_helpers.paths import checksum_of, sweep_leftovers
 
 
 def test_local_directory_round_trip(small, tmp_path):
@@ -132,6 +132,8 @@ def test_missing_recording_says_what_to_record(small):
     (dict(dtype=torch.int8), r"^dtype torch.int8 is not supported"),
     (dict(device="tpu"), r"^Device 'tpu' is not a device: use cpu, cuda, cuda:N, mps or auto\.$"),
     (dict(device="cuda:7"), r"(sees no CUDA GPU: use cpu|Device cuda:7 does not exist)"),
+    pytest.param(dict(device="cuda"), r"^Device cuda was asked for, but this machine's torch .* sees no CUDA GPU: use cpu\.$",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")),
 ])
 def test_dtype_and_device_are_checked_before_loading(kwargs, message, monkeypatch):
     monkeypatch.setattr("icl_helpers.model.loading.AutoTokenizer.from_pretrained", lambda *a, **k: pytest.fail("loaded"))
@@ -153,14 +155,19 @@ def test_a_converted_copy_is_checked_against_its_checksums(tmp_path):
     assert loading.damage_of(folder).startswith("incomplete")
 
 
-def test_conversions_left_by_a_killed_process_are_swept(tmp_path):
+def test_leftovers_of_a_killed_process_are_swept(tmp_path):
     old, fresh = tmp_path / ".converting-old", tmp_path / ".converting-now"
     for leftover in (old, fresh):
         leftover.mkdir()
         (leftover / "model.safetensors").write_bytes(b"half")
-    os.utime(old, (time.time() - 7200, time.time() - 7200))
-    loading.sweep_conversions(tmp_path)
+    old_file = tmp_path / "x.tmp"
+    old_file.write_bytes(b"half a results file")
+    for path in (old, old_file):
+        os.utime(path, (time.time() - 7200, time.time() - 7200))
+    sweep_leftovers(tmp_path, ".converting-*")
     assert not old.exists() and fresh.exists()  # a conversion under way in another process stays
+    sweep_leftovers(tmp_path, "*.tmp")
+    assert not old_file.exists()
 
 
 def test_a_damaged_bundled_model_is_converted_again(tmp_path, monkeypatch):

@@ -271,3 +271,8 @@ def test_an_unknown_variant_is_one_line_naming_the_choices(small):
         runner.prompt_set(small, "sentiment_number", "balance", n=4)
     with pytest.raises(UsageError, match=r"^Unknown prompt variant 'balance'"):
         label_attention.variant_studies(small, "balance", ["sentiment_number"], [], 4, 1)
+
+
+def test_a_batch_size_below_one_is_refused_before_any_pass(ps, small):
+    with pytest.raises(UsageError, match=r"^batch_size must be at least 1, not 0\.$"):
+        next(runner.decomposed(small, ps, batch_size=0))

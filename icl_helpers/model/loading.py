@@ -6,7 +6,6 @@ import importlib.util
 import json
 import shutil
 import tempfile
-import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +15,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from .. import hub
 from ..errors import UsageError
-from ..paths import BUNDLED, DTYPE_NAMES, cache_root, checksum_of, user_mode
+from ..paths import BUNDLED, DTYPE_NAMES, cache_root, checksum_of, sweep_leftovers, user_mode
 from .adapters import Arch, arch_for
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
@@ -136,7 +135,7 @@ def bundled_model_dir() -> Path:
     warning, and conversions left behind by a killed process are swept away.
     """
     target = cache_root() / BUNDLED
-    sweep_conversions(target.parent)
+    sweep_leftovers(target.parent, f"{_CONVERTING}*")  # conversions of a killed process
     if target.exists():
         problem = damage_of(target)
         if problem is None:
@@ -189,13 +188,6 @@ def damage_of(folder: Path) -> str | None:
         if checksum_of(folder / name) != want:
             return f"damaged ({name} does not match its checksum)"
     return None
-
-
-def sweep_conversions(folder: Path, older_than: float = 3600) -> None:
-    """Remove conversions left over by a process that was killed (older than an hour)."""
-    for leftover in folder.glob(f"{_CONVERTING}*"):
-        if time.time() - leftover.stat().st_mtime > older_than:
-            shutil.rmtree(leftover, ignore_errors=True)
 
 
 def load_model(

@@ -29,8 +29,9 @@ from ..core.interventions import intervening
 from ..data.datasets import dataset_records
 from ..data.positions import LabelPositions, find_positions
 from ..data.prompts import Prompt, build_prompts, named_variant, parse_prompt
+from ..errors import UsageError
 from ..model.loading import ICLModel
-from ..paths import cache_root, checksum_of, user_mode
+from ..paths import cache_root, checksum_of, sweep_leftovers, user_mode
 from ..progress import progress_bar
 
 Tensors = dict[str, torch.Tensor]
@@ -76,6 +77,8 @@ def prompt_set_from_texts(m: ICLModel, texts: list[str], name: str = "custom",
 def decomposed(m: ICLModel, ps: PromptSet, batch_size: int = 32, record: Iterable[str] = ()
                ) -> Iterator[tuple[slice, Decomposition]]:
     """(rows, decomposition of those prompts) for consecutive batches of a prompt set."""
+    if batch_size < 1:
+        raise UsageError(f"batch_size must be at least 1, not {batch_size}.")
     bar = progress_bar(-(-len(ps) // batch_size), f"{ps.dataset} ({ps.variant})")
     for start in range(0, len(ps), batch_size):
         rows = slice(start, start + batch_size)
@@ -139,6 +142,7 @@ def _read(path: Path) -> Tensors:
 def _write(path: Path, result: Tensors) -> None:
     """Save `result` at `path` and its checksum beside it, each atomically, with the user's umask."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    sweep_leftovers(path.parent, "*.tmp")  # of a process killed while writing
     for target, write in ((path, lambda tmp: torch.save(result, tmp)),
                           (path.with_suffix(".sha256"), lambda tmp: Path(tmp).write_text(" ".join(map(str, checksum_of(path))) + "\n"))):
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
