@@ -74,7 +74,8 @@ def static_outputs(path: Path) -> dict[str, int]:
     outs = [o.get("data", {}) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code" for o in c["outputs"]]
     widgets = [d for d in outs if WIDGET in d]
     assert all("image/png" in d or "text/html" in d for d in widgets), "a widget with no static copy"
-    return {"img": sum("image/png" in d for d in outs), "table": sum("image/png" not in d and "text/html" in d for d in outs),
+    # JupyterLab draws the richest part it can: HTML before PNG (a table's image copy is for other front ends)
+    return {"img": sum("image/png" in d and "text/html" not in d for d in outs), "table": sum("text/html" in d for d in outs),
             "widgets": len(widgets)}
 
 

@@ -58,3 +58,12 @@ def test_token_table_shows_every_token_with_its_spaces():
     html = figures.token_table(table, "model, dataset (N=3), prompt 0, head 1-2").to_html()
     assert "␣bar  Bar  ␣\\xe2\\x80  ↵  ␣a␣long␣token,␣with␣a␣comma" in html
     assert "model, dataset (N=3), prompt 0, head 1-2" in html and ">␣bar<" in html
+
+
+def test_table_image_holds_every_cell_and_the_title():
+    table = pd.DataFrame({"vector": ["label value", "last query"], "top tokens": ["␣bar  ␣foo", "\\xe2  ␣:"]})
+    fig = figures.table_image(table, "gpt2, toy (N=3), prompt 0, head 1-2")
+    ax = fig.axes[0]
+    texts = sorted(c.get_text().get_text() for c in ax.tables[0].get_celld().values())
+    assert texts == sorted(["vector", "top tokens", "label value", "last query", "␣bar  ␣foo", "\\xe2  ␣:"])
+    assert ax.get_title() == "gpt2, toy (N=3), prompt 0, head 1-2"

@@ -104,8 +104,10 @@ def test_projection_explorer_shows_the_chosen_heads_table(gpt2, ps):
     assert shown["top tokens"].tolist() == ["  ".join(map(figures.visible, top)) for top in expected["top tokens"]]
     assert shown["token"].tolist() == ["␣foo", "␣foo", "␣:"]
     assert ex.label.value == "prompt 1: cat : foo dog :"
-    copy = ex._repr_mimebundle_()["text/html"]
-    assert "gpt2, toy (N=3), prompt 1, head 2-1" in copy and "␣foo" in copy
+    bundle = ex._repr_mimebundle_()
+    assert "gpt2, toy (N=3), prompt 1, head 2-1" in bundle["text/html"] and "␣foo" in bundle["text/html"]
+    image = base64.b64decode(bundle["image/png"])  # the same table as an image, for front ends without HTML
+    assert image.startswith(b"\x89PNG") and len(image) > 2000
 
 
 def test_prompt_attention_explorer_draws_the_chosen_row(gpt2, ps):

@@ -151,6 +151,23 @@ def token_table(table: pd.DataFrame, title: str) -> Styler:
             .set_properties(subset=["token", "top tokens"], **{"font-family": "monospace", "text-align": "left"}))
 
 
+def table_image(table: pd.DataFrame, title: str = "") -> Figure:
+    """A table drawn as a figure (monospace, left-aligned, columns as wide as their longest
+    cell): the static copy of a table for front ends that show no HTML."""
+    cells = table.astype(str).to_numpy()
+    widths = np.array([max(len(str(c)), *(len(v) for v in cells[:, j])) for j, c in enumerate(table.columns)], float)
+    fig, ax = _fig(0.085 * widths.sum() + 0.3 * len(widths), 0.25 * (len(cells) + 1) + 0.4)
+    ax.axis("off")
+    drawn = ax.table(cellText=cells, colLabels=list(map(str, table.columns)), colWidths=widths / widths.sum(),
+                     cellLoc="left", colLoc="left", loc="center")
+    drawn.auto_set_font_size(False)
+    for cell in drawn.get_celld().values():
+        cell.PAD = 0.02 / len(widths)  # a fraction of the cell's width: small, for wide cells
+        cell.set_text_props(family="monospace", fontsize=9)
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
 def attention_vs_increase(weight: torch.Tensor, increase: torch.Tensor, title: str) -> Figure:
     """Fig. 7: attention weight on true labels against the head's log-probability increase,
     one point per (prompt, head), [n] each, with the mean increase in weight bins."""

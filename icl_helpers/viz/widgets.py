@@ -67,14 +67,22 @@ class Explorer(widgets.VBox):
 
 
 def static_copy(shown: Any) -> dict[str, str]:
-    """A figure as {"image/png": base64}, a table (DataFrame or Styler) as {"text/html"}."""
+    """A figure as {"image/png": base64}; a table (DataFrame or Styler) as {"text/html"} and,
+    for front ends that show no HTML, {"image/png"} of the same table."""
     if isinstance(shown, Figure):
-        buffer = io.BytesIO()
-        shown.savefig(buffer, format="png", bbox_inches="tight")  # as %matplotlib inline draws it
-        return {"image/png": base64.b64encode(buffer.getvalue()).decode("ascii")}
-    if isinstance(shown, (pd.DataFrame, Styler)):
-        return {"text/html": shown.to_html()}
+        return {"image/png": _png(shown)}
+    if isinstance(shown, Styler):
+        return {"text/html": shown.to_html(), "image/png": _png(figures.table_image(shown.data, shown.caption or ""))}
+    if isinstance(shown, pd.DataFrame):
+        return {"text/html": shown.to_html(), "image/png": _png(figures.table_image(shown))}
     return {"text/plain": repr(shown)}
+
+
+def _png(fig: Figure) -> str:
+    """A figure as base64 PNG, as %matplotlib inline draws it."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", bbox_inches="tight")
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 def layer_head_sliders(n_layers: int, n_heads: int, start: Head = (0, 0)) -> dict[str, widgets.IntSlider]:
