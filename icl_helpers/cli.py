@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from .errors import UsageError, warn_without_demonstration
+from .errors import UsageError, check_prompts, warn_without_demonstration
 from .paths import BUNDLED, DTYPE_NAMES
 
 
@@ -48,10 +48,7 @@ def read_prompts(texts: list[str] | None, file: str | None) -> list[str]:
                 prompts.append(line)
     if not prompts:
         raise UsageError("No prompts given: use --prompt TEXT (repeatable) or --prompts FILE.")
-    for i, prompt in enumerate(prompts):
-        if not prompt.strip():
-            raise UsageError(f"Prompt {i} is empty: every prompt needs text.")
-    return prompts
+    return check_prompts(prompts)
 
 
 def check_output(file: str) -> Path:

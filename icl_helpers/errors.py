@@ -1,4 +1,5 @@
-"""The one exception type the helpers raise for bad input, and the one warning for doubtful input."""
+"""Bad input: the one exception type the helpers raise for it, the prompt checks (no torch
+needed, so the CLI runs them before it imports torch) and the one warning for doubtful prompts."""
 from __future__ import annotations
 
 import re
@@ -10,6 +11,21 @@ class UsageError(ValueError):
 
     The message says what went wrong and what to do; the CLI prints it as one line.
     """
+
+
+def check_prompts(prompts: list[str]) -> list[str]:
+    """The prompts as a list, or a UsageError saying what is wrong: a list of non-empty texts."""
+    if isinstance(prompts, str):
+        raise UsageError("Prompts must be a list of texts, not one string: pass [prompt].")
+    prompts = list(prompts)
+    if not prompts:
+        raise UsageError("No prompts given: pass at least one prompt.")
+    for i, p in enumerate(prompts):
+        if not isinstance(p, str):
+            raise UsageError(f"Prompt {i} is a {type(p).__name__}, not text: pass a list of strings.")
+        if not p.strip():
+            raise UsageError(f"Prompt {i} is empty: every prompt needs text.")
+    return prompts
 
 
 def warn_without_demonstration(prompts: list[str]) -> None:

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
-from ..errors import UsageError, warn_without_demonstration
-from ..model.loading import ICLModel, check_prompts
+from ..errors import UsageError, check_prompts, warn_without_demonstration
+from ..model.loading import ICLModel
 from ..progress import progress_bar
 from .attribution import Readout, layer_head_increase
 from .decompose import decompose

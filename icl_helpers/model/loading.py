@@ -14,7 +14,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from .. import hub
-from ..errors import UsageError
+from ..errors import UsageError, check_prompts
 from ..paths import BUNDLED, DTYPE_NAMES, cache_root, checksum_of, sweep_leftovers, user_mode
 from .adapters import Arch, arch_for
 
@@ -110,21 +110,6 @@ def check_device(device: str | torch.device | None) -> str | torch.device:
     if device.type not in ("cpu", "cuda", "mps"):
         raise UsageError(f"Device {device} is not supported: use cpu, cuda, cuda:N, mps or auto.")
     return device
-
-
-def check_prompts(prompts: list[str]) -> list[str]:
-    """The prompts as a list, or a UsageError saying what is wrong: a list of non-empty texts."""
-    if isinstance(prompts, str):
-        raise UsageError("Prompts must be a list of texts, not one string: pass [prompt].")
-    prompts = list(prompts)
-    if not prompts:
-        raise UsageError("No prompts given: pass at least one prompt.")
-    for i, p in enumerate(prompts):
-        if not isinstance(p, str):
-            raise UsageError(f"Prompt {i} is a {type(p).__name__}, not text: pass a list of strings.")
-        if not p.strip():
-            raise UsageError(f"Prompt {i} is empty: every prompt needs text.")
-    return prompts
 
 
 def bundled_model_dir() -> Path:

@@ -14,8 +14,8 @@ import pandas as pd
 import torch
 
 from ..data.prompts import prompt_label_ids
-from ..errors import UsageError
-from ..model.loading import ICLModel, check_prompts
+from ..errors import UsageError, check_prompts
+from ..model.loading import ICLModel
 from ..progress import progress_bar
 from .runner import PromptSet, prompt_set
 
