@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 from .errors import UsageError, check_prompts, warn_without_demonstration
@@ -30,6 +30,13 @@ def _device(text: str) -> str:
     if not re.fullmatch(r"cpu|auto|mps|cuda(:\d+)?", text):
         raise argparse.ArgumentTypeError(f"{text!r} is not one of cpu, cuda, cuda:N, mps, auto")
     return text
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors on one line (no usage block above them)."""
+
+    def error(self, message: str) -> None:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def read_prompts(texts: list[str] | None, file: str | None) -> list[str]:
@@ -59,8 +66,12 @@ def check_output(file: str) -> Path:
     folder = path.parent
     if not folder.is_dir():
         raise UsageError(f"--json {path}: the folder {folder} does not exist; create it first.")
-    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise UsageError(f"--json {path} cannot be written: choose a writable place.")
+    try:  # a real write, not os.access: root passes os.access even where nothing can be written
+        tempfile.TemporaryFile(dir=folder).close()
+        if path.exists():
+            path.open("ab").close()
+    except OSError:
+        raise UsageError(f"--json {path} cannot be written: choose a writable place.") from None
     return path
 
 
@@ -92,7 +103,7 @@ def cmd_locate(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m icl_helpers", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="python -m icl_helpers", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("locate", help="log-probability increase of every layer and head")
     p.add_argument("--model", default=BUNDLED, help=f"hub id, local directory or {BUNDLED} (default)")

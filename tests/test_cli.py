@@ -36,6 +36,9 @@ def test_locate_writes_the_report(small, tmp_path, capsys):
     (["locate", "--prompt", "a : foo b :", "--json", "{tmp}/no/such/out.json"], "the folder {tmp}/no/such does not exist"),
     (["locate", "--prompts", "{tmp}/latin1.txt", "--json", "x.json"], "{tmp}/latin1.txt:2 is not UTF-8 text"),
     (["locate", "--prompt", "a : foo b :", "--prompt", "  ", "--json", "x.json"], "Prompt 1 is empty: every prompt needs text."),
+    # /proc refuses new files even to root, who passes every os.access check
+    (["locate", "--prompt", "a : foo b :", "--json", "/proc/locate.json"], "--json /proc/locate.json cannot be written"),
+    (["locate", "--prompt", "a : foo b :", "--json", "/proc/version"], "--json /proc/version cannot be written"),
 ])
 def test_bad_input_is_one_line_before_torch_loads(argv, message, capsys, tmp_path, monkeypatch):
     (tmp_path / "latin1.txt").write_bytes("a : foo b :\ncaf\xe9 : bar d :\n".encode("latin-1"))
@@ -61,7 +64,7 @@ def test_argument_errors_come_before_torch_is_imported(args, message):
     run = subprocess.run([sys.executable, "-c", code, "locate", "--prompt", "a : foo b :", "--json", "x.json", *args],
                          capture_output=True, text=True)
     assert run.stdout.split() == ["False", "2"]
-    assert message in run.stderr
+    assert message in run.stderr and run.stderr.count("\n") == 1
 
 
 def test_bundled_example_predicts_foo(tmp_path):
