@@ -1,12 +1,14 @@
 """Loading, and one clear error for each kind of bad input."""
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
 import socket
 import time
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -33,6 +35,15 @@ def test_unreachable_hub_looks_only_in_the_cache_and_names_the_offline_model(mon
     with pytest.raises(UsageError, match=r"^Could not load model 'no-such-org/no-such-model': it is not a local directory and "
                                          r"the Hugging Face hub cannot be reached \(offline\?\) and its local cache has no such "
                                          r"model\. Offline, use the bundled model: --model smollm2-135m\.$"):
+        load_model("no-such-org/no-such-model", device="cpu")
+
+
+def test_hub_offline_setting_looks_only_in_the_cache_without_probing(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(hub, "reachable", lambda: pytest.fail("probed the hub though HF_HUB_OFFLINE is set"))
+    with pytest.raises(UsageError, match=r"^Could not load model 'no-such-org/no-such-model': it is not a local directory and "
+                                         r"HF_HUB_OFFLINE \(or TRANSFORMERS_OFFLINE\) is set and the hub's local cache has no "
+                                         r"such model\. Offline, use the bundled model: --model smollm2-135m\.$"):
         load_model("no-such-org/no-such-model", device="cpu")
 
 
@@ -149,10 +160,13 @@ def test_a_converted_copy_is_checked_against_its_checksums(tmp_path):
     assert loading.damage_of(folder) is None
     (folder / "a.bin").write_bytes(b"\x00" * 999 + b"\x01")  # one byte changed, same size
     assert loading.damage_of(folder) == "damaged (a.bin does not match its checksum)"
+    (folder / "a.bin").write_bytes(b"\x00" * 500)  # cut short
+    assert loading.damage_of(folder) == "damaged (a.bin does not match its checksum)"
     (folder / "a.bin").unlink()
     assert loading.damage_of(folder) == "missing a.bin"
     (folder / "checksums.json").unlink()
     assert loading.damage_of(folder).startswith("incomplete")
+    assert loading.damage_of(tmp_path / "empty").startswith("incomplete")  # an emptied or deleted folder
 
 
 def test_leftovers_of_a_killed_process_are_swept(tmp_path):
@@ -170,15 +184,44 @@ def test_leftovers_of_a_killed_process_are_swept(tmp_path):
     assert not old_file.exists()
 
 
-def test_a_damaged_bundled_model_is_converted_again(tmp_path, monkeypatch):
-    """One weight zeroed in the cached copy: warned, converted afresh, and the same model again."""
-    shutil.copytree(loading.bundled_model_dir(), tmp_path / "smollm2-135m")
-    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
-    weights = tmp_path / "smollm2-135m" / "model.safetensors"
+def _zero_the_last_weights(folder: Path) -> None:
+    weights = folder / "model.safetensors"
     data = bytearray(weights.read_bytes())
     data[-4096:] = bytes(4096)
     weights.write_bytes(bytes(data))
-    with pytest.warns(UserWarning, match=r"cache .*smollm2-135m is damaged \(model.safetensors does not match its checksum\)"):
+
+
+@pytest.mark.parametrize("damage, complaint", [
+    (_zero_the_last_weights, r"is damaged \(model.safetensors does not match its checksum\)"),
+    (lambda folder: (folder / "config.json").unlink(), r"is missing config.json"),
+], ids=["weight-zeroed", "config-deleted"])
+def test_a_damaged_bundled_model_is_converted_again(damage, complaint, tmp_path, monkeypatch):
+    """A weight zeroed, or config.json deleted, in the cached copy: warned once, converted afresh, whole again."""
+    whole = loading.bundled_model_dir()
+    shutil.copytree(whole, tmp_path / "smollm2-135m")
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    damage(tmp_path / "smollm2-135m")
+    with pytest.warns(UserWarning, match=rf"cache .*smollm2-135m {complaint}; converting it again"):
         target = loading.bundled_model_dir()
-    assert loading.damage_of(target) is None and weights.read_bytes() != bytes(data)
+    assert checksum_of(target / "model.safetensors") == checksum_of(whole / "model.safetensors")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the next use finds the new copy whole: no second conversion
+        assert loading.bundled_model_dir() == target
     assert oct(target.stat().st_mode & 0o077) != "0o0"  # not private to one user: the umask decides
+
+
+def test_the_weights_fingerprint_sees_any_edit(small):
+    """One value off the sampled grid edited, a tensor swapped: each a new fingerprint; the
+    original state dict loaded back: the original one."""
+    m = ICLModel(copy.deepcopy(small.model), small.tokenizer)
+    original = m.fingerprint()
+    assert m.fingerprint() == original  # unchanged weights: the same (and not hashed again)
+    weight = m.arch.attn_out(0).weight
+    with torch.no_grad():
+        weight[0, 1] += 1e-3  # the sample takes every (numel // 1024)-th value: not this one
+    edited = m.fingerprint()
+    weight.data = weight.data.clone() * 2
+    swapped = m.fingerprint()
+    assert len({original, edited, swapped}) == 3
+    m.model.load_state_dict(small.model.state_dict())
+    assert m.fingerprint() == original

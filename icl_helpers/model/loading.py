@@ -34,6 +34,7 @@ class ICLModel:
     tokenizer: PreTrainedTokenizerBase
     name: str = ""
     arch: Arch = field(init=False)
+    _fingerprint: tuple[tuple, str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.model.eval().requires_grad_(False)
@@ -46,15 +47,22 @@ class ICLModel:
         self.tokenizer.padding_side = "right"
 
     def fingerprint(self) -> str:
-        """A short hash of the weights (names, shapes, dtypes and about 1,024 values of each
-        tensor, evenly spaced): results cached under it are never read for other weights."""
-        digest = hashlib.sha256()
-        with torch.no_grad():
-            for name, t in self.model.state_dict().items():
-                flat = t.detach().flatten()
-                sample = flat[:: max(1, flat.numel() // 1024)].float().cpu()
-                digest.update(f"{name}{tuple(t.shape)}{t.dtype}".encode() + sample.numpy().tobytes())
-        return digest.hexdigest()[:12]
+        """A short hash of the weights: each tensor's name, shape and dtype, about 1,024 of its
+        values (evenly spaced) and, so that an edit anywhere shows, the float64 sum of all its
+        values and of their magnitudes. Results cached under it are never read for other weights."""
+        tensors = self.model.state_dict()
+        # where each tensor lives and torch's count of in-place edits to it: unchanged, the weights are
+        state = tuple((t.data_ptr(), t._version) for t in tensors.values())
+        if self._fingerprint is None or self._fingerprint[0] != state:
+            digest = hashlib.sha256()
+            with torch.no_grad():
+                for name, t in tensors.items():
+                    flat = t.detach().flatten()
+                    sample = flat[:: max(1, flat.numel() // 1024)].float().cpu()
+                    sums = torch.stack([flat.sum(dtype=torch.float64), flat.abs().sum(dtype=torch.float64)]).cpu()
+                    digest.update(f"{name}{tuple(t.shape)}{t.dtype}".encode() + sample.numpy().tobytes() + sums.numpy().tobytes())
+            self._fingerprint = state, digest.hexdigest()[:12]
+        return self._fingerprint[1]
 
     @property
     def device(self) -> torch.device:
@@ -202,8 +210,12 @@ def load_model(
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=cache_only)  # fails before the weights
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=cache_only, **kwargs)
     except OSError as err:
-        where = ("the Hugging Face hub cannot be reached (offline?) and its local cache has no such model" if cache_only
-                 else f"the Hugging Face hub has no such model or refused it ({str(err).splitlines()[0]})")
+        if not cache_only:
+            where = f"the Hugging Face hub has no such model or refused it ({str(err).splitlines()[0]})"
+        elif hub.offline():
+            where = "HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) is set and the hub's local cache has no such model"
+        else:
+            where = "the Hugging Face hub cannot be reached (offline?) and its local cache has no such model"
         raise UsageError(
             f"Could not load model {name!r}: it is not a local directory and {where}. "
             f"Offline, use the bundled model: --model {BUNDLED}."
