@@ -5,7 +5,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .data.datasets import unavailable
+from .data.datasets import resolve_data_dir, unavailable
 from .errors import UsageError
 from .model.loading import ICLModel
 from .paths import REPO_ROOT
@@ -74,8 +74,8 @@ def notebook_params(
             raise UsageError(f"{names[key]} must be a whole number, not {values[key]!r}.") from None
         if key != "seed" and values[key] < 1:
             raise UsageError(f"{names[key]}: the number of prompts must be at least 1, not {values[key]}.")
-    if values["data_dir"] is not None:  # relative: from the checkout, as in scripts/
-        values["data_dir"] = REPO_ROOT / Path(values["data_dir"]).expanduser()
+    if values["data_dir"] is not None:  # relative: from the checkout, as in scripts/; checked before the model loads
+        values["data_dir"] = resolve_data_dir(REPO_ROOT / Path(values["data_dir"]).expanduser())
     return Params(**values)
 
 

@@ -1,13 +1,14 @@
 """Notebook parameters: the cell's defaults, overridden by the environment."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from icl_helpers import UsageError, hub
 from icl_helpers.data import datasets
-from icl_helpers.notebook import ENV, notebook_params, sentence_datasets
+from icl_helpers.notebook import ENV, Params, notebook_params, sentence_datasets
 from icl_helpers.paths import REPO_ROOT
 
 
@@ -17,15 +18,25 @@ def clean_env(monkeypatch):
         monkeypatch.delenv(var, raising=False)
 
 
-def test_defaults_are_the_cells_values():
+def test_defaults_are_the_cells_values(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "d").mkdir()
     p = notebook_params(model="gpt2", n_prompts=7, data_dir="~/d")
     assert (p.model, p.n_prompts, p.device, p.dtype, p.seed) == ("gpt2", 7, None, "float32", 0)
-    assert p.data_dir == Path("~/d").expanduser()
-    assert notebook_params(data_dir="../shared/datasets").data_dir == REPO_ROOT / "../shared/datasets"
+    assert p.data_dir == tmp_path / "d"
+    relative = os.path.relpath(tmp_path / "d", REPO_ROOT)  # as "../shared/datasets": from the checkout
+    assert notebook_params(data_dir=relative).data_dir == REPO_ROOT / relative
+
+
+def test_a_missing_data_directory_is_refused_with_the_parameters(tmp_path, monkeypatch):
+    """In the parameters cell: before the model loads and the word datasets' work runs."""
+    monkeypatch.setenv("ICL_DATA_DIR", str(tmp_path / "no-such"))
+    with pytest.raises(UsageError, match=rf"^Data directory {tmp_path}/no-such does not exist: pass a directory holding sst2/"):
+        notebook_params()
 
 
 def test_echo_shows_no_absolute_path_beside_the_checkout():
-    shown = repr(notebook_params(data_dir=REPO_ROOT.parent / "shared" / "datasets"))
+    shown = repr(Params("smollm2-135m", 32, 8, None, "float32", REPO_ROOT.parent / "shared" / "datasets", 0))
     assert shown == ("Params(model='smollm2-135m', n_prompts=32, n_sentence_prompts=8, device=None, dtype='float32', "
                      "data_dir='../shared/datasets', seed=0)")
 
@@ -50,10 +61,10 @@ def test_environment_overrides(monkeypatch):
     monkeypatch.setenv("ICL_N_SENTENCE_PROMPTS", "500")
     monkeypatch.setenv("ICL_DEVICE", "cuda")
     monkeypatch.setenv("ICL_DTYPE", "bfloat16")
-    monkeypatch.setenv("ICL_DATA_DIR", "/data")
+    monkeypatch.setenv("ICL_DATA_DIR", "/")
     p = notebook_params(n_prompts=32)
     assert (p.model, p.n_prompts, p.n_sentence_prompts, p.device, p.dtype, p.data_dir) == (
-        "gpt2-large", 1000, 500, "cuda", "bfloat16", Path("/data"))
+        "gpt2-large", 1000, 500, "cuda", "bfloat16", Path("/"))
 
 
 @pytest.mark.parametrize("value", ["many", "0"])

@@ -1,0 +1,36 @@
+"""A notebook given a bad parameter stops at the first cell that can know, with one line,
+before the slow work: the parameters cell for a missing data directory, the first prompt
+set for more prompts than a dataset holds (so no notebook prints an N it did not run)."""
+from __future__ import annotations
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+from icl_helpers.paths import REPO_ROOT
+
+
+def failing_cell(name: str, monkeypatch: pytest.MonkeyPatch, **env: str) -> tuple[str, str]:
+    """Run notebooks/`name` with `env` set; the source of the cell that raised, and its error line."""
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    path = REPO_ROOT / "notebooks" / name
+    nb = nbformat.read(path, as_version=4)
+    with pytest.raises(CellExecutionError):
+        NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    cell = next(c for c in nb.cells if any(o.output_type == "error" for o in c.get("outputs", [])))
+    error = next(o for o in cell.outputs if o.output_type == "error")
+    return cell.source, f"{error.ename}: {error.evalue}"
+
+
+def test_a_missing_data_directory_stops_the_parameters_cell(tmp_path, monkeypatch):
+    source, error = failing_cell("02_project.ipynb", monkeypatch, ICL_DATA_DIR=str(tmp_path / "no-such"))
+    assert "p = notebook_params(" in source and "load_model" not in source  # before the model and the word datasets
+    assert error.startswith(f"UsageError: Data directory {tmp_path}/no-such does not exist")
+
+
+def test_more_prompts_than_a_dataset_holds_stops_before_any_pass(monkeypatch):
+    source, error = failing_cell("01_locate.ipynb", monkeypatch, ICL_N_PROMPTS="1001", TQDM_DISABLE="1")
+    assert source.startswith("table2 = accuracy.accuracy_table(")  # the first cell that builds prompts
+    assert error == ("UsageError: sentiment_number has 1,000 records: ask for at most 1,000 prompts, not 1,001.")
