@@ -1,4 +1,5 @@
-"""Command line: `python -m icl_helpers locate --model NAME --prompt TEXT --json OUT`.
+"""Command line: `python -m icl_helpers locate --model NAME --prompt TEXT --json OUT` and
+`python -m icl_helpers report --model NAME --n N --sentence-n N2 --json OUT --markdown OUT.md`.
 
 Every argument is checked before torch and transformers are imported or a model loads, so a
 mistake costs a moment and one line, never a finished run.
@@ -58,20 +59,20 @@ def read_prompts(texts: list[str] | None, file: str | None) -> list[str]:
     return check_prompts(prompts)
 
 
-def check_output(file: str) -> Path:
+def check_output(file: str, flag: str = "--json") -> Path:
     """The output path, if a file can be written there; else a UsageError saying why."""
     path = Path(file)
     if path.is_dir():
-        raise UsageError(f"--json {path} is a folder: give a file name, e.g. {path / 'locate.json'}.")
+        raise UsageError(f"{flag} {path} is a folder: give a file name, e.g. {path / 'out'}.")
     folder = path.parent
     if not folder.is_dir():
-        raise UsageError(f"--json {path}: the folder {folder} does not exist; create it first.")
+        raise UsageError(f"{flag} {path}: the folder {folder} does not exist; create it first.")
     try:  # a real write, not os.access: root passes os.access even where nothing can be written
         tempfile.TemporaryFile(dir=folder).close()
         if path.exists():
             path.open("ab").close()
     except OSError:
-        raise UsageError(f"--json {path} cannot be written: choose a writable place.") from None
+        raise UsageError(f"{flag} {path} cannot be written: choose a writable place.") from None
     return path
 
 
@@ -102,18 +103,47 @@ def cmd_locate(args: argparse.Namespace) -> None:
     print(f"{len(prompts)} prompts; top heads (layer.head, mean increase): {best}; wrote {out}")
 
 
+def cmd_report(args: argparse.Namespace) -> None:
+    out = check_output(args.json)
+    md = check_output(args.markdown, "--markdown") if args.markdown else None
+    if args.data_dir and not Path(args.data_dir).is_dir():
+        raise UsageError(f"--data-dir {args.data_dir} does not exist: give a folder holding sst2/, trec/, agnews/, ethos/.")
+    from . import claims  # torch and transformers load only now
+    from .model.loading import load_model
+    from .studies.report import report
+
+    m = load_model(args.model, device=args.device, dtype=args.dtype)
+    findings = report(m, args.n, args.sentence_n, args.seed, args.data_dir, progress=lambda step: print(f"... {step}"))
+    out.write_text(json.dumps({"model": args.model, "n": args.n, "sentence_n": args.sentence_n, "seed": args.seed,
+                               "claims": [f.to_dict() for f in findings]}, indent=1))
+    if md:
+        md.write_text(f"# {args.model}: the paper's claims, tested\n\n{args.n} prompts a word dataset, {args.sentence_n} "
+                      f"a sentence dataset, seed {args.seed}; 95% bootstrap intervals over prompts.\n\n"
+                      + claims.markdown(findings))
+    counts = {v: sum(f.verdict == v for f in findings) for v in dict.fromkeys(f.verdict for f in findings)}
+    print(f"{len(findings)} claims: " + ", ".join(f"{c} {v}" for v, c in counts.items()) + f"; wrote {out}" + (f" and {md}" if md else ""))
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="python -m icl_helpers", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="python -m icl_helpers", description="Locate in-context heads (locate), or test the paper's claims (report).")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("locate", help="log-probability increase of every layer and head")
-    p.add_argument("--model", default=BUNDLED, help=f"hub id, local directory or {BUNDLED} (default)")
+    model = _Parser(add_help=False)  # the arguments both commands take
+    model.add_argument("--model", default=BUNDLED, help=f"hub id, local directory or {BUNDLED} (default)")
+    model.add_argument("--device", type=_device, default=None, help="cpu, cuda, cuda:N, mps or auto (default: cuda if present)")
+    model.add_argument("--dtype", choices=DTYPE_NAMES, default=None, help="float32 (default), bfloat16 or float16")
+    model.add_argument("--json", required=True, help="where to write the results")
+    p = sub.add_parser("locate", parents=[model], help="log-probability increase of every layer and head")
     p.add_argument("--prompt", action="append", help="a prompt; repeat for more")
     p.add_argument("--prompts", help="a UTF-8 text file, one prompt a line")
-    p.add_argument("--json", required=True, help="where to write the results")
     p.add_argument("--batch-size", type=_positive, default=32)
-    p.add_argument("--device", type=_device, default=None, help="cpu, cuda, cuda:N, mps or auto (default: cuda if present)")
-    p.add_argument("--dtype", choices=DTYPE_NAMES, default=None, help="float32 (default), bfloat16 or float16")
     p.set_defaults(run=cmd_locate)
+    r = sub.add_parser("report", parents=[model], help="test every claim of the paper: ours, its 95%% interval, a verdict")
+    r.add_argument("--n", type=_positive, default=64, help="prompts a word dataset (the paper: 1000)")
+    r.add_argument("--sentence-n", type=_positive, default=16, help="prompts a sentence dataset (the paper: 1000)")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--data-dir", default=None, help="sentence datasets (default: $ICL_DATA_DIR, ../shared/datasets, the hub)")
+    r.add_argument("--markdown", help="also write the findings as one markdown table")
+    r.set_defaults(run=cmd_report)
     args = parser.parse_args(argv)
     try:
         args.run(args)

@@ -32,13 +32,15 @@ def test_locate_writes_the_report(small, tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["locate", "--json", "x.json"], "No prompts given"),
     (["locate", "--prompts", "/nonexistent.txt", "--json", "x.json"], "does not exist"),
-    (["locate", "--prompt", "a : foo b :", "--json", "{tmp}"], "is a folder: give a file name"),
+    (["locate", "--prompt", "a : foo b :", "--json", "{tmp}"], "--json {tmp} is a folder: give a file name"),
     (["locate", "--prompt", "a : foo b :", "--json", "{tmp}/no/such/out.json"], "the folder {tmp}/no/such does not exist"),
     (["locate", "--prompts", "{tmp}/latin1.txt", "--json", "x.json"], "{tmp}/latin1.txt:2 is not UTF-8 text"),
     (["locate", "--prompt", "a : foo b :", "--prompt", "  ", "--json", "x.json"], "Prompt 1 is empty: every prompt needs text."),
     # /proc refuses new files even to root, who passes every os.access check
     (["locate", "--prompt", "a : foo b :", "--json", "/proc/locate.json"], "--json /proc/locate.json cannot be written"),
     (["locate", "--prompt", "a : foo b :", "--json", "/proc/version"], "--json /proc/version cannot be written"),
+    (["report", "--json", "x.json", "--markdown", "{tmp}"], "--markdown {tmp} is a folder: give a file name"),
+    (["report", "--json", "x.json", "--data-dir", "{tmp}/no-such"], "--data-dir {tmp}/no-such does not exist"),
 ])
 def test_bad_input_is_one_line_before_torch_loads(argv, message, capsys, tmp_path, monkeypatch):
     (tmp_path / "latin1.txt").write_bytes("a : foo b :\ncaf\xe9 : bar d :\n".encode("latin-1"))
@@ -56,6 +58,7 @@ def test_bad_input_is_one_line_before_torch_loads(argv, message, capsys, tmp_pat
     (["--batch-size", "0"], "argument --batch-size: must be at least 1, not 0"),
     (["--batch-size", "-1"], "must be at least 1, not -1"),
     (["--batch-size", "two"], "'two' is not a whole number"),
+    (["--n", "0"], "unrecognized arguments: --n 0"),  # --n belongs to report, not locate
 ])
 def test_argument_errors_come_before_torch_is_imported(args, message):
     """In a fresh interpreter: the error, and torch never imported (so it answers at once)."""

@@ -180,6 +180,7 @@ class BiasEffect:
     intervened: BiasCount
     accuracy_biased: tuple[float, float]  # top-1 on the biased prompts: (plain, intervened)
     accuracy_standard: tuple[float, float]  # top-1 on the standard (balanced) prompts: (plain, intervened)
+    flags: torch.Tensor | None = None  # [N, 3] bool a biased prompt: exposed, biased plainly, biased intervened
 
     @property
     def reduction(self) -> float:
@@ -234,10 +235,13 @@ def bias_effect(
             for name, prompts, cm in (("biased", biased, None), ("biased+", biased, intervene),
                                       ("standard", standard, None), ("standard+", standard, intervene))}
     count = {name: bias_count(runs[name].top, runs[name].true_id, target) for name in ("biased", "biased+")}
+    exposed = (target >= 0) & (target != runs["biased"].true_id)
+    flags = torch.stack([exposed, exposed & (runs["biased"].top == target), exposed & (runs["biased+"].top == target)], 1)
     return BiasEffect(
         count["biased"], count["biased+"],
         (runs["biased"].top1, runs["biased+"].top1),
         (runs["standard"].top1, runs["standard+"].top1),
+        flags,
     )
 
 

@@ -1,0 +1,322 @@
+"""The paper's claims, each with the number the paper gives and a verdict rule fixed before
+looking at our data; and the judges that apply a rule to a study's per-prompt results.
+
+A judge takes tensors (one row a prompt), returns a `Finding`: our headline number, its 95%
+bootstrap interval over prompts (`stats`), N, the verdict and why. Verdicts: "replicates",
+"partly", "does not replicate", or "not tested" (with the reason). `studies.report` runs
+the studies and calls the judges; each notebook ends with the table of its claims.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+import pandas as pd
+import torch
+
+from .core.heads import Head, top_heads
+from .stats import bootstrap_ci, mean_ci
+
+REPLICATES, PARTLY, FAILS, NOT_TESTED = "replicates", "partly", "does not replicate", "not tested"
+RECENCY = ("the balanced format puts the true labels next to the input, so this does not yet separate the true label "
+           "from the nearest one (the recency control is still to come)")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the paper and how we judge it."""
+
+    id: str
+    claim: str  # the paper's statement
+    paper: str  # the paper's number, as it gives it
+    rule: str  # the verdict rule, fixed before our data were seen
+
+
+CLAIMS = {c.id: c for c in [
+    Claim("table2", "GPT-2 large learns the word tasks in context (Table 2)",
+          "top-1 87-100% in all 8 cells (number inputs 94/100, sentiment inputs 92/87, country 100/100, animal 100/100)",
+          "replicates: top-1 >= 80% in every cell; partly: pooled top-1 >= 50% but some cell below 80%; "
+          "does not replicate: pooled top-1 below 50%"),
+    Claim("fig2", "Attention layers, deep ones above all, carry the increase of the predicted label; FFN layers little (Fig. 2)",
+          "almost all of the increase in deep attention layers (one example prompt)",
+          "replicates: the summed attention-layer increase exceeds the summed FFN increase (95% CI of the difference "
+          "above 0) and the deeper half of the layers carries most of the attention increase; does not replicate: "
+          "the CI lies below 0; partly: otherwise"),
+    Claim("fig3_4", "The in-context heads (top 20 by increase) lie in deep layers (Figs. 3, 4)",
+          "top 20 of 720 heads (2.8%) in layers 18-31 of 36",
+          "replicates: >= 80% of the top 20 in the deeper half of the layers; partly: >= 50%; does not replicate: fewer"),
+    Claim("fig12_15", "The in-context heads are largely the same across datasets (Figs. 12-15)",
+          "largely the same heads in every dataset",
+          "replicates: two datasets share >= 50% of their top 20 on average; partly: >= 25%; does not replicate: fewer"),
+    Claim("table1", "A top in-context head's label values project to the label words (Table 1)",
+          "head 22-0: label values' top tokens are the labels (BAR, Bar / foo, Foo)",
+          "replicates: every label value of the top head has its own label among its top 10 tokens; partly: not the "
+          "top head's, but one of the top 5 heads' do; does not replicate: none of the top 5"),
+    Claim("table3", "The same on a correctly predicted AG News prompt (Table 3, Appendix C)",
+          "label values project to the labels", "as table1, on the first correctly predicted AG News prompt"),
+    Claim("fig5", "Label values of in-context heads rank their labels far above random heads of the same layer (Fig. 5)",
+          "in-context heads far above random; weakest head 19-11 MRR 0.0033",
+          "replicates: the in-context heads' mean MRR (95% CI) lies above the 95th percentile of 20 layer-matched "
+          "random draws and >= 75% of the heads beat their layer's random mean; partly: one of the two; "
+          "does not replicate: neither"),
+    Claim("fig6", "In-context heads attend more to the true labels than to the false ones (Fig. 6)",
+          "true-label weight far above false-label weight",
+          "replicates: mean (true - false) summed attention in the top 20 heads has its 95% CI above 0 and true > false "
+          "in >= 75% of heads; partly: one of the two; does not replicate: neither"),
+    Claim("fig7", "A label's attention weight rises with its head's log-probability increase (Fig. 7)",
+          "a rising relation", "replicates: Spearman >= 0.3 with its 95% CI above 0; partly: CI above 0; "
+          "does not replicate: otherwise"),
+    Claim("fig8", "Imbalanced prompts: summed attention on true labels drops, on false labels rises (Fig. 8)",
+          "true down, false up in the in-context heads",
+          "replicates: the mean change of true-label attention has its 95% CI below 0 and that of false-label attention "
+          "above 0; partly: one of the two; does not replicate: neither"),
+    Claim("fig9", "Re-ordered prompts: summed attention on true labels drops in every in-context head (Fig. 9)",
+          "true down in every in-context head",
+          "replicates: the mean change of true-label attention has its 95% CI below 0 and drops in >= 90% of heads; "
+          "partly: one of the two; does not replicate: neither"),
+    Claim("fig10_11", "Figs. 8 and 9 hold on the sentence datasets (Figs. 10, 11)", "as Figs. 8, 9",
+          "the fig8 and fig9 rules on the sentence datasets pooled: replicates if both replicate; does not replicate "
+          "if neither does at least partly; partly otherwise"),
+    Claim("app_b_mrr", "Appendix B: label-value MRR in the heads shared by the sentence datasets (Figs. 16-18)",
+          "in-context heads far above random", "as fig5, on the shared heads, per sentence dataset"),
+    Claim("app_b_attention", "Appendix B: true/false attention in the shared heads (Figs. 19-21)",
+          "true above false", "as fig6, on the shared heads, per sentence dataset"),
+    Claim("app_d", "Appendix D: the same picture in LLaMA 7B, 13B, 30B", "label-value MRR and true > false attention",
+          "as fig5 and fig6, for the single head with the largest increase"),
+    Claim("app_e", "Appendix E: position- and neuron-level increases", "label positions carry the head's increase",
+          "replicates: the top head's largest position-level increases lie at true-label positions in most prompts"),
+    Claim("causal", "Ablating the in-context heads destroys accuracy; random heads do not (EMNLP version)",
+          "87.6% -> 24.4% top-1 with the top 20 in-context heads ablated",
+          "replicates: with the top 20 ablated, top-1 falls below the 5th percentile of 20 layer-matched random draws "
+          "and by >= half; partly: below the 5th percentile only; does not replicate: otherwise"),
+    Claim("majority_bias", "Balancing label attention in the in-context heads reduces majority-label bias",
+          "reduced by 22%", "replicates: relative reduction >= 11% (half the paper's) with its 95% CI above 0; "
+          "partly: CI above 0; does not replicate: otherwise"),
+    Claim("recency_bias", "Position-free label keys in the in-context heads reduce recency bias",
+          "reduced by 17%", "replicates: relative reduction >= 8.5% (half the paper's) with its 95% CI above 0; "
+          "partly: CI above 0; does not replicate: otherwise"),
+]}
+
+
+@dataclass
+class Finding:
+    """Our result for one claim."""
+
+    id: str
+    claim: str
+    paper: str
+    ours: float | str | None
+    ci: tuple[float, float] | None
+    n: int | None
+    verdict: str
+    why: str
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["ci"] = list(self.ci) if self.ci is not None else None
+        return d
+
+
+def finding(id: str, ours: float | str | None, ci: tuple[float, float] | None, n: int | None, verdict: str,
+            why: str) -> Finding:
+    c = CLAIMS[id]
+    return Finding(id, c.claim, c.paper, ours, ci, n, verdict, why)
+
+
+def not_tested(id: str, reason: str) -> Finding:
+    return finding(id, None, None, None, NOT_TESTED, reason)
+
+
+def _both(a: bool, b: bool) -> str:
+    """Two conditions: both replicates, one partly, neither does not replicate."""
+    return REPLICATES if a and b else PARTLY if a or b else FAILS
+
+
+def judge_table2(correct: dict[str, torch.Tensor]) -> Finding:
+    """correct: per cell (e.g. "number inputs, true label foo"), [N] bool top-1 hits."""
+    pooled = torch.cat(list(correct.values())).double()
+    cells = {name: float(c.double().mean()) for name, c in correct.items()}
+    ours = float(pooled.mean())
+    ci = bootstrap_ci(list(correct.values()), lambda *cs: torch.cat(cs).double().mean())
+    verdict = REPLICATES if min(cells.values()) >= 0.8 else PARTLY if ours >= 0.5 else FAILS
+    worst = min(cells, key=cells.get)
+    return finding("table2", ours, ci, len(pooled), verdict,
+                   f"pooled top-1 over {len(cells)} cells; lowest cell {worst}: {cells[worst]:.0%}")
+
+
+def judge_fig2(attn: torch.Tensor, ffn: torch.Tensor) -> Finding:
+    """attn, ffn: [N, L] layer-level increases of N prompts."""
+    L = attn.shape[1]
+    diff = attn.sum(1) - ffn.sum(1)
+    ci = mean_ci(diff)
+    total = float(attn.sum())
+    deep = float(attn[:, L // 2:].sum()) / total if total > 0 else float("nan")
+    verdict = REPLICATES if ci[0] > 0 and deep > 0.5 else FAILS if ci[1] < 0 else PARTLY
+    share = f"{deep:.0%}" if total > 0 else "none (the attention layers' total is not positive)"
+    return finding("fig2", float(diff.mean()), ci, len(diff), verdict,
+                   f"ours is the mean over prompts of (summed attention-layer increase - summed FFN increase): "
+                   f"attention {float(attn.sum(1).mean()):+.2f}, FFN {float(ffn.sum(1).mean()):+.2f} a prompt; "
+                   f"deeper half's share of the attention increase {share}; the paper shows one prompt, we average N")
+
+
+def _deep_share(head: torch.Tensor, k: int) -> float:
+    """Share of the top k heads of head [N, L, H] in the deeper half of the layers."""
+    L = head.shape[1]
+    return sum(l >= L / 2 for l, _ in top_heads(head.mean(0), k)) / k
+
+
+def judge_fig3_4(heads: dict[str, torch.Tensor], k: int = 20) -> Finding:
+    """heads: per dataset, head-level increases [N, L, H]."""
+    share = lambda *hs: sum(_deep_share(h, k) for h in hs) / len(hs)  # noqa: E731
+    ours = share(*heads.values())
+    ci = bootstrap_ci(list(heads.values()), share, draws=200)
+    L, H = next(iter(heads.values())).shape[1:]
+    verdict = REPLICATES if ours >= 0.8 else PARTLY if ours >= 0.5 else FAILS
+    return finding("fig3_4", ours, ci, sum(len(h) for h in heads.values()), verdict,
+                   f"share of each dataset's top {k} in layers >= {L / 2:g} of {L}, mean over {len(heads)} datasets; "
+                   f"top {k} of {L * H} heads is {k / (L * H):.1%} (paper 2.8%)")
+
+
+def judge_fig12_15(heads: dict[str, torch.Tensor], k: int = 20) -> Finding:
+    """heads: per dataset (two or more), head-level increases [N, L, H]."""
+    def shared(*hs: torch.Tensor) -> float:
+        tops = [set(top_heads(h.mean(0), k)) for h in hs]
+        pairs = [(a, b) for i, a in enumerate(tops) for b in tops[i + 1:]]
+        return sum(len(a & b) for a, b in pairs) / len(pairs) / k
+
+    ours = shared(*heads.values())
+    ci = bootstrap_ci(list(heads.values()), shared, draws=200)
+    L, H = next(iter(heads.values())).shape[1:]
+    verdict = REPLICATES if ours >= 0.5 else PARTLY if ours >= 0.25 else FAILS
+    return finding("fig12_15", ours, ci, sum(len(h) for h in heads.values()), verdict,
+                   f"mean share of top {k} heads two of {len(heads)} datasets have in common ({', '.join(heads)}); "
+                   f"chance {k / (L * H):.1%}")
+
+
+def judge_label_values(id: str, hits: Sequence[float], heads: Sequence[Head], where: str) -> Finding:
+    """hits: for the top 5 heads in order, the share of label values with their own label
+    among their top 10 tokens, on one prompt (`where`)."""
+    verdict = REPLICATES if hits[0] == 1 else PARTLY if any(h == 1 for h in hits) else FAILS
+    shown = ", ".join(f"{l}-{h}: {x:.0%}" for (l, h), x in zip(heads, hits))
+    return finding(id, float(hits[0]), None, 1, verdict, f"{where}; label values with their label in the top 10, "
+                   f"top 5 heads: {shown}")
+
+
+def judge_fig5(mrr: torch.Tensor, random_mrr: torch.Tensor, heads: Sequence[Head]) -> Finding:
+    """mrr: [N, S] reciprocal rank a prompt (mean over its labels) in the S in-context heads;
+    random_mrr: [D, N, S] the same for D draws of a random head of each one's layer."""
+    ours = float(mrr.mean())
+    ci = mean_ci(mrr)
+    draws = random_mrr.mean((1, 2))  # [D]
+    p95 = float(torch.quantile(draws.double(), 0.95))
+    above = int((mrr.mean(0) > random_mrr.mean((0, 1))).sum())
+    verdict = _both(ci[0] > p95, above >= 0.75 * len(heads))
+    return finding("fig5", ours, ci, len(mrr), verdict,
+                   f"mean MRR of {len(heads)} in-context heads against {len(draws)} layer-matched random draws "
+                   f"(mean {float(draws.mean()):.4f}, 95th percentile {p95:.4f}); {above}/{len(heads)} heads above "
+                   f"their layer's random mean")
+
+
+def judge_fig6(true: torch.Tensor, false: torch.Tensor) -> Finding:
+    """true, false: [N, S] summed attention on true / false labels in S in-context heads."""
+    diff = (true - false).mean(1)
+    ci = mean_ci(diff)
+    above = int((true.mean(0) > false.mean(0)).sum())
+    S = true.shape[1]
+    return finding("fig6", float(diff.mean()), ci, len(diff), _both(ci[0] > 0, above >= 0.75 * S),
+                   f"mean summed attention true {float(true.mean()):.3f}, false {float(false.mean()):.3f}; "
+                   f"true > false in {above}/{S} heads; {RECENCY}")
+
+
+def spearman(x: torch.Tensor, y: torch.Tensor) -> float:
+    """Spearman correlation of two flattened tensors of equal size (ties broken by order)."""
+    rank = lambda v: v.flatten().double().argsort().argsort().double()  # noqa: E731
+    return float(torch.corrcoef(torch.stack([rank(x), rank(y)]))[0, 1])
+
+
+def judge_fig7(attention: torch.Tensor, increase: torch.Tensor) -> Finding:
+    """attention, increase: [N, S] a head's summed true-label attention and its increase."""
+    pairs = torch.stack([attention, increase], -1)  # [N, S, 2]: resampled together, by prompt
+    ours = spearman(attention, increase)
+    ci = bootstrap_ci([pairs], lambda p: spearman(p[..., 0], p[..., 1]))
+    verdict = REPLICATES if ours >= 0.3 and ci[0] > 0 else PARTLY if ci[0] > 0 else FAILS
+    return finding("fig7", ours, ci, len(pairs), verdict,
+                   f"Spearman over {attention.numel()} (prompt, head) pairs of the top {attention.shape[1]} heads; ours "
+                   f"pairs a head's summed true-label attention with the whole head's increase (the paper: each label "
+                   f"position's weight with that position's increase)")
+
+
+def _change(before: tuple[torch.Tensor, torch.Tensor], after: tuple[torch.Tensor, torch.Tensor]):
+    """Per prompt, the mean change over heads of true- and of false-label attention, [N] each;
+    before and after are (true, false) [N, S] on the same records."""
+    return (after[0] - before[0]).mean(1), (after[1] - before[1]).mean(1)
+
+
+def judge_fig8(before: tuple[torch.Tensor, torch.Tensor], after: tuple[torch.Tensor, torch.Tensor],
+               id: str = "fig8") -> Finding:
+    """Balanced (true, false) [N, S] against imbalanced prompts of the same records."""
+    dt, df = _change(before, after)
+    ci_t, ci_f = mean_ci(dt), mean_ci(df)
+    per_label = f"{float(before[0].mean()) / 2:.3f} -> {float(after[0].mean()):.3f}"
+    return finding(id, float(dt.mean()), ci_t, len(dt), _both(ci_t[1] < 0, ci_f[0] > 0),
+                   f"ours: mean change of summed true-label attention; false-label change {float(df.mean()):+.3f} "
+                   f"(CI {ci_f[0]:+.3f} to {ci_f[1]:+.3f}); per true-label position (two labels, then one) {per_label}; "
+                   f"{RECENCY}")
+
+
+def judge_fig9(before: tuple[torch.Tensor, torch.Tensor], after: tuple[torch.Tensor, torch.Tensor],
+               id: str = "fig9") -> Finding:
+    """Balanced (true, false) [N, S] against re-ordered prompts of the same records."""
+    dt, _ = _change(before, after)
+    ci = mean_ci(dt)
+    down = int((after[0].mean(0) < before[0].mean(0)).sum())
+    S = before[0].shape[1]
+    return finding(id, float(dt.mean()), ci, len(dt), _both(ci[1] < 0, down >= 0.9 * S),
+                   f"ours: mean change of summed true-label attention; it drops in {down}/{S} heads; {RECENCY}")
+
+
+def judge_fig10_11(imbalanced: Finding, reordered: Finding) -> Finding:
+    """The fig8 and fig9 judgements made on the sentence datasets."""
+    verdicts = (imbalanced.verdict, reordered.verdict)
+    verdict = REPLICATES if verdicts == (REPLICATES, REPLICATES) else FAILS if set(verdicts) == {FAILS} else PARTLY
+    return finding("fig10_11", f"imbalanced: {imbalanced.verdict}; re-ordered: {reordered.verdict}", None,
+                   imbalanced.n, verdict, f"imbalanced: {imbalanced.why}. Re-ordered: {reordered.why}")
+
+
+def judge_bias(id: str, flags: torch.Tensor, paper: float) -> Finding:
+    """flags: [N, 3] bool a prompt: exposed (its biased label is wrong), biased plainly,
+    biased with the intervention."""
+    def reduction(f: torch.Tensor) -> float:
+        plain, after = float((f[:, 0] & f[:, 1]).sum()), float((f[:, 0] & f[:, 2]).sum())
+        return (plain - after) / plain if plain else float("nan")
+
+    ours = reduction(flags)
+    ci = bootstrap_ci([flags], reduction)
+    exposed, plain = int(flags[:, 0].sum()), int((flags[:, 0] & flags[:, 1]).sum())
+    verdict = REPLICATES if ours >= paper / 2 and ci[0] > 0 else PARTLY if ci[0] > 0 else FAILS
+    return finding(id, ours, ci, len(flags), verdict,
+                   f"relative reduction of the bias rate; {plain}/{exposed} exposed prompts biased plainly, "
+                   f"{int((flags[:, 0] & flags[:, 2]).sum())} with the intervention")
+
+
+def table(findings: Sequence[Finding]) -> pd.DataFrame:
+    """One row a claim: claim, paper, ours (CI), N, verdict."""
+    return pd.DataFrame([{"claim": f.claim, "paper": f.paper, "ours (95% CI)": ours_text(f), "N": f.n,
+                          "verdict": f.verdict} for f in findings], index=[f.id for f in findings])
+
+
+def ours_text(f: Finding) -> str:
+    if f.ours is None:
+        return f"- ({f.why})"
+    if isinstance(f.ours, str):
+        return f.ours
+    ci = f" ({f.ci[0]:.3g} to {f.ci[1]:.3g})" if f.ci is not None else ""
+    return f"{f.ours:.3g}{ci}"
+
+
+def markdown(findings: Sequence[Finding]) -> str:
+    """The findings as one markdown table: claim, paper, ours (CI), verdict."""
+    rows = ["| id | claim | paper | ours (95% CI) | N | verdict |", "|---|---|---|---|---|---|"]
+    rows += [f"| {f.id} | {f.claim} | {f.paper} | {ours_text(f)} | {f.n if f.n is not None else '-'} | {f.verdict} |"
+             for f in findings]
+    return "\n".join(rows) + "\n"

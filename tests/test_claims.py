@@ -1,0 +1,154 @@
+"""Verdict rules on constructed inputs (one that must replicate, one that must not, and the
+middle where a rule has one), the bootstrap interval, and the report's shape and numbers."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from icl_helpers import claims
+from icl_helpers.claims import FAILS, NOT_TESTED, PARTLY, REPLICATES
+from icl_helpers.stats import bootstrap_ci, mean_ci
+from icl_helpers.studies import label_attention, report
+from icl_helpers.studies.runner import prompt_set
+
+g = torch.Generator().manual_seed(0)
+
+
+def noise(*shape: int, scale: float = 0.01) -> torch.Tensor:
+    return torch.randn(*shape, generator=g) * scale
+
+
+def test_the_bootstrap_interval_covers_the_mean_and_narrows_with_n():
+    wide, narrow = mean_ci(torch.randn(50, generator=g) + 3), mean_ci(torch.randn(5000, generator=g) + 3)
+    assert wide[0] < 3 < wide[1] and narrow[0] < 3 < narrow[1]
+    assert narrow[1] - narrow[0] < (wide[1] - wide[0]) / 5  # about sqrt(100) = 10 times narrower
+    assert mean_ci(torch.ones(10)) == (1.0, 1.0)
+    assert bootstrap_ci([torch.zeros(3)], lambda x: float("nan")) != bootstrap_ci([torch.zeros(3)], lambda x: 0.0)
+
+
+def test_every_claim_of_the_issue_is_registered_with_a_rule():
+    ids = ("table2 fig2 fig3_4 fig12_15 table1 table3 fig5 fig6 fig7 fig8 fig9 fig10_11 app_b_mrr app_b_attention app_d "
+           "app_e causal majority_bias recency_bias").split()
+    assert list(claims.CLAIMS) == ids
+    assert all(c.claim and c.paper and c.rule for c in claims.CLAIMS.values())
+
+
+def test_table2():
+    cells = lambda hits: {f"cell {i}": torch.tensor(h) for i, h in enumerate(hits)}  # noqa: E731
+    assert claims.judge_table2(cells([[1] * 9 + [0]] * 8)).verdict == REPLICATES  # 90% everywhere
+    f = claims.judge_table2(cells([[1] * 10] * 7 + [[1] * 5 + [0] * 5]))
+    assert f.verdict == PARTLY and f.ours == pytest.approx(75 / 80) and f.n == 80 and "cell 7: 50%" in f.why
+    assert claims.judge_table2(cells([[0] * 10] * 8)).verdict == FAILS
+
+
+def test_fig2():
+    N, L = 30, 10
+    deep_attention = torch.zeros(N, L)
+    deep_attention[:, 7] = 2 + noise(N)
+    assert claims.judge_fig2(deep_attention, noise(N, L)).verdict == REPLICATES
+    shallow = deep_attention.roll(-6, 1)  # the attention increase in layer 1: attention beats FFN, but not deep
+    assert claims.judge_fig2(shallow, noise(N, L)).verdict == PARTLY
+    f = claims.judge_fig2(noise(N, L), deep_attention)  # the FFN layers carry it
+    assert f.verdict == FAILS and f.ci[1] < 0 and f.ours == pytest.approx(float(-deep_attention.sum(1).mean()), abs=0.1)
+
+
+def test_fig3_4_and_fig12_15():
+    N, L, H, k = 12, 8, 10, 20
+    deep = noise(N, L, H)
+    deep[:, 5:, :7] += 1  # 21 strong heads, all in the deeper half
+    shallow = noise(N, L, H)
+    shallow[:, :3, 3:] += 1
+    assert claims.judge_fig3_4({"a": deep, "b": deep.flip(0)}, k).verdict == REPLICATES
+    assert claims.judge_fig3_4({"a": shallow}, k).verdict == FAILS
+    mixed = claims.judge_fig3_4({"a": deep, "b": shallow}, k)
+    assert mixed.verdict == PARTLY and mixed.ours == 0.5
+    same = claims.judge_fig12_15({"a": deep, "b": deep + noise(N, L, H, scale=0.001)}, k)
+    assert same.verdict == REPLICATES and same.ours >= 0.9
+    assert claims.judge_fig12_15({"a": deep, "b": shallow}, k).verdict == FAILS
+
+
+def test_label_values():
+    heads = [(5, 0), (5, 1), (6, 0), (6, 1), (7, 0)]
+    assert claims.judge_label_values("table1", [1, 0, 0, 0, 0], heads, "x").verdict == REPLICATES
+    f = claims.judge_label_values("table1", [0, 0.5, 1, 0, 0], heads, "x")
+    assert f.verdict == PARTLY and "6-0: 100%" in f.why and f.ci is None
+    assert claims.judge_label_values("table1", [0.75] * 5, heads, "x").verdict == FAILS
+
+
+def test_fig5():
+    N, S, D = 40, 20, 20
+    heads = [(l, 0) for l in range(S)]
+    random = (torch.rand(D, N, S, generator=g) * 0.002)
+    assert claims.judge_fig5(0.3 + noise(N, S), random, heads).verdict == REPLICATES
+    few = noise(N, S, scale=0.0001).abs()
+    few[:, :5] = 0.9  # five very strong heads lift the mean, fifteen lie below random
+    assert claims.judge_fig5(few, random, heads).verdict == PARTLY
+    assert claims.judge_fig5(torch.rand(N, S, generator=g) * 0.002, random, heads).verdict == FAILS
+
+
+def test_fig6_and_fig7():
+    N, S = 40, 20
+    true, false = 0.3 + noise(N, S), 0.1 + noise(N, S)
+    assert claims.judge_fig6(true, false).verdict == REPLICATES
+    assert claims.judge_fig6(false, true).verdict == FAILS
+    increase = torch.rand(N, S, generator=g)
+    assert claims.judge_fig7(increase * 0.5 + noise(N, S), increase).verdict == REPLICATES
+    f = claims.judge_fig7(torch.rand(N, S, generator=g), increase)
+    assert f.verdict == FAILS and f.ci[0] < 0 < f.ci[1]
+
+
+def test_fig8_fig9_and_fig10_11():
+    N, S = 40, 20
+    before = (0.3 + noise(N, S), 0.1 + noise(N, S))
+    moved = (0.2 + noise(N, S), 0.2 + noise(N, S))  # true down, false up
+    assert claims.judge_fig8(before, moved).verdict == REPLICATES
+    assert claims.judge_fig8(before, (moved[0], before[1] + noise(N, S))).verdict in (PARTLY, REPLICATES)
+    assert claims.judge_fig8(before, (before[0] + 0.1, before[1] - 0.05)).verdict == FAILS
+    f9 = claims.judge_fig9(before, moved)
+    assert f9.verdict == REPLICATES and "drops in 20/20 heads" in f9.why
+    assert claims.judge_fig9(before, (before[0] + 0.1, before[1])).verdict == FAILS
+    yes, no = claims.judge_fig8(before, moved), claims.judge_fig9(before, (before[0] + 0.1, before[1]))
+    assert claims.judge_fig10_11(yes, f9).verdict == REPLICATES
+    assert claims.judge_fig10_11(yes, no).verdict == PARTLY
+    assert claims.judge_fig10_11(no, no).verdict == FAILS
+
+
+def test_bias():
+    N = 200
+    exposed = torch.ones(N, dtype=torch.bool)
+    plain = torch.arange(N) % 2 == 0  # half biased
+    gone = plain & (torch.arange(N) % 4 == 0)  # half of those still biased: a 50% reduction
+    f = claims.judge_bias("majority_bias", torch.stack([exposed, plain, gone], 1), 0.22)
+    assert f.verdict == REPLICATES and f.ours == pytest.approx(0.5) and "100/200" in f.why
+    assert claims.judge_bias("majority_bias", torch.stack([exposed, plain, plain], 1), 0.22).verdict == FAILS
+    small = plain.clone()
+    small[:10] = False  # ten of the hundred biased prompts freed: 10%, CI above 0, under half the paper's 22%
+    assert claims.judge_bias("majority_bias", torch.stack([exposed, plain, small & plain], 1), 0.22).verdict == PARTLY
+
+
+def test_not_tested_and_the_tables():
+    f = claims.not_tested("app_d", "needs a GPU")
+    assert f.verdict == NOT_TESTED and f.ours is None and "needs a GPU" in claims.markdown([f])
+    assert json.loads(json.dumps(f.to_dict()))["ci"] is None
+    assert claims.table([f]).loc["app_d", "verdict"] == NOT_TESTED
+
+
+def test_report_covers_every_claim_and_its_numbers_are_the_studies(small, tmp_path, monkeypatch):
+    """On a small random model, word datasets only: every claim in order, each number the one
+    its study gives."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    monkeypatch.setattr(report, "sentence_datasets", lambda names, data_dir=None: [])
+    findings = report.report(small, 6, 2, progress=lambda step: None)
+    assert [f.id for f in findings] == list(claims.CLAIMS)
+    assert all(f.verdict in (REPLICATES, PARTLY, FAILS, NOT_TESTED) for f in findings)
+    by = {f.id: f for f in findings}
+    assert by["fig10_11"].verdict == by["table3"].verdict == NOT_TESTED
+    sets = {d: prompt_set(small, d, "balanced", 6) for d in report.WORD}
+    from icl_helpers.studies.in_context_heads import in_context_heads
+    pairs = [label_attention.attention_on_labels(small, ps).at(in_context_heads(small, ps, report.K)) for ps in sets.values()]
+    true, false = (torch.cat(x) for x in zip(*pairs))
+    assert by["fig6"].ours == pytest.approx(float((true - false).mean()), abs=1e-6) and by["fig6"].n == 12
+    assert by["table2"].n == 24  # 6 prompts, 2 datasets, foo and bar
+    json.dumps([f.to_dict() for f in findings])
