@@ -315,8 +315,10 @@ def ours_text(f: Finding) -> str:
 
 
 def markdown(findings: Sequence[Finding]) -> str:
-    """The findings as one markdown table: claim, paper, ours (CI), verdict."""
+    """The findings as one markdown table (claim, paper, ours (CI), N, verdict), then each
+    tested claim's why and rule."""
     rows = ["| id | claim | paper | ours (95% CI) | N | verdict |", "|---|---|---|---|---|---|"]
     rows += [f"| {f.id} | {f.claim} | {f.paper} | {ours_text(f)} | {f.n if f.n is not None else '-'} | {f.verdict} |"
              for f in findings]
-    return "\n".join(rows) + "\n"
+    why = [f"- **{f.id}** ({f.verdict}): {f.why}. Rule: {CLAIMS[f.id].rule}." for f in findings if f.ours is not None]
+    return "\n".join(rows) + "\n\nWhy, claim by claim, with the rule each verdict follows:\n\n" + "\n".join(why) + "\n"
