@@ -165,16 +165,22 @@ def _deep_share(head: torch.Tensor, k: int) -> float:
     return sum(l >= L / 2 for l, _ in top_heads(head.mean(0), k)) / k
 
 
+def _head_sets(id: str, heads: dict[str, torch.Tensor], statistic, replicate_at: float, partly_at: float,
+               why: str) -> Finding:
+    """A statistic of the datasets' top heads (resampled 200 times: each re-ranks every head),
+    judged by two thresholds."""
+    ours = statistic(*heads.values())
+    ci = bootstrap_ci(list(heads.values()), statistic, draws=200)
+    verdict = REPLICATES if ours >= replicate_at else PARTLY if ours >= partly_at else FAILS
+    return finding(id, ours, ci, sum(len(h) for h in heads.values()), verdict, why)
+
+
 def judge_fig3_4(heads: dict[str, torch.Tensor], k: int = 20) -> Finding:
     """heads: per dataset, head-level increases [N, L, H]."""
-    share = lambda *hs: sum(_deep_share(h, k) for h in hs) / len(hs)  # noqa: E731
-    ours = share(*heads.values())
-    ci = bootstrap_ci(list(heads.values()), share, draws=200)
     L, H = next(iter(heads.values())).shape[1:]
-    verdict = REPLICATES if ours >= 0.8 else PARTLY if ours >= 0.5 else FAILS
-    return finding("fig3_4", ours, ci, sum(len(h) for h in heads.values()), verdict,
-                   f"share of each dataset's top {k} in layers >= {L / 2:g} of {L}, mean over {len(heads)} datasets; "
-                   f"top {k} of {L * H} heads is {k / (L * H):.1%} (paper 2.8%)")
+    return _head_sets("fig3_4", heads, lambda *hs: sum(_deep_share(h, k) for h in hs) / len(hs), 0.8, 0.5,
+                      f"share of each dataset's top {k} in layers >= {L / 2:g} of {L}, mean over {len(heads)} datasets; "
+                      f"top {k} of {L * H} heads is {k / (L * H):.1%} (paper 2.8%)")
 
 
 def judge_fig12_15(heads: dict[str, torch.Tensor], k: int = 20) -> Finding:
@@ -184,13 +190,10 @@ def judge_fig12_15(heads: dict[str, torch.Tensor], k: int = 20) -> Finding:
         pairs = [(a, b) for i, a in enumerate(tops) for b in tops[i + 1:]]
         return sum(len(a & b) for a, b in pairs) / len(pairs) / k
 
-    ours = shared(*heads.values())
-    ci = bootstrap_ci(list(heads.values()), shared, draws=200)
     L, H = next(iter(heads.values())).shape[1:]
-    verdict = REPLICATES if ours >= 0.5 else PARTLY if ours >= 0.25 else FAILS
-    return finding("fig12_15", ours, ci, sum(len(h) for h in heads.values()), verdict,
-                   f"mean share of top {k} heads two of {len(heads)} datasets have in common ({', '.join(heads)}); "
-                   f"chance {k / (L * H):.1%}")
+    return _head_sets("fig12_15", heads, shared, 0.5, 0.25,
+                      f"mean share of top {k} heads two of {len(heads)} datasets have in common ({', '.join(heads)}); "
+                      f"chance {k / (L * H):.1%}")
 
 
 def judge_label_values(id: str, hits: Sequence[float], heads: Sequence[Head], where: str) -> Finding:
