@@ -28,6 +28,13 @@ def check_prompts(prompts: list[str]) -> list[str]:
     return prompts
 
 
+def check_batch_size(batch_size: int) -> int:
+    """batch_size, or a UsageError where it is below 1."""
+    if batch_size < 1:
+        raise UsageError(f"batch_size must be at least 1, not {batch_size}.")
+    return batch_size
+
+
 def warn_without_demonstration(prompts: list[str]) -> None:
     """One warning for all prompts that hold no demonstration label (no ' : label' before
     the final ' :'), e.g. a bare 'one :': the in-context heads then have nothing to read.

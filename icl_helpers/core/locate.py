@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
-from ..errors import UsageError, check_prompts, warn_without_demonstration
+from ..errors import UsageError, check_batch_size, check_prompts, warn_without_demonstration
 from ..model.loading import ICLModel
 from ..progress import progress_bar
 from .attribution import Readout, layer_head_increase
@@ -58,8 +58,7 @@ def locate(
     prompts = check_prompts(prompts)
     warn_without_demonstration(prompts)
     targets = None if targets is None else check_targets(targets, len(prompts), m.arch.W_U().shape[0])
-    if batch_size < 1:
-        raise UsageError(f"batch_size must be at least 1, not {batch_size}.")
+    check_batch_size(batch_size)
     arch = m.arch
     per_prompt = arch.n_layers * arch.n_heads * arch.d_head + (arch.n_layers + 1) * arch.d_model
     group = max(1, GROUP_FLOATS // per_prompt // batch_size) * batch_size

@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 
 from ..data.prompts import prompt_label_ids
-from ..errors import UsageError, check_prompts
+from ..errors import UsageError, check_batch_size, check_prompts
 from ..model.loading import ICLModel
 from ..progress import progress_bar
 from .runner import PromptSet, prompt_set
@@ -63,8 +63,7 @@ def accuracy(
     ids = torch.stack([torch.as_tensor(i, dtype=torch.long).expand(n) for i in (true_ids, false_ids)], 1)  # [N, 2]
     if (ids[:, 0] == ids[:, 1]).any():
         raise UsageError("A prompt's true and false labels share their first token: choose label words that start differently.")
-    if batch_size < 1:
-        raise UsageError(f"batch_size must be at least 1, not {batch_size}.")
+    check_batch_size(batch_size)
     order = sorted(range(n), key=lambda i: len(prompts[i]))  # similar lengths share a batch: little padding
     top, pair = torch.empty(n, dtype=torch.long), torch.empty(n, 2)
     bar = progress_bar(-(-n // batch_size), "accuracy", progress)

@@ -29,7 +29,7 @@ from ..core.interventions import intervening
 from ..data.datasets import dataset_records
 from ..data.positions import LabelPositions, find_positions
 from ..data.prompts import Prompt, build_prompts, named_variant, parse_prompt
-from ..errors import UsageError
+from ..errors import check_batch_size
 from ..model.loading import ICLModel
 from ..paths import cache_root, checksum_of, sweep_leftovers, user_mode
 from ..progress import progress_bar
@@ -77,8 +77,7 @@ def prompt_set_from_texts(m: ICLModel, texts: list[str], name: str = "custom",
 def decomposed(m: ICLModel, ps: PromptSet, batch_size: int = 32, record: Iterable[str] = ()
                ) -> Iterator[tuple[slice, Decomposition]]:
     """(rows, decomposition of those prompts) for consecutive batches of a prompt set."""
-    if batch_size < 1:
-        raise UsageError(f"batch_size must be at least 1, not {batch_size}.")
+    check_batch_size(batch_size)
     bar = progress_bar(-(-len(ps) // batch_size), f"{ps.dataset} ({ps.variant})")
     for start in range(0, len(ps), batch_size):
         rows = slice(start, start + batch_size)
