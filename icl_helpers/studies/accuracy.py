@@ -85,21 +85,37 @@ def prompt_accuracy(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> Accurac
     return accuracy(m, ps.texts, *prompt_label_ids(m.tokenizer, ps.prompts), batch_size=batch_size)
 
 
+@dataclass
+class Table2Cell:
+    """One cell of Table 2: the prompts of one direction with one true label."""
+
+    direction: str  # "sentiment/number": the input's (true) class / the false class
+    true_label: str  # foo (balanced prompts) or bar (labels swapped)
+    top1: torch.Tensor  # [N_cell] bool: the argmax is the true label
+    ranked: torch.Tensor  # [N_cell] bool: the true label outscores the false one
+
+
+def table2_cells(m: ICLModel, datasets: Sequence[str], n: int, seed: int = 0, batch_size: int = 32) -> list[Table2Cell]:
+    """Per word dataset, direction and true label (foo: balanced prompts; bar: labels swapped),
+    the per-prompt hits of n prompts a dataset and label, half in each direction."""
+    cells = []
+    for dataset in datasets:
+        for variant in ("balanced", "swapped"):
+            ps = prompt_set(m, dataset, variant, n, seed)
+            acc = prompt_accuracy(m, ps, batch_size)
+            top1, ranked = acc.top == acc.true_id, acc.true_logit > acc.false_logit
+            for direction in dict.fromkeys(ps.directions):
+                keep = torch.tensor([d == direction for d in ps.directions])
+                cells.append(Table2Cell(direction, ps.prompts[0].true_label, top1[keep], ranked[keep]))
+    return cells
+
+
 def accuracy_table(m: ICLModel, datasets: Sequence[str], n: int, batch_size: int = 32) -> pd.DataFrame:
     """Table 2: accuracy per direction (true class / false class) of each word dataset, with
     the true label foo (balanced prompts) and bar (labels swapped); n prompts a dataset,
     half in each direction. Top-1: the argmax is the true label; ranked: the true label
     outscores the false one."""
-    rows = []
-    for dataset in datasets:
-        for variant in ("balanced", "swapped"):
-            ps = prompt_set(m, dataset, variant, n)
-            acc = prompt_accuracy(m, ps, batch_size)
-            top1, ranked = acc.top == acc.true_id, acc.true_logit > acc.false_logit
-            for direction in dict.fromkeys(ps.directions):
-                keep = torch.tensor([d == direction for d in ps.directions])
-                rows.append({"direction": direction, "true label": ps.prompts[0].true_label,
-                             "top-1": float(top1[keep].float().mean()), "ranked": float(ranked[keep].float().mean())})
-    table = pd.DataFrame(rows)
+    table = pd.DataFrame([{"direction": c.direction, "true label": c.true_label, "top-1": float(c.top1.float().mean()),
+                           "ranked": float(c.ranked.float().mean())} for c in table2_cells(m, datasets, n, batch_size=batch_size)])
     wide = table.pivot(index="direction", columns="true label", values=["top-1", "ranked"])
     return wide.reindex(index=list(dict.fromkeys(table["direction"])), columns=["foo", "bar"], level=1)

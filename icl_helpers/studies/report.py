@@ -14,7 +14,7 @@ from ..data.datasets import dataset_records
 from ..model.loading import ICLModel
 from ..notebook import sentence_datasets
 from . import causal, label_attention, mrr, projection
-from .accuracy import prompt_accuracy
+from .accuracy import prompt_accuracy, table2_cells
 from .in_context_heads import located
 from .runner import PromptSet, prompt_set, prompt_set_from_texts
 
@@ -37,7 +37,8 @@ def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | 
     found: dict[str, Finding] = {}
 
     progress("Table 2: accuracy")
-    found["table2"] = claims.judge_table2(table2_cells(m, n, seed))
+    found["table2"] = claims.judge_table2({f"{c.direction.split('/')[0]} inputs, true label {c.true_label}": c.top1
+                                           for c in table2_cells(m, WORD, n, seed)})
 
     progress("Locating the in-context heads")
     loc = {d: located(m, ps) for d, ps in sets.items()}
@@ -81,20 +82,6 @@ def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | 
     for id, measure, paper in (("majority_bias", causal.majority_bias, 0.22), ("recency_bias", causal.recency_bias, 0.17)):
         found[id] = claims.judge_bias(id, measure(m, records, heads[first]).flags, paper)
     return [found[id] for id in claims.CLAIMS]
-
-
-def table2_cells(m: ICLModel, n: int, seed: int) -> dict[str, torch.Tensor]:
-    """Per cell of Table 2 (input class, true label foo or bar): [N] bool top-1 hits."""
-    cells = {}
-    for dataset in WORD:
-        for variant in ("balanced", "swapped"):
-            ps = prompt_set(m, dataset, variant, n, seed)
-            acc = prompt_accuracy(m, ps)
-            for direction in dict.fromkeys(ps.directions):
-                keep = torch.tensor([d == direction for d in ps.directions])
-                label = ps.prompts[0].true_label
-                cells[f"{direction.split('/')[0]} inputs, true label {label}"] = (acc.top == acc.true_id)[keep]
-    return cells
 
 
 def label_value_hits(proj: projection.Projections, prompt: int, heads: Sequence[Head]) -> list[float]:
