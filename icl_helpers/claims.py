@@ -15,7 +15,8 @@ import pandas as pd
 import torch
 
 from .core.heads import Head, top_heads
-from .stats import bootstrap_ci, mean_ci
+from .stats import bootstrap_ci, mean_ci, spearman
+from .studies.label_attention import true_vs_false, variant_change
 
 REPLICATES, PARTLY, FAILS, NOT_TESTED = "replicates", "partly", "does not replicate", "not tested"
 RECENCY = ("the balanced format puts the true labels next to the input, so this does not yet separate the true label "
@@ -224,17 +225,10 @@ def judge_fig6(true: torch.Tensor, false: torch.Tensor) -> Finding:
     """true, false: [N, S] summed attention on true / false labels in S in-context heads."""
     diff = (true - false).mean(1)
     ci = mean_ci(diff)
-    above = int((true.mean(0) > false.mean(0)).sum())
-    S = true.shape[1]
-    return finding("fig6", float(diff.mean()), ci, len(diff), _both(ci[0] > 0, above >= 0.75 * S),
-                   f"mean summed attention true {float(true.mean()):.3f}, false {float(false.mean()):.3f}; "
-                   f"true > false in {above}/{S} heads; {RECENCY}")
-
-
-def spearman(x: torch.Tensor, y: torch.Tensor) -> float:
-    """Spearman correlation of two flattened tensors of equal size (ties broken by order)."""
-    rank = lambda v: v.flatten().double().argsort().argsort().double()  # noqa: E731
-    return float(torch.corrcoef(torch.stack([rank(x), rank(y)]))[0, 1])
+    c = true_vs_false(true, false)
+    return finding("fig6", float(diff.mean()), ci, len(diff), _both(ci[0] > 0, c.heads_true_above >= 0.75 * c.heads),
+                   f"mean summed attention true {c.true:.3f}, false {c.false:.3f}; "
+                   f"true > false in {c.heads_true_above}/{c.heads} heads; {RECENCY}")
 
 
 def judge_fig7(attention: torch.Tensor, increase: torch.Tensor) -> Finding:
@@ -272,10 +266,10 @@ def judge_fig9(before: tuple[torch.Tensor, torch.Tensor], after: tuple[torch.Ten
     """Balanced (true, false) [N, S] against re-ordered prompts of the same records."""
     dt, _ = _change(before, after)
     ci = mean_ci(dt)
-    down = int((after[0].mean(0) < before[0].mean(0)).sum())
-    S = before[0].shape[1]
-    return finding(id, float(dt.mean()), ci, len(dt), _both(ci[1] < 0, down >= 0.9 * S),
-                   f"ours: mean change of summed true-label attention; it drops in {down}/{S} heads; {RECENCY}")
+    c = variant_change(before, after)
+    return finding(id, float(dt.mean()), ci, len(dt), _both(ci[1] < 0, c.heads_true_down >= 0.9 * c.heads),
+                   f"ours: mean change of summed true-label attention; it drops in {c.heads_true_down}/{c.heads} heads; "
+                   f"{RECENCY}")
 
 
 def judge_fig10_11(imbalanced: Finding, reordered: Finding) -> Finding:

@@ -31,6 +31,12 @@ def bootstrap_ci(
     return low, high
 
 
+def spearman(x: torch.Tensor, y: torch.Tensor) -> float:
+    """Spearman correlation of two flattened tensors of equal size (ties broken by order)."""
+    rank = lambda v: v.flatten().double().argsort().argsort().double()  # noqa: E731
+    return float(torch.corrcoef(torch.stack([rank(x), rank(y)]))[0, 1])
+
+
 def mean_ci(x: torch.Tensor, draws: int = DRAWS, seed: int = 0) -> tuple[float, float]:
     """The bootstrap interval of the mean of x [N] (or of every entry of x [N, ...], resampling rows)."""
     return bootstrap_ci([x], lambda s: s.double().mean(), draws, seed)

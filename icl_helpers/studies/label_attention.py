@@ -18,6 +18,7 @@ from ..core.heads import Head, at_heads
 from ..core.projections import label_attention, token_strings
 from ..data.prompts import prompt_label_ids
 from ..model.loading import ICLModel
+from ..stats import spearman
 from .in_context_heads import in_context_heads
 from .runner import PromptSet, decomposed, prompt_set, study_result
 
@@ -72,11 +73,8 @@ def true_vs_false(true: torch.Tensor, false: torch.Tensor) -> TrueVsFalse:
 
 def correlation(x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
     """(Pearson, Spearman) correlation of two flattened tensors of equal size."""
-    x, y = x.flatten().double(), y.flatten().double()
-    rank = lambda v: v.argsort().argsort().double()  # noqa: E731 (ties broken by order)
-    pearson = torch.corrcoef(torch.stack([x, y]))[0, 1]
-    spearman = torch.corrcoef(torch.stack([rank(x), rank(y)]))[0, 1]
-    return float(pearson), float(spearman)
+    pearson = torch.corrcoef(torch.stack([x.flatten().double(), y.flatten().double()]))[0, 1]
+    return float(pearson), spearman(x, y)
 
 
 @dataclass
