@@ -156,9 +156,15 @@ class BiasCount:
         return self.biased / self.wrong if self.wrong else float("nan")
 
 
+def exposed_to_bias(truth: torch.Tensor, biased: torch.Tensor) -> torch.Tensor:
+    """[N] bool: prompts whose biased label is wrong (truth, biased: [N] token ids; biased -1
+    where a prompt has no biased label)."""
+    return (biased >= 0) & (biased != truth)
+
+
 def bias_count(predicted: torch.Tensor, truth: torch.Tensor, biased: torch.Tensor) -> BiasCount:
     """predicted, truth, biased: [N] token ids; biased -1 where a prompt has no biased label."""
-    exposed = (biased >= 0) & (biased != truth)
+    exposed = exposed_to_bias(truth, biased)
     return BiasCount(
         exposed=int(exposed.sum()),
         biased=int((exposed & (predicted == biased)).sum()),
@@ -235,7 +241,7 @@ def bias_effect(
             for name, prompts, cm in (("biased", biased, None), ("biased+", biased, intervene),
                                       ("standard", standard, None), ("standard+", standard, intervene))}
     count = {name: bias_count(runs[name].top, runs[name].true_id, target) for name in ("biased", "biased+")}
-    exposed = (target >= 0) & (target != runs["biased"].true_id)
+    exposed = exposed_to_bias(runs["biased"].true_id, target)
     flags = torch.stack([exposed, exposed & (runs["biased"].top == target), exposed & (runs["biased+"].top == target)], 1)
     return BiasEffect(
         count["biased"], count["biased+"],
