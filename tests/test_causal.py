@@ -8,24 +8,30 @@ import pytest
 import torch
 
 from icl_helpers import ICLModel
-from icl_helpers.core.interventions import balanced_labels, position_free_labels
+from icl_helpers.core.heads import same_layer_random_heads
+from icl_helpers.core.interventions import ablated, balanced_labels, position_free_labels
+from icl_helpers.data.datasets import dataset_records
 from icl_helpers.data.prompts import (
     VARIANTS,
     Record,
     build_prompt,
+    build_prompts,
     majority_labels,
     mixed_label_prompts,
     nearest_labels,
     prompt_label_ids,
 )
+from icl_helpers.errors import UsageError
 from icl_helpers.studies.accuracy import accuracy
 from icl_helpers.studies.causal import (
     BiasEffect,
     CausalPlan,
-    ablation_curves,
+    ablation_means,
+    ablation_runs,
     bias_count,
     curve_ends,
     curve_table,
+    evaluation_prompts,
     intervened_accuracy,
     relative_reduction,
 )
@@ -81,11 +87,43 @@ def test_label_edits_in_a_batch_equal_one_prompt_at_a_time(llama, edit):
     assert (batched.true_logit - plain.true_logit).abs().max() > 1e-3  # the edit does change something
 
 
-def test_ablation_curves_rows(llama):
-    prompts = mixed_label_prompts(RECORDS[:2])
-    curves = ablation_curves(llama, prompts, [(2, 1), (1, 3)], ks=[1, 2], n_random=2)
-    assert len(curves) == 3 * 3 and set(curves["k"]) == {0, 1, 2}
+def test_ablation_runs_are_the_ablated_model(llama):
+    prompts = mixed_label_prompts(RECORDS)
+    top = [(2, 1), (1, 3), (2, 0)]
+    means = ablation_means(llama, [p.text for p in prompts[:2]])
+    runs = ablation_runs(llama, prompts, top, ks=[1, 3], n_random=4, seed=5, means=means, batch_size=3)
+    direct = intervened_accuracy(llama, prompts, lambda labels: ablated(llama, top, means), batch_size=3)
+    assert torch.equal(runs.top[3].true_logit, direct.true_logit)
+    assert torch.equal(runs.plain.true_logit, intervened_accuracy(llama, prompts, batch_size=3).true_logit)
+    zeroed = intervened_accuracy(llama, prompts, lambda labels: ablated(llama, top), batch_size=3)
+    assert (zeroed.true_logit - direct.true_logit).abs().max() > 1e-4  # mean and zero ablation differ
+    draw = same_layer_random_heads(top, llama.arch.n_heads, seed=5 + 2)  # draw 2: layer-matched to the top heads
+    assert [l for l, _ in draw] == [2, 1, 2] and not set(draw) & set(top)
+    assert torch.equal(runs.random[1][2].true_logit,
+                       intervened_accuracy(llama, prompts, lambda labels: ablated(llama, draw[:1], means), 3).true_logit)
+    curves = runs.curves()
+    assert len(curves) == 5 + 2 + 2 * 4 and set(curves["k"]) == {0, 1, 3}
     assert curves.groupby("k")["accuracy"].nunique()[0] == 1  # k = 0 is the plain model for every set
+    with pytest.raises(UsageError, match="between 1 and the 3 heads"):
+        ablation_runs(llama, prompts, top, ks=[4])
+    with pytest.raises(UsageError, match="choose one of mean, zero"):
+        ablation_means(llama, [prompts[0].text], "resample")
+
+
+def test_evaluation_prompts_follow_the_locating_records():
+    located_on = dataset_records("sentiment_number", 10)
+    evaluated = evaluation_prompts("sentiment_number", 10, 6)
+    assert len(evaluated) == 6 and not {p.text for p in evaluated} & {p.text for p in build_prompts(located_on)}
+    assert evaluated[0].text == build_prompt(dataset_records("sentiment_number", 11)[10]).text
+
+
+def test_true_prob_is_the_softmax_of_the_true_label(llama):
+    prompts = mixed_label_prompts(RECORDS[:2])
+    acc = intervened_accuracy(llama, prompts)
+    enc = llama.encode([prompts[0].text])
+    with torch.no_grad():
+        probs = llama.model(**enc).logits[0, -1].float().softmax(-1)
+    assert acc.true_prob[0] == pytest.approx(float(probs[acc.true_id[0]]), rel=1e-4)
 
 
 def test_bias_count_and_reduction():
@@ -103,8 +141,8 @@ def test_bias_count_and_reduction():
 
 
 def test_causal_plan_scales_with_the_prompts():
-    assert CausalPlan.for_prompts(500) == CausalPlan(100, 64, [1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20], 3)
-    assert CausalPlan.for_prompts(32) == CausalPlan(32, 8, [1, 5, 20], 2)
+    assert CausalPlan.for_prompts(500) == CausalPlan(100, 64, [1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20], 20)
+    assert CausalPlan.for_prompts(32) == CausalPlan(32, 8, [1, 5, 20], 20)
 
 
 def test_curve_table_and_ends():
@@ -113,5 +151,5 @@ def test_curve_table_and_ends():
              for d, (a0, a2) in enumerate(((0.9, 0.8), (0.9, 0.6))) for k, a in ((0, a0), (2, a2))]
     table = curve_table(pd.DataFrame(rows))
     ends = curve_ends(table, 2).loc["d"]
-    assert (ends["plain"], ends["top-k zeroed"], ends["random: mean"]) == pytest.approx((0.9, 0.1, 0.7))
+    assert (ends["plain"], ends["top-k ablated"], ends["random: mean"]) == pytest.approx((0.9, 0.1, 0.7))
     assert ends["random: sd"] == pytest.approx(0.1414, abs=1e-4)

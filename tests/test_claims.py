@@ -11,6 +11,7 @@ from icl_helpers import claims
 from icl_helpers.claims import FAILS, NOT_TESTED, PARTLY, REPLICATES
 from icl_helpers.stats import bootstrap_ci, mean_ci
 from icl_helpers.studies import label_attention, report
+from icl_helpers.studies.accuracy import Accuracy
 from icl_helpers.studies.runner import prompt_set
 
 g = torch.Generator().manual_seed(0)
@@ -128,6 +129,23 @@ def test_bias():
     assert claims.judge_bias("majority_bias", torch.stack([exposed, plain, small & plain], 1), 0.22).verdict == PARTLY
 
 
+def accuracy_of(hits: torch.Tensor) -> Accuracy:
+    """An Accuracy whose top-1 and ranked hits are `hits` [N] bool."""
+    n = len(hits)
+    return Accuracy(hits.float(), torch.zeros(n), torch.where(hits, 1, 2), torch.ones(n, dtype=torch.long), hits.float() / 2)
+
+
+def test_causal():
+    N = 100
+    plain = accuracy_of(torch.arange(N) < 90)
+    randoms = [accuracy_of(torch.arange(N) < 80 + d % 5) for d in range(20)]  # 80-84%
+    f = claims.judge_causal(plain, accuracy_of(torch.arange(N) < 20), randoms, 20, "mean")
+    assert f.verdict == REPLICATES and f.ours == pytest.approx(0.2) and f.n == N and f.ci[0] < 0.2 < f.ci[1]
+    assert "90.0% plain" in f.why and "82.0% with 20 layer-matched random heads" in f.why
+    assert claims.judge_causal(plain, accuracy_of(torch.arange(N) < 60), randoms, 20, "mean").verdict == PARTLY
+    assert claims.judge_causal(plain, accuracy_of(torch.arange(N) < 82), randoms, 20, "mean").verdict == FAILS
+
+
 def test_not_tested_and_the_tables():
     f = claims.not_tested("app_d", "needs a GPU")
     assert f.verdict == NOT_TESTED and f.ours is None and "needs a GPU" in claims.markdown([f])
@@ -151,4 +169,5 @@ def test_report_covers_every_claim_and_its_numbers_are_the_studies(small, tmp_pa
     true, false = (torch.cat(x) for x in zip(*pairs))
     assert by["fig6"].ours == pytest.approx(float((true - false).mean()), abs=1e-6) and by["fig6"].n == 12
     assert by["table2"].n == 24  # 6 prompts, 2 datasets, foo and bar
+    assert by["causal"].n == 6 and "20 draws" in by["causal"].why  # 3 evaluation prompts a dataset
     json.dumps([f.to_dict() for f in findings])

@@ -1,9 +1,9 @@
-"""Heads as (layer, head) pairs: selection, per-head values, and the two random samplers."""
+"""Heads as (layer, head) pairs: selection, per-head values, and the layer-matched random sampler."""
 from __future__ import annotations
 
 import torch
 
-from icl_helpers.core.heads import at_heads, head_mask, head_name, random_heads_excluding, same_layer_random_heads, top_heads
+from icl_helpers.core.heads import at_heads, head_mask, head_name, same_layer_random_heads, top_heads
 
 
 def test_top_heads_and_at_heads():
@@ -15,18 +15,17 @@ def test_top_heads_and_at_heads():
     assert head_mask(2, 3, top).nonzero().tolist() == [[0, 1], [1, 0], [1, 2]]
 
 
-def test_random_heads_are_distinct_and_avoid_the_excluded():
-    exclude = [(1, 0), (1, 3), (2, 2)]
-    drawn = random_heads_excluding(3, 4, 5, torch.Generator().manual_seed(0), exclude=exclude)
-    assert len(set(drawn)) == 5 and not set(drawn) & set(exclude)
-    assert len({l for l, _ in drawn}) > 1  # from any layer
-    everything = random_heads_excluding(3, 4, 12, torch.Generator().manual_seed(0), exclude=exclude)
-    assert sorted(everything) == sorted({(l, h) for l in range(3) for h in range(4)} - set(exclude))
-
-
 def test_same_layer_random_heads_share_the_layer_and_avoid_the_listed_heads():
     heads = [(3, 0), (3, 1), (5, 2)]
     picks = same_layer_random_heads(heads, n_heads=4, seed=1)
     assert [l for l, _ in picks] == [3, 3, 5]
     assert not set(picks) & set(heads)
     assert same_layer_random_heads([(0, 0), (0, 1)], n_heads=2) == [(0, 1), (0, 0)]  # layer full: any other head
+
+
+def test_same_layer_random_heads_draw_distinct_heads():
+    heads = [(3, 0), (3, 1), (3, 2)]  # two free heads in layer 3 for three listed ones
+    for seed in range(20):
+        picks = same_layer_random_heads(heads, n_heads=5, seed=seed)
+        assert len(set(picks)) == 3 and {(3, 3), (3, 4)} <= set(picks)
+        assert all(pick != head for pick, head in zip(picks, heads))

@@ -41,21 +41,16 @@ def top_heads(scores: torch.Tensor, k: int) -> list[Head]:
 
 
 def same_layer_random_heads(heads: Sequence[Head], n_heads: int, seed: int = 0) -> list[Head]:
-    """For each head, a random other head of the same layer, outside `heads` where possible
-    (Fig. 5's baseline)."""
+    """For each head, a random other head of the same layer: outside `heads` where possible,
+    and no head drawn twice while its layer has others left (Figs. 5's and the causal
+    check's layer-matched baseline)."""
     rng = random.Random(seed)
     taken = set(map(tuple, heads))
-    picks = []
+    picks: list[Head] = []
     for l, h in heads:
-        free = [g for g in range(n_heads) if (l, g) not in taken] or [g for g in range(n_heads) if g != h]
+        others = [g for g in range(n_heads) if g != h]
+        fresh = [g for g in others if (l, g) not in picks]
+        free = [g for g in fresh if (l, g) not in taken] or fresh or others
         picks.append((l, rng.choice(free)))
     return picks
 
-
-def random_heads_excluding(
-    n_layers: int, n_heads: int, k: int, generator: torch.Generator, exclude: Sequence[Head] = ()
-) -> list[Head]:
-    """k distinct heads drawn uniformly from all heads of any layer not in `exclude`."""
-    pool = (~head_mask(n_layers, n_heads, exclude)).flatten().nonzero().flatten()
-    pick = pool[torch.randperm(len(pool), generator=generator)[:k]]
-    return [(i // n_heads, i % n_heads) for i in pick.tolist()]

@@ -1,13 +1,14 @@
 """In-context classification accuracy (Table 2), batched.
 
 A label's token id is the first token of " " + the label word (`data.prompts.label_token_ids`).
-Two measures over N prompts: ranked, the share whose next-token logit of the true label
-beats the false label's; and top-1, the share whose overall argmax is the true label.
+Three measures over N prompts: ranked, the share whose next-token logit of the true label
+beats the false label's; top-1, the share whose overall argmax is the true label; and the
+true label's mean next-token probability.
 """
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Callable, ContextManager, Sequence
 
 import pandas as pd
@@ -28,16 +29,32 @@ class Accuracy:
     false_logit: torch.Tensor  # [N]
     top: torch.Tensor  # [N] long: the argmax token
     true_id: torch.Tensor  # [N] long
+    true_prob: torch.Tensor | None = None  # [N]: the true label's next-token probability
+
+    @classmethod
+    def cat(cls, parts: Sequence["Accuracy"]) -> "Accuracy":
+        """The prompts of several results, in order (each with its true_prob)."""
+        return cls(*(torch.cat([getattr(a, f.name) for a in parts]) for f in fields(cls)))
+
+    @property
+    def top1_hits(self) -> torch.Tensor:
+        """[N] bool: the argmax is the true label."""
+        return self.top == self.true_id
+
+    @property
+    def ranked_hits(self) -> torch.Tensor:
+        """[N] bool: the true label outscores the false one (a tie does not)."""
+        return self.true_logit > self.false_logit
 
     @property
     def ranked(self) -> float:
         """Share of prompts ranking the true label above the false one."""
-        return (self.true_logit > self.false_logit).double().mean().item()
+        return self.ranked_hits.double().mean().item()
 
     @property
     def top1(self) -> float:
         """Share of prompts whose argmax is the true label."""
-        return (self.top == self.true_id).double().mean().item()
+        return self.top1_hits.double().mean().item()
 
 
 @torch.no_grad()
@@ -65,7 +82,7 @@ def accuracy(
         raise UsageError("A prompt's true and false labels share their first token: choose label words that start differently.")
     check_batch_size(batch_size)
     order = sorted(range(n), key=lambda i: len(prompts[i]))  # similar lengths share a batch: little padding
-    top, pair = torch.empty(n, dtype=torch.long), torch.empty(n, 2)
+    top, pair, prob = torch.empty(n, dtype=torch.long), torch.empty(n, 2), torch.empty(n)
     bar = progress_bar(-(-n // batch_size), "accuracy", progress)
     for start in range(0, n, batch_size):
         rows = order[start : start + batch_size]
@@ -75,9 +92,10 @@ def accuracy(
             logits = m.model(**enc, logits_to_keep=last[:, None]).logits[:, 0].float()  # [b, V]
         top[rows] = logits.argmax(-1).cpu()
         pair[rows] = logits.gather(1, ids[rows].to(logits.device)).cpu()  # [b, 2]
+        prob[rows] = (pair[rows, 0] - logits.logsumexp(-1).cpu()).exp()
         bar.update()
     bar.close()
-    return Accuracy(pair[:, 0], pair[:, 1], top, ids[:, 0].clone())
+    return Accuracy(pair[:, 0], pair[:, 1], top, ids[:, 0].clone(), prob)
 
 
 def prompt_accuracy(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> Accuracy:
@@ -103,7 +121,7 @@ def table2_cells(m: ICLModel, datasets: Sequence[str], n: int, seed: int = 0, ba
         for variant in ("balanced", "swapped"):
             ps = prompt_set(m, dataset, variant, n, seed)
             acc = prompt_accuracy(m, ps, batch_size)
-            top1, ranked = acc.top == acc.true_id, acc.true_logit > acc.false_logit
+            top1, ranked = acc.top1_hits, acc.ranked_hits
             for direction in dict.fromkeys(ps.directions):
                 keep = torch.tensor([d == direction for d in ps.directions])
                 cells.append(Table2Cell(direction, ps.prompts[0].true_label, top1[keep], ranked[keep]))

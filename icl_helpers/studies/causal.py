@@ -1,5 +1,11 @@
 """The causal check and the two bias reductions of notebook 08 (METHOD.md section 8).
 
+The causal check ablates the top-k in-context heads (mean ablation by default: each head's
+output set to its mean over the prompts the heads were located on; zero as an option) and,
+as a baseline, k random heads matched to them layer by layer in 20 draws, on prompts of
+records other than those the heads were located on (`evaluation_prompts`); it measures
+top-1, ranked (true above false) and the true label's probability.
+
 An intervention is given per batch as `Intervene`: a function from the batch's
 `LabelPositions` to a context manager (`core.interventions.ablated`, `balanced_labels`,
 `position_free_labels`, or several under `applied`). Accuracy comes from
@@ -21,26 +27,29 @@ from typing import Callable, ContextManager, Sequence
 import pandas as pd
 import torch
 
-from ..core.heads import Head, random_heads_excluding
-from ..core.interventions import ablated, balanced_labels, position_free_labels
+from ..core.heads import Head, same_layer_random_heads
+from ..core.interventions import ablated, balanced_labels, head_means, position_free_labels
 from ..data.datasets import dataset_records
 from ..data.positions import LabelPositions, find_positions
 from ..data.prompts import (
     VARIANTS,
     Prompt,
     Record,
+    build_prompts,
     label_token_ids,
     majority_labels,
     mixed_label_prompts,
     nearest_labels,
     prompt_label_ids,
 )
+from ..errors import UsageError
 from ..model.loading import ICLModel
 from ..progress import progress_bar
 from .accuracy import Accuracy, accuracy
 
 Intervene = Callable[[LabelPositions], ContextManager[None]]
-IN_CONTEXT, RANDOM = "top in-context heads", "random heads"  # the `heads` column of `ablation_curves`
+IN_CONTEXT, RANDOM = "top in-context heads", "random heads"  # the `heads` column of `AblationRuns.curves`
+ABLATIONS = ("mean", "zero")  # what an ablated head's output is set to
 
 
 def intervened_accuracy(
@@ -55,39 +64,80 @@ def intervened_accuracy(
                     progress=False)
 
 
-def ablation_curves(
+def check_ablation(ablation: str) -> None:
+    """A UsageError unless `ablation` names one of ABLATIONS."""
+    if ablation not in ABLATIONS:
+        raise UsageError(f"Unknown ablation {ablation!r}: choose one of {', '.join(ABLATIONS)}.")
+
+
+def ablation_means(m: ICLModel, texts: list[str], ablation: str = "mean") -> torch.Tensor | None:
+    """What `ablated` sets a head's output to: its mean [L, H, dh] over `texts` (the prompts
+    the heads were located on) for mean ablation, None (zero) for zero ablation."""
+    check_ablation(ablation)
+    return head_means(m, texts) if ablation == "mean" else None
+
+
+def evaluation_prompts(dataset: str, n_locate: int, n: int, seed: int = 0,
+                       data_dir: str | Path | None = None) -> list[Prompt]:
+    """n prompts of the records after the first n_locate (those the heads are located on),
+    label words swapped on every other pair (`mixed_label_prompts`). The prompts differ from
+    the locating ones; a word dataset repeats inputs (174 and 227 distinct words in 1,000
+    records), so a word can be an input of both, with other demonstrations."""
+    return mixed_label_prompts(dataset_records(dataset, n_locate + n, seed, data_dir)[n_locate:])
+
+
+@dataclass
+class AblationRuns:
+    """Per-prompt accuracy of N prompts with the top-k in-context heads ablated, and with k
+    layer-matched random heads ablated in each of D draws, for each k."""
+
+    plain: Accuracy
+    top: dict[int, Accuracy]  # k -> the first k in-context heads ablated
+    random: dict[int, list[Accuracy]]  # k -> per draw, its first k heads ablated
+
+    def curves(self) -> pd.DataFrame:
+        """Columns heads (IN_CONTEXT or RANDOM), draw, k (0: the plain model), accuracy (top-1),
+        ranked, true_prob (the true label's mean probability)."""
+        def row(heads: str, draw: int, k: int, acc: Accuracy) -> dict:
+            return dict(heads=heads, draw=draw, k=k, accuracy=acc.top1, ranked=acc.ranked,
+                        true_prob=float(acc.true_prob.mean()))
+
+        draws = len(next(iter(self.random.values())))
+        rows = [row(name, d, 0, self.plain) for name, d in [(IN_CONTEXT, 0), *((RANDOM, d) for d in range(draws))]]
+        rows += [row(IN_CONTEXT, 0, k, acc) for k, acc in self.top.items()]
+        rows += [row(RANDOM, d, k, acc) for k, accs in self.random.items() for d, acc in enumerate(accs)]
+        return pd.DataFrame(rows)
+
+
+def ablation_runs(
     m: ICLModel,
     prompts: Sequence[Prompt],
     top: Sequence[Head],
     ks: Sequence[int],
-    n_random: int = 3,
+    n_random: int = 20,
     seed: int = 0,
+    means: torch.Tensor | None = None,
     batch_size: int = 32,
-) -> pd.DataFrame:
-    """Accuracy with the first k of `top` zeroed, and with k random heads zeroed, for each k
-    (and k = 0: the plain model, run once).
+) -> AblationRuns:
+    """Accuracy with the first k of `top` ablated, and with k random heads ablated, for each
+    k; the plain model once. means: [L, H, dh] (`ablation_means`), None to zero the heads.
 
-    Random heads are drawn from the heads outside `top`, max(ks) at a time in `n_random`
-    draws; a draw's first k heads are its k random heads (nested, like the top-k).
-    Columns: heads (IN_CONTEXT or RANDOM), draw, k, accuracy (top-1), ranked.
+    A random draw takes, for each head of `top`, another head of its layer
+    (`same_layer_random_heads`, seed + draw): its first k heads match the top k layer by layer.
     """
-    generator = torch.Generator().manual_seed(seed)
-    head_sets = [(IN_CONTEXT, 0, list(top))]
-    arch = m.arch
-    head_sets += [(RANDOM, d, random_heads_excluding(arch.n_layers, arch.n_heads, max(ks), generator, exclude=top))
-                  for d in range(n_random)]
-    bar = progress_bar(1 + len(head_sets) * len(ks), f"ablation curves ({len(prompts)} prompts)")
-    plain = intervened_accuracy(m, prompts, batch_size=batch_size)
-    bar.update()
-    rows = []
-    for name, draw, heads in head_sets:
-        rows.append(dict(heads=name, draw=draw, k=0, accuracy=plain.top1, ranked=plain.ranked))
-        for k in ks:
-            acc = intervened_accuracy(m, prompts, lambda labels, h=heads[:k]: ablated(m, h), batch_size)
-            rows.append(dict(heads=name, draw=draw, k=k, accuracy=acc.top1, ranked=acc.ranked))
-            bar.update()
+    if not ks or min(ks) < 1 or max(ks) > len(top):
+        raise UsageError(f"Numbers of heads to ablate must lie between 1 and the {len(top)} heads given, not {list(ks)}.")
+    draws = [same_layer_random_heads(top, m.arch.n_heads, seed + d) for d in range(n_random)]
+    bar = progress_bar(1 + (1 + n_random) * len(ks), f"ablation ({len(prompts)} prompts)")
+
+    def run(heads: Sequence[Head]) -> Accuracy:
+        acc = intervened_accuracy(m, prompts, (lambda labels: ablated(m, heads, means)) if heads else None, batch_size)
+        bar.update()
+        return acc
+
+    runs = AblationRuns(run([]), {k: run(top[:k]) for k in ks}, {k: [run(d[:k]) for d in draws] for k in ks})
     bar.close()
-    return pd.DataFrame(rows)
+    return runs
 
 
 @dataclass(frozen=True)
@@ -96,44 +146,48 @@ class CausalPlan:
 
     n_locate: int  # balanced prompts each dataset's heads are located on
     n_ablation: int  # prompts a word dataset in the causal check (a sentence dataset: half)
-    ks: list[int]  # numbers of heads zeroed
-    n_random: int  # draws of random heads
+    ks: list[int]  # numbers of heads ablated
+    n_random: int = 20  # draws of layer-matched random heads
 
     @classmethod
     def for_prompts(cls, n: int) -> "CausalPlan":
         """The plan for n bias prompts: up to 100 to locate, n/4 (8 to 64) to ablate, the
-        full k range and 3 random draws from 32 ablation prompts up, else k in 1, 5, 20 and 2 draws."""
+        full k range from 32 ablation prompts up, else k in 1, 5, 20; 20 random draws."""
         n_ablation = max(8, min(64, n // 4))
-        full = n_ablation >= 32
-        return cls(min(n, 100), n_ablation, [1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20] if full else [1, 5, 20], 3 if full else 2)
+        return cls(min(n, 100), n_ablation, [1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20] if n_ablation >= 32 else [1, 5, 20])
 
 
 def causal_check(m: ICLModel, top: dict[str, list[Head]], plan: CausalPlan, word: Sequence[str], seed: int = 0,
-                 data_dir: str | Path | None = None) -> pd.DataFrame:
-    """`ablation_curves` on each dataset of `top` (its in-context heads), with its label
-    words mixed (`mixed_label_prompts`): plan.n_ablation prompts a word dataset, half as
-    many a sentence dataset. A `dataset` column names the dataset and its N."""
+                 data_dir: str | Path | None = None, ablation: str = "mean") -> pd.DataFrame:
+    """`AblationRuns.curves` of each dataset of `top` (its in-context heads, located on its
+    first plan.n_locate balanced prompts): plan.n_ablation prompts of the records after those
+    a word dataset, half as many a sentence dataset (`evaluation_prompts`); mean ablation by
+    the heads' means over the locating prompts, or zero. A `dataset` column names the dataset and its N."""
+    check_ablation(ablation)
     curves = []
     for d, heads in top.items():
         n = plan.n_ablation if d in word else plan.n_ablation // 2
-        prompts = mixed_label_prompts(dataset_records(d, n, seed, data_dir))
-        curves.append(ablation_curves(m, prompts, heads, plan.ks, plan.n_random, seed).assign(dataset=f"{d} (N={n})"))
+        locating = build_prompts(dataset_records(d, plan.n_locate, seed, data_dir))
+        means = ablation_means(m, [p.text for p in locating], ablation)
+        runs = ablation_runs(m, evaluation_prompts(d, plan.n_locate, n, seed, data_dir), heads, plan.ks, plan.n_random,
+                             seed, means)
+        curves.append(runs.curves().assign(dataset=f"{d} (N={n})"))
     return pd.concat(curves, ignore_index=True)
 
 
 def curve_table(curves: pd.DataFrame) -> pd.DataFrame:
-    """Per dataset and k: accuracy with the top-k heads zeroed, and the random draws' mean
-    and standard deviation (from `ablation_curves` frames with a dataset column)."""
+    """Per dataset and k: accuracy with the top-k heads ablated, and the random draws' mean
+    and standard deviation (from `AblationRuns.curves` frames with a dataset column)."""
     top = curves[curves["heads"] == IN_CONTEXT].set_index(["dataset", "k"])["accuracy"]
     rand = curves[curves["heads"] == RANDOM].groupby(["dataset", "k"], sort=False)["accuracy"]
-    return pd.DataFrame({"top-k zeroed": top, "random: mean": rand.mean(), "random: sd": rand.std()})
+    return pd.DataFrame({"top-k ablated": top, "random: mean": rand.mean(), "random: sd": rand.std()})
 
 
 def curve_ends(table: pd.DataFrame, k: int) -> pd.DataFrame:
-    """Per dataset of a `curve_table`: the plain accuracy, and at k heads zeroed the top-k
+    """Per dataset of a `curve_table`: the plain accuracy, and at k heads ablated the top-k
     accuracy and the random draws' mean and sd."""
     at_k = table.xs(k, level="k")
-    return at_k.assign(plain=table.xs(0, level="k")["top-k zeroed"])
+    return at_k.assign(plain=table.xs(0, level="k")["top-k ablated"])
 
 
 # --- biases ----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from ..data.prompts import prompt_label_ids
 from ..model.loading import ICLModel
 from ..notebook import sentence_datasets
 from . import causal, label_attention, mrr, projection
-from .accuracy import table2_cells
+from .accuracy import Accuracy, table2_cells
 from .in_context_heads import located
 from .runner import PromptSet, prompt_set, prompt_set_from_texts
 
@@ -24,7 +24,7 @@ WORD = ["sentiment_number", "animal_country"]
 SENTENCE = ["sst2", "trec", "agnews", "ethos"]
 EXAMPLE = "love : bar like : bar eight : foo two : foo one :"  # the paper's running example (Table 1, Fig. 2)
 K = 20  # in-context heads
-RANDOM_DRAWS = 20  # layer-matched random-head draws (Fig. 5)
+RANDOM_DRAWS = 20  # layer-matched random-head draws (Fig. 5, the causal check)
 TOP = 10  # tokens a projected vector (Tables 1, 3)
 ISSUE_15 = "not built yet (Appendices B, D, E: the next part of this work)"
 
@@ -76,14 +76,31 @@ def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | 
         found["fig10_11"] = not_tested("fig10_11", "no copy of the sentence datasets here, and no hub")
     for id in ("app_b_mrr", "app_b_attention", "app_d", "app_e"):
         found[id] = not_tested(id, ISSUE_15)
-    found["causal"] = not_tested("causal", "being rebuilt: mean ablation, 20 layer-matched random draws, heads located "
-                                 "on prompts disjoint from those evaluated (notebook 08 shows the zero-ablation check)")
+    progress("Causal check: ablating the in-context heads")
+    found["causal"] = causal_finding(m, WORD, n, seed)
 
     progress("Biases: interventions in the in-context heads")
     records = dataset_records(first, n, seed)
     for id, measure, paper in (("majority_bias", causal.majority_bias, 0.22), ("recency_bias", causal.recency_bias, 0.17)):
         found[id] = claims.judge_bias(id, measure(m, records, heads[first]).flags, paper)
     return [found[id] for id in claims.CLAIMS]
+
+
+def causal_finding(m: ICLModel, datasets: Sequence[str], n: int, seed: int) -> Finding:
+    """Per dataset, the top K heads located on its first n/2 balanced prompts, mean-ablated on
+    prompts of its other n/2 records, against RANDOM_DRAWS layer-matched draws; datasets pooled."""
+    if n < 2:
+        return not_tested("causal", "needs at least 2 prompts a word dataset: half locate the heads, half evaluate them")
+    runs = []
+    for d in datasets:
+        locating = prompt_set(m, d, "balanced", n // 2, seed)
+        heads = located(m, locating).top_heads(K)
+        k = len(heads)  # K, or every head of a smaller model
+        runs.append(causal.ablation_runs(m, causal.evaluation_prompts(d, n // 2, n - n // 2, seed), heads, [k],
+                                         RANDOM_DRAWS, seed, causal.ablation_means(m, locating.texts)))
+    cat = Accuracy.cat
+    return claims.judge_causal(cat([r.plain for r in runs]), cat([r.top[k] for r in runs]),
+                               [cat([r.random[k][i] for r in runs]) for i in range(RANDOM_DRAWS)], k, "mean")
 
 
 def label_value_hits(proj: projection.Projections, prompt: int, heads: Sequence[Head]) -> list[float]:

@@ -214,7 +214,7 @@ def accuracy_change(accuracy: dict[str, float], title: str) -> Figure:
 
 # --- notebook 08 ---------------------------------------------------------------------
 def ablation_curves(curves: pd.DataFrame) -> Figure:
-    """Accuracy against the number k of zeroed heads, one panel per dataset.
+    """Accuracy against the number k of ablated heads, one panel per dataset.
 
     curves: columns dataset, heads (IN_CONTEXT or RANDOM), draw, k, accuracy; random
     heads are drawn several times and shown as mean with a +-1 sd band.
@@ -225,8 +225,8 @@ def ablation_curves(curves: pd.DataFrame) -> Figure:
     for ax, name in zip(axes, datasets):
         sns.lineplot(data=curves[curves["dataset"] == name], x="k", y="accuracy", hue="heads", palette=PALETTE,
                      errorbar="sd", marker="o", markersize=4, ax=ax, legend=ax is axes[-1])
-        ax.set(title=name, xlabel="heads zeroed (k)", ylabel="accuracy", ylim=(-0.02, 1.02))
-    fig.suptitle("Zeroing the top-k in-context heads vs k random heads (band: +-1 sd over draws)")
+        ax.set(title=name, xlabel="heads ablated (k)", ylabel="accuracy", ylim=(-0.02, 1.02))
+    fig.suptitle("Ablating the top-k in-context heads vs k layer-matched random heads (band: +-1 sd over draws)")
     return fig
 
 
