@@ -24,6 +24,7 @@ from icl_helpers.data.prompts import (
 from icl_helpers.errors import UsageError
 from icl_helpers.studies.accuracy import accuracy
 from icl_helpers.studies.causal import (
+    AblationRuns,
     BiasEffect,
     CausalPlan,
     ablation_means,
@@ -101,6 +102,8 @@ def test_ablation_runs_are_the_ablated_model(llama):
     assert [l for l, _ in draw] == [2, 1, 2] and not set(draw) & set(top)
     assert torch.equal(runs.random[1][2].true_logit,
                        intervened_accuracy(llama, prompts, lambda labels: ablated(llama, draw[:1], means), 3).true_logit)
+    twice = AblationRuns.cat([runs, runs])  # pooled datasets: the prompts of each, in order
+    assert torch.equal(twice.random[3][1].true_logit, runs.random[3][1].true_logit.repeat(2)) and len(twice.random[1]) == 4
     curves = runs.curves()
     assert len(curves) == 5 + 2 + 2 * 4 and set(curves["k"]) == {0, 1, 3}
     assert curves.groupby("k")["accuracy"].nunique()[0] == 1  # k = 0 is the plain model for every set
@@ -141,7 +144,7 @@ def test_bias_count_and_reduction():
 
 
 def test_causal_plan_scales_with_the_prompts():
-    assert CausalPlan.for_prompts(500) == CausalPlan(100, 64, [1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20], 20)
+    assert CausalPlan.for_prompts(500) == CausalPlan(100, 64, [1, 2, 4, 6, 8, 10, 15, 20], 20)
     assert CausalPlan.for_prompts(32) == CausalPlan(32, 8, [1, 5, 20], 20)
 
 

@@ -12,6 +12,8 @@ from icl_helpers.claims import FAILS, NOT_TESTED, PARTLY, REPLICATES
 from icl_helpers.stats import bootstrap_ci, mean_ci
 from icl_helpers.studies import label_attention, report
 from icl_helpers.studies.accuracy import Accuracy
+from icl_helpers.studies.causal import AblationRuns
+from icl_helpers.studies.recency import Effects
 from icl_helpers.studies.runner import prompt_set
 
 g = torch.Generator().manual_seed(0)
@@ -38,10 +40,18 @@ def test_every_claim_of_the_issue_is_registered_with_a_rule():
 
 def test_table2():
     cells = lambda hits: {f"cell {i}": torch.tensor(h) for i, h in enumerate(hits)}  # noqa: E731
-    assert claims.judge_table2(cells([[1] * 9 + [0]] * 8)).verdict == REPLICATES  # 90% everywhere
-    f = claims.judge_table2(cells([[1] * 10] * 7 + [[1] * 5 + [0] * 5]))
+    far = torch.tensor([1, 1, 0, 1])  # 75% where a false demonstration is nearest
+    assert claims.judge_table2(cells([[1] * 9 + [0]] * 8), far).verdict == REPLICATES  # 90% everywhere
+    f = claims.judge_table2(cells([[1] * 10] * 7 + [[1] * 5 + [0] * 5]), far)
     assert f.verdict == PARTLY and f.ours == pytest.approx(75 / 80) and f.n == 80 and "cell 7: 50%" in f.why
-    assert claims.judge_table2(cells([[0] * 10] * 8)).verdict == FAILS
+    assert claims.judge_table2(cells([[0] * 10] * 8), far).verdict == FAILS
+    recency = claims.judge_table2(cells([[1] * 10] * 8), torch.tensor([0, 0, 1, 0]))  # follows the nearest label
+    assert recency.verdict == PARTLY and "top-1 25% on the 4 recency-family prompts" in recency.why
+
+
+def effects(truth: float, distance: float) -> Effects:
+    """Recency-family effects with tight intervals around the given values."""
+    return Effects(truth, (truth - 0.01, truth + 0.01), distance, (distance - 0.01, distance + 0.01), 50)
 
 
 def test_fig2():
@@ -92,8 +102,10 @@ def test_fig5():
 def test_fig6_and_fig7():
     N, S = 40, 20
     true, false = 0.3 + noise(N, S), 0.1 + noise(N, S)
-    assert claims.judge_fig6(true, false).verdict == REPLICATES
-    assert claims.judge_fig6(false, true).verdict == FAILS
+    assert claims.judge_fig6(true, false, effects(0.05, 0.1)).verdict == REPLICATES
+    nearest = claims.judge_fig6(true, false, effects(0.0, 0.1))  # true above false only because it is nearer
+    assert nearest.verdict == PARTLY and "truth effect +0.000 (-0.010 to +0.010)" in nearest.why
+    assert claims.judge_fig6(false, true, effects(-0.05, 0.1)).verdict == FAILS
     increase = torch.rand(N, S, generator=g)
     assert claims.judge_fig7(increase * 0.5 + noise(N, S), increase).verdict == REPLICATES
     f = claims.judge_fig7(torch.rand(N, S, generator=g), increase)
@@ -104,13 +116,18 @@ def test_fig8_fig9_and_fig10_11():
     N, S = 40, 20
     before = (0.3 + noise(N, S), 0.1 + noise(N, S))
     moved = (0.2 + noise(N, S), 0.2 + noise(N, S))  # true down, false up
-    assert claims.judge_fig8(before, moved).verdict == REPLICATES
-    assert claims.judge_fig8(before, (moved[0], before[1] + noise(N, S))).verdict in (PARTLY, REPLICATES)
-    assert claims.judge_fig8(before, (before[0] + 0.1, before[1] - 0.05)).verdict == FAILS
-    f9 = claims.judge_fig9(before, moved)
+    per_label = (before[0] / 2, moved[0])  # two true labels, then one: 0.15 -> 0.2 a label
+    assert claims.judge_fig8(before, moved, (per_label[1], per_label[0])).verdict == REPLICATES
+    rises = claims.judge_fig8(before, moved, per_label)  # the sum drops, each true label gains
+    assert rises.verdict == PARTLY and "per true-label position 0.150 -> 0.200" in rises.why
+    assert claims.judge_fig8(before, (before[0] + 0.1, before[1] - 0.05), per_label).verdict == FAILS
+    near = effects(0.0, 0.1)
+    f9 = claims.judge_fig9(before, moved, near)
     assert f9.verdict == REPLICATES and "drops in 20/20 heads" in f9.why
-    assert claims.judge_fig9(before, (before[0] + 0.1, before[1])).verdict == FAILS
-    yes, no = claims.judge_fig8(before, moved), claims.judge_fig9(before, (before[0] + 0.1, before[1]))
+    assert claims.judge_fig9(before, moved, effects(0.1, 0.0)).verdict == PARTLY  # no distance effect behind the drop
+    assert claims.judge_fig9(before, (before[0] + 0.1, before[1]), effects(0.1, -0.1)).verdict == FAILS
+    yes, no = claims.judge_fig8(before, moved, per_label[::-1]), claims.judge_fig9(before, (before[0] + 0.1, before[1]),
+                                                                                     effects(0.1, -0.1))
     assert claims.judge_fig10_11(yes, f9).verdict == REPLICATES
     assert claims.judge_fig10_11(yes, no).verdict == PARTLY
     assert claims.judge_fig10_11(no, no).verdict == FAILS
@@ -139,11 +156,12 @@ def test_causal():
     N = 100
     plain = accuracy_of(torch.arange(N) < 90)
     randoms = [accuracy_of(torch.arange(N) < 80 + d % 5) for d in range(20)]  # 80-84%
-    f = claims.judge_causal(plain, accuracy_of(torch.arange(N) < 20), randoms, 20, "mean")
+    runs = lambda top: AblationRuns(plain, {20: accuracy_of(torch.arange(N) < top)}, {20: randoms})  # noqa: E731
+    f = claims.judge_causal(runs(20), 20, "mean")
     assert f.verdict == REPLICATES and f.ours == pytest.approx(0.2) and f.n == N and f.ci[0] < 0.2 < f.ci[1]
     assert "90.0% plain" in f.why and "82.0% with 20 layer-matched random heads" in f.why
-    assert claims.judge_causal(plain, accuracy_of(torch.arange(N) < 60), randoms, 20, "mean").verdict == PARTLY
-    assert claims.judge_causal(plain, accuracy_of(torch.arange(N) < 82), randoms, 20, "mean").verdict == FAILS
+    assert claims.judge_causal(runs(60), 20, "mean").verdict == PARTLY
+    assert claims.judge_causal(runs(82), 20, "mean").verdict == FAILS
 
 
 def test_not_tested_and_the_tables():

@@ -19,7 +19,7 @@ MULTI = Record(
 PROMPTS = [
     build_prompt(RECORD),
     build_prompt(Record("Peru", "country", "animal", ("New Zealand", "Sri Lanka"), ("hippopotamus", "orangutan")), Variant(imbalanced=True)),
-    build_prompt(MULTI, Variant(true_first=True, labels=("xylophonist", "zq"))),  # labels of several tokens
+    build_prompt(MULTI, Variant(order="ttff", labels=("xylophonist", "zq"))),  # labels of several tokens
     build_prompt(Record("naïve ☃", "sentiment", "number", ("crème brûlée", "😀 great"), ("seven", "12"))),  # byte tokens
 ]
 

@@ -18,11 +18,22 @@ def test_variants_match_method(variant, text):
     assert build_prompt(RECORD, VARIANTS[variant]).text == text
 
 
+@pytest.mark.parametrize("order, text", [
+    ("ftft", "love : bar eight : foo like : bar two : foo one :"),
+    ("fttf", "love : bar eight : foo two : foo like : bar one :"),
+    ("tfft", "eight : foo love : bar like : bar two : foo one :"),
+    ("tftf", "eight : foo love : bar two : foo like : bar one :"),
+])
+def test_the_recency_family_orders_the_same_demonstrations(order, text):
+    assert build_prompt(RECORD, VARIANTS[f"order-{order}"]).text == text
+    assert build_prompt(RECORD, Variant(order=order, imbalanced=True)).text == text.replace(" two : foo", "")
+
+
 def test_other_parameters_compose():
     assert build_prompt(RECORD, Variant(k=2)).text == "love : bar eight : foo one :"
     assert build_prompt(RECORD, Variant(labels=("positive", "negative"))).text == (
         "love : negative like : negative eight : positive two : positive one :")
-    assert build_prompt(RECORD, Variant(imbalanced=True, true_first=True)).text == "eight : foo love : bar like : bar one :"
+    assert build_prompt(RECORD, Variant(imbalanced=True, order="ttff")).text == "eight : foo love : bar like : bar one :"
     wide = Record("x", "a", "b", ("t1", "t2", "t3"), ("f1", "f2", "f3"))
     assert build_prompt(wide, Variant(k=6)).text == "f1 : bar f2 : bar f3 : bar t1 : foo t2 : foo t3 : foo x :"
     assert [p.text for p in build_prompts([RECORD, wide])] == [BALANCED, "f1 : bar f2 : bar t1 : foo t2 : foo x :"]
@@ -49,6 +60,8 @@ def test_bad_variants_are_refused():
         Variant(labels=("foo", "foo"))
     with pytest.raises(UsageError, match="not \\(' ', 'bar'\\)"):
         Variant(labels=(" ", "bar"))
+    with pytest.raises(UsageError, match=r"^A demonstration order is 2 't' \(true\) and 2 'f' \(false\) letters for K=4, not 'tttf'\.$"):
+        Variant(order="tttf")
     with pytest.raises(UsageError, match=r"^K=6 needs 3 demonstrations of each class; this record has 2 true and 2 false ones"):
         build_prompt(RECORD, Variant(k=6))
 

@@ -39,6 +39,11 @@ def test_label_attention_sweep_matches_one_batch(small, ps):
         for i in range(len(TEXTS)):
             close(got[i], dec.pattern[i][..., mask[i]].sum(-1))
     assert torch.equal(att.predictions, dec.predictions)
+    for i, labels in enumerate(ps.positions.labels):  # per label: that position of the pattern, NaN past the labels
+        close(att.per_label[i][..., labels >= 0], dec.pattern[i][..., labels[labels >= 0]])
+        assert att.per_label[i][..., labels < 0].isnan().all()
+    per_class = torch.where(ps.positions.is_true[:, None, None], att.per_label, 0).nansum(-1)
+    close(per_class, att.true)  # the per-label weights sum to the true-label total
     true, false = att.at(HEADS)
     assert true.shape == false.shape == (3, 2)
     close(true[:, 0], att.true[:, 2, 3])
@@ -267,7 +272,7 @@ def test_cache_files_take_the_users_umask(fresh, tmp_path):
 
 
 def test_an_unknown_variant_is_one_line_naming_the_choices(small):
-    with pytest.raises(UsageError, match=r"^Unknown prompt variant 'balance': choose one of balanced, imbalanced, reordered, swapped\.$"):
+    with pytest.raises(UsageError, match=r"^Unknown prompt variant 'balance': choose one of balanced, imbalanced, reordered, swapped, order-ftft, order-fttf, order-tfft, order-tftf\.$"):
         runner.prompt_set(small, "sentiment_number", "balance", n=4)
     with pytest.raises(UsageError, match=r"^Unknown prompt variant 'balance'"):
         label_attention.variant_studies(small, "balance", ["sentiment_number"], [], 4, 1)

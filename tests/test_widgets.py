@@ -20,7 +20,8 @@ L, H, N = 4, 3, 10
 @pytest.fixture(scope="module")
 def att() -> LabelAttention:
     g = torch.Generator().manual_seed(0)
-    return LabelAttention(torch.rand(N, L, H, generator=g), torch.rand(N, L, H, generator=g) / 2, torch.zeros(N, dtype=torch.long))
+    return LabelAttention(torch.rand(N, L, H, generator=g), torch.rand(N, L, H, generator=g) / 2, torch.zeros(N, dtype=torch.long),
+                          torch.rand(N, L, H, 4, generator=g))
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +71,7 @@ def test_attention_explorer_redraws_for_the_chosen_head(att):
 
 
 def test_variant_explorer_redraws_for_the_chosen_head(att):
-    variants = {"balanced": att, "imbalanced": LabelAttention(att.false, att.true, att.predictions)}
+    variants = {"balanced": att, "imbalanced": LabelAttention(att.false, att.true, att.predictions, att.per_label)}
     ex = widgets.variant_explorer(variants, start=(0, 0), title="toy")
     ex.controls["layer"].value = 2
     ax_true = ex.shown.axes[0]

@@ -130,3 +130,13 @@ def label_attention(dec: Decomposition, mask: torch.Tensor) -> torch.Tensor:
     """
     alpha = dec.require("pattern")  # [B, L, H, T]
     return (alpha * mask[:, None, None].to(alpha)).sum(-1)
+
+
+def attention_at(dec: Decomposition, positions: torch.Tensor) -> torch.Tensor:
+    """[B, L, H, K]: attention from the last position to each of positions [B, K] (-1: none,
+    giving NaN), every head. dec needs pattern.
+    """
+    alpha = dec.require("pattern")  # [B, L, H, T]
+    B, L, H, _ = alpha.shape
+    index = positions.clamp(min=0).to(alpha.device)[:, None, None].expand(B, L, H, -1)
+    return alpha.gather(-1, index).masked_fill((positions < 0).to(alpha.device)[:, None, None], float("nan"))

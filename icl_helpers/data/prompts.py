@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Sequence
 
 import torch
@@ -68,21 +68,33 @@ class Variant:
 
     k: int = 4  # demonstrations of the balanced prompt, K/2 of each class
     imbalanced: bool = False  # drop the last true demonstration and its label (Section 5.1)
-    true_first: bool = False  # true demonstrations first, false ones next to the input (Section 5.2)
+    order: str | None = None  # "t"/"f" per demonstration in prompt order; None: the false ones, then the true
     labels: tuple[str, str] = ("foo", "bar")  # (true label, false label); ("bar", "foo") swaps them
 
     def __post_init__(self) -> None:
-        demos_per_class(self.k)
+        half = demos_per_class(self.k)
         true, false = self.labels
         if not true.strip() or not false.strip() or true == false:
             raise UsageError(f"Labels must be two different non-empty words, not {self.labels!r}.")
+        if self.order is not None and sorted(self.order) != sorted("t" * half + "f" * half):
+            raise UsageError(f"A demonstration order is {half} 't' (true) and {half} 'f' (false) letters for K={self.k}, "
+                             f"not {self.order!r}.")
 
+    @property
+    def pattern(self) -> str:
+        """The order of the K demonstrations, e.g. "fftt" (before an imbalanced prompt drops one)."""
+        half = self.k // 2
+        return self.order if self.order is not None else "f" * half + "t" * half
+
+
+ORDERS = ("fftt", "ftft", "fttf", "tfft", "tftf", "ttff")  # every order of two true and two false demonstrations
 
 VARIANTS: dict[str, Variant] = {
-    "balanced": Variant(),
+    "balanced": Variant(),  # order fftt: the true demonstrations next to the input
     "imbalanced": Variant(imbalanced=True),
-    "reordered": Variant(true_first=True),
+    "reordered": Variant(order="ttff"),  # the false demonstrations next to the input (Section 5.2)
     "swapped": Variant(labels=("bar", "foo")),
+    **{f"order-{o}": Variant(order=o) for o in ORDERS if o not in ("fftt", "ttff")},  # the recency family
 }
 
 
@@ -126,11 +138,12 @@ def build_prompt(record: Record, variant: Variant = Variant()) -> Prompt:
             f"K={variant.k} needs {half} demonstrations of each class; this record has "
             f"{len(record.true_demos)} true and {len(record.false_demos)} false ones: lower K or regenerate the records."
         )
-    true = [(d, True) for d in record.true_demos[:half]]
-    false = [(d, False) for d in record.false_demos[:half]]
+    demos = {"t": iter(record.true_demos[:half]), "f": iter(record.false_demos[:half])}
+    pairs = [(next(demos[c]), c == "t") for c in variant.pattern]
     if variant.imbalanced:
-        true = true[:-1]
-    return _render(true + false if variant.true_first else false + true, record.input, variant.labels)
+        last_true = max(i for i, (_, is_true) in enumerate(pairs) if is_true)
+        del pairs[last_true]
+    return _render(pairs, record.input, variant.labels)
 
 
 def build_prompts(records: Sequence[Record], variant: Variant = Variant()) -> list[Prompt]:
@@ -191,7 +204,7 @@ def mixed_label_prompts(records: Sequence[Record], variant: Variant = Variant())
     """Prompts with the label pair swapped on every other pair of records (rows 2, 3, 6,
     7, ...), so neither label word is always the true one and, as records alternate
     direction, each direction meets both orders."""
-    swapped = Variant(variant.k, variant.imbalanced, variant.true_first, variant.labels[::-1])
+    swapped = replace(variant, labels=variant.labels[::-1])
     return [build_prompt(r, swapped if (i // 2) % 2 else variant) for i, r in enumerate(records)]
 
 

@@ -95,6 +95,14 @@ class AblationRuns:
     top: dict[int, Accuracy]  # k -> the first k in-context heads ablated
     random: dict[int, list[Accuracy]]  # k -> per draw, its first k heads ablated
 
+    @classmethod
+    def cat(cls, parts: Sequence["AblationRuns"]) -> "AblationRuns":
+        """The prompts of several runs with the same ks and draws (e.g. datasets), in order."""
+        first = parts[0]
+        return cls(Accuracy.cat([p.plain for p in parts]), {k: Accuracy.cat([p.top[k] for p in parts]) for k in first.top},
+                   {k: [Accuracy.cat([p.random[k][d] for p in parts]) for d in range(len(draws))]
+                    for k, draws in first.random.items()})
+
     def curves(self) -> pd.DataFrame:
         """Columns heads (IN_CONTEXT or RANDOM), draw, k (0: the plain model), accuracy (top-1),
         ranked, true_prob (the true label's mean probability)."""
@@ -154,25 +162,30 @@ class CausalPlan:
         """The plan for n bias prompts: up to 100 to locate, n/4 (8 to 64) to ablate, the
         full k range from 32 ablation prompts up, else k in 1, 5, 20; 20 random draws."""
         n_ablation = max(8, min(64, n // 4))
-        return cls(min(n, 100), n_ablation, [1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20] if n_ablation >= 32 else [1, 5, 20])
+        return cls(min(n, 100), n_ablation, [1, 2, 4, 6, 8, 10, 15, 20] if n_ablation >= 32 else [1, 5, 20])
 
 
 def causal_check(m: ICLModel, top: dict[str, list[Head]], plan: CausalPlan, word: Sequence[str], seed: int = 0,
-                 data_dir: str | Path | None = None, ablation: str = "mean") -> pd.DataFrame:
-    """`AblationRuns.curves` of each dataset of `top` (its in-context heads, located on its
-    first plan.n_locate balanced prompts): plan.n_ablation prompts of the records after those
-    a word dataset, half as many a sentence dataset (`evaluation_prompts`); mean ablation by
-    the heads' means over the locating prompts, or zero. A `dataset` column names the dataset and its N."""
+                 data_dir: str | Path | None = None, ablation: str = "mean") -> dict[str, AblationRuns]:
+    """`ablation_runs` on each dataset of `top` (its in-context heads, located on its first
+    plan.n_locate balanced prompts): plan.n_ablation prompts of the records after those a word
+    dataset, half as many a sentence dataset (`evaluation_prompts`); mean ablation by the
+    heads' means over the locating prompts, or zero. Keyed by dataset."""
     check_ablation(ablation)
-    curves = []
+    runs = {}
     for d, heads in top.items():
         n = plan.n_ablation if d in word else plan.n_ablation // 2
         locating = build_prompts(dataset_records(d, plan.n_locate, seed, data_dir))
         means = ablation_means(m, [p.text for p in locating], ablation)
-        runs = ablation_runs(m, evaluation_prompts(d, plan.n_locate, n, seed, data_dir), heads, plan.ks, plan.n_random,
-                             seed, means)
-        curves.append(runs.curves().assign(dataset=f"{d} (N={n})"))
-    return pd.concat(curves, ignore_index=True)
+        runs[d] = ablation_runs(m, evaluation_prompts(d, plan.n_locate, n, seed, data_dir), heads, plan.ks,
+                                             plan.n_random, seed, means)
+    return runs
+
+
+def curves(runs: dict[str, AblationRuns]) -> pd.DataFrame:
+    """`AblationRuns.curves` of each dataset's runs, with a `dataset` column: its name and N."""
+    return pd.concat([r.curves().assign(dataset=f"{d} (N={len(r.plain.top)})") for d, r in runs.items()],
+                     ignore_index=True)
 
 
 def curve_table(curves: pd.DataFrame) -> pd.DataFrame:

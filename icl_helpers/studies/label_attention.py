@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 
 from ..core.heads import Head, at_heads
-from ..core.projections import label_attention, token_strings
+from ..core.projections import attention_at, label_attention, token_strings
 from ..data.prompts import prompt_label_ids
 from ..model.loading import ICLModel
 from ..stats import spearman
@@ -30,6 +30,7 @@ class LabelAttention:
     true: torch.Tensor  # [N, L, H]: on the true labels
     false: torch.Tensor  # [N, L, H]: on the false labels
     predictions: torch.Tensor  # [N] long: the model's next token (argmax) at the last position
+    per_label: torch.Tensor  # [N, L, H, K]: on each label position, prompt order (NaN past a prompt's labels)
 
     def at(self, heads: Sequence[Head]) -> tuple[torch.Tensor, torch.Tensor]:
         """(true, false), each [N, S], for the listed heads."""
@@ -38,21 +39,22 @@ class LabelAttention:
 
 @torch.no_grad()
 def label_attention_sweep(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> LabelAttention:
-    """Summed attention of the last position on true and on false labels, every head, and
-    the model's predictions."""
-    parts: dict[str, list[torch.Tensor]] = {"true": [], "false": [], "predictions": []}
+    """Attention of the last position on each label and summed over true and over false
+    labels, every head, and the model's predictions."""
+    parts: dict[str, list[torch.Tensor]] = {"true": [], "false": [], "predictions": [], "per_label": []}
     for rows, dec in decomposed(m, ps, batch_size, record=["pattern"]):
         positions, T = ps.positions[rows].to(dec.pattern.device), dec.input_ids.shape[1]
         for name, true in (("true", True), ("false", False)):
             parts[name].append(label_attention(dec, positions.mask(T, true)).float().cpu())
         parts["predictions"].append(dec.predictions.cpu())
+        parts["per_label"].append(attention_at(dec, positions.labels).float().cpu())
     return LabelAttention(**{k: torch.cat(v) for k, v in parts.items()})
 
 
 def attention_on_labels(m: ICLModel, ps: PromptSet) -> LabelAttention:
     """`label_attention_sweep` on a prompt set, cached on disk."""
     compute = lambda: asdict(label_attention_sweep(m, ps))  # noqa: E731
-    return LabelAttention(**study_result("attention", m, ps, compute))
+    return LabelAttention(**study_result("label-attention", m, ps, compute))
 
 
 @dataclass

@@ -15,8 +15,8 @@ from ..data.datasets import dataset_records
 from ..data.prompts import prompt_label_ids
 from ..model.loading import ICLModel
 from ..notebook import sentence_datasets
-from . import causal, label_attention, mrr, projection
-from .accuracy import Accuracy, table2_cells
+from . import causal, label_attention, mrr, projection, recency
+from .accuracy import table2_cells
 from .in_context_heads import located
 from .runner import PromptSet, prompt_set, prompt_set_from_texts
 
@@ -38,14 +38,20 @@ def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | 
     sets |= {d: prompt_set(m, d, "balanced", sentence_n, seed, data_dir) for d in sentence}
     found: dict[str, Finding] = {}
 
-    progress("Table 2: accuracy")
-    found["table2"] = claims.judge_table2({f"{c.direction.split('/')[0]} inputs, true label {c.true_label}": c.top1
-                                           for c in table2_cells(m, WORD, n, seed)})
-
     progress("Locating the in-context heads")
     loc = {d: located(m, ps) for d, ps in sets.items()}
     heads = {d: r.top_heads(K) for d, r in loc.items()}
     first = WORD[0]
+
+    progress("The recency family: every order of the demonstrations")
+    family = {d: recency.recency_family(m, d, heads[d], n if d in WORD else sentence_n, seed, data_dir) for d in sets}
+    word_effects = recency.effects(torch.cat([family[d].cells() for d in WORD]))
+    sentence_effects = recency.effects(torch.cat([family[d].cells() for d in sentence])) if sentence else None
+
+    progress("Table 2: accuracy")
+    false_nearest = torch.cat([family[d].top1[:, ~family[d].is_true[:, -1]].flatten() for d in WORD])
+    found["table2"] = claims.judge_table2({f"{c.direction.split('/')[0]} inputs, true label {c.true_label}": c.top1
+                                           for c in table2_cells(m, WORD, n, seed)}, false_nearest)
     found["fig2"] = claims.judge_fig2(loc[first].attn, loc[first].ffn)
     found["fig3_4"] = claims.judge_fig3_4({d: loc[d].head for d in WORD}, K)
     found["fig12_15"] = claims.judge_fig12_15({d: r.head for d, r in loc.items()}, K)
@@ -63,14 +69,14 @@ def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | 
     progress("Figs. 6-11: attention on the labels")
     attention = {d: label_attention.attention_on_labels(m, sets[d]) for d in WORD}
     true, false = (torch.cat(parts) for parts in zip(*(attention[d].at(heads[d]) for d in WORD)))
-    found["fig6"] = claims.judge_fig6(true, false)
+    found["fig6"] = claims.judge_fig6(true, false, word_effects)
     increase = torch.cat([at_heads(loc[d].head, heads[d]) for d in WORD])
     found["fig7"] = claims.judge_fig7(true, increase)
     for variant, id in (("imbalanced", "fig8"), ("reordered", "fig9")):
-        found[id] = variant_finding(m, variant, id, WORD, n, seed, data_dir, heads)
+        found[id] = variant_finding(m, variant, id, WORD, n, seed, data_dir, heads, word_effects)
     if sentence:
         found["fig10_11"] = claims.judge_fig10_11(
-            *(variant_finding(m, v, id, sentence, sentence_n, seed, data_dir, heads) for v, id in
+            *(variant_finding(m, v, id, sentence, sentence_n, seed, data_dir, heads, sentence_effects) for v, id in
               (("imbalanced", "fig8"), ("reordered", "fig9"))))
     else:
         found["fig10_11"] = not_tested("fig10_11", "no copy of the sentence datasets here, and no hub")
@@ -98,9 +104,7 @@ def causal_finding(m: ICLModel, datasets: Sequence[str], n: int, seed: int) -> F
         k = len(heads)  # K, or every head of a smaller model
         runs.append(causal.ablation_runs(m, causal.evaluation_prompts(d, n // 2, n - n // 2, seed), heads, [k],
                                          RANDOM_DRAWS, seed, causal.ablation_means(m, locating.texts)))
-    cat = Accuracy.cat
-    return claims.judge_causal(cat([r.plain for r in runs]), cat([r.top[k] for r in runs]),
-                               [cat([r.random[k][i] for r in runs]) for i in range(RANDOM_DRAWS)], k, "mean")
+    return claims.judge_causal(causal.AblationRuns.cat(runs), k, "mean")
 
 
 def label_value_hits(proj: projection.Projections, prompt: int, heads: Sequence[Head]) -> list[float]:
@@ -132,13 +136,18 @@ def fig5(m: ICLModel, ps: PromptSet, heads: list[Head], seed: int) -> Finding:
 
 
 def variant_finding(m: ICLModel, variant: str, id: str, datasets: Sequence[str], n: int, seed: int,
-                    data_dir: str | Path | None, heads: dict[str, list[Head]]) -> Finding:
-    """The fig8 (imbalanced) or fig9 (re-ordered) judgement over `datasets` pooled, each in its own heads."""
-    before, after = [], []
+                    data_dir: str | Path | None, heads: dict[str, list[Head]], family: recency.Effects) -> Finding:
+    """The fig8 (imbalanced) or fig9 (re-ordered) judgement over `datasets` pooled, each in its
+    own heads; `family`: the recency family's effects on those datasets."""
+    summed: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {"balanced": [], variant: []}
+    per_label: dict[str, list[torch.Tensor]] = {"balanced": [], variant: []}
     for d in datasets:
-        for v, into in (("balanced", before), (variant, after)):
-            into.append(label_attention.attention_on_labels(m, prompt_set(m, d, v, n, seed, data_dir)).at(heads[d]))
-    pooled = lambda parts: tuple(torch.cat(x) for x in zip(*parts))  # noqa: E731
-    judge = claims.judge_fig8 if variant == "imbalanced" else claims.judge_fig9
-    return judge(pooled(before), pooled(after), id)
-
+        for v in summed:
+            ps = prompt_set(m, d, v, n, seed, data_dir)
+            true, false = label_attention.attention_on_labels(m, ps).at(heads[d])
+            summed[v].append((true, false))
+            per_label[v].append(true / ps.positions.chosen(True).sum(1, keepdim=True))
+    before, after = (tuple(torch.cat(x) for x in zip(*summed[v])) for v in summed)
+    if variant == "imbalanced":
+        return claims.judge_fig8(before, after, tuple(torch.cat(per_label[v]) for v in per_label), id)
+    return claims.judge_fig9(before, after, family, id)

@@ -1,0 +1,132 @@
+"""The recency control: is a label attended because it is true, or because it is near the input?
+
+The paper's balanced prompt always puts the true demonstrations next to the input, so its
+true-versus-false attention (Figs. 6-9) cannot tell the two apart. The recency family shows
+the same records in every order of two true and two false demonstrations
+(`data.prompts.ORDERS`: fftt is the balanced prompt, ttff the re-ordered one). Each label
+position then has a truth (true or false) and a distance rank (1: the demonstration next
+to the input, K: the first), and across the six orders every label slot is true in three:
+truth and distance are crossed, so their effects on the attention a label gets can be told
+apart. Per record, the attention a label position gets in the dataset's in-context heads is
+averaged over orders and heads into a [2, K] table (false/true by distance rank); an
+additive least-squares fit of the table over records gives the *truth effect* (true minus
+false at equal distance) and the *distance effect* (nearest minus farthest at equal truth).
+Intervals: the percentile bootstrap over records.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+import torch
+
+from ..core.heads import Head
+from ..data.prompts import ORDERS, prompt_label_ids
+from ..model.loading import ICLModel
+from ..stats import bootstrap_ci
+from .label_attention import attention_on_labels
+from .runner import prompt_set
+
+FAMILY = {o: {"fftt": "balanced", "ttff": "reordered"}.get(o, f"order-{o}") for o in ORDERS}  # order -> its variant
+
+
+@dataclass
+class RecencyFamily:
+    """One dataset's records in every order, seen through its in-context heads.
+
+    N records, O orders (ORDERS), S heads, K = 4 label positions in prompt order.
+    """
+
+    dataset: str
+    heads: list[Head]
+    attention: torch.Tensor  # [N, O, S, K]: the last position's attention on each label position
+    is_true: torch.Tensor  # [O, K] bool: the label at that position is the true one
+    top1: torch.Tensor  # [N, O] bool: the argmax is the true label
+    nearest: torch.Tensor  # [N, O] bool: the argmax is the label of the demonstration next to the input
+
+    def cells(self) -> torch.Tensor:
+        """[N, 2, K]: per record, mean attention on a label position over orders and heads, by
+        truth (0 false, 1 true) and distance rank (index 0: next to the input, K-1: the first)."""
+        per_order = self.attention.mean(2).flip(-1)  # [N, O, K], nearest first
+        truth = self.is_true.flip(-1)  # [O, K]
+        return torch.stack([(per_order * (truth == t)).sum(1) / (truth == t).sum(0) for t in (False, True)], 1)
+
+    def accuracy(self) -> pd.Series:
+        """Top-1 accuracy in each order."""
+        return pd.Series(self.top1.double().mean(0).numpy(), index=list(ORDERS), name="top-1")
+
+
+def fit(cells: torch.Tensor) -> tuple[float, float]:
+    """(truth effect, distance effect) of the additive least-squares fit attention = b +
+    truth * [true] + d_r to the mean [2, K] table of cells [N, 2, K]; the distance effect is
+    d_nearest - d_farthest."""
+    table = cells.double().mean(0)  # [2, K]
+    K = table.shape[1]
+    truth = torch.tensor([0.0, 1.0], dtype=torch.float64)[:, None].expand(2, K)
+    rank = torch.eye(K, dtype=torch.float64)[None].expand(2, K, K)  # one column a rank: no separate intercept
+    design = torch.cat([truth.reshape(-1, 1), rank.reshape(-1, K)], 1)  # [2K, 1 + K]
+    coef = torch.linalg.lstsq(design, table.reshape(-1, 1)).solution.flatten()
+    return float(coef[0]), float(coef[1] - coef[K])
+
+
+@dataclass(frozen=True)
+class Effects:
+    """The truth and distance effects with their 95% bootstrap intervals over N records."""
+
+    truth: float
+    truth_ci: tuple[float, float]
+    distance: float
+    distance_ci: tuple[float, float]
+    n: int
+
+    def text(self) -> str:
+        lo, hi = self.truth_ci
+        dlo, dhi = self.distance_ci
+        return (f"truth effect {self.truth:+.3f} ({lo:+.3f} to {hi:+.3f}), distance effect (nearest minus farthest) "
+                f"{self.distance:+.3f} ({dlo:+.3f} to {dhi:+.3f}), per label position, N={self.n} records")
+
+
+def effects(cells: torch.Tensor) -> Effects:
+    """`fit` of cells [N, 2, K] with the bootstrap interval of each effect."""
+    truth, distance = fit(cells)
+    return Effects(truth, bootstrap_ci([cells], lambda c: fit(c)[0]), distance,
+                   bootstrap_ci([cells], lambda c: fit(c)[1]), len(cells))
+
+
+def recency_family(m: ICLModel, dataset: str, heads: Sequence[Head], n: int, seed: int = 0,
+                   data_dir: str | Path | None = None) -> RecencyFamily:
+    """The first n records of `dataset` in every order of ORDERS, attention in `heads`."""
+    attention, is_true, top1, nearest = [], [], [], []
+    for variant in FAMILY.values():
+        ps = prompt_set(m, dataset, variant, n, seed, data_dir)
+        att = attention_on_labels(m, ps)
+        layers, hs = zip(*heads)
+        attention.append(att.per_label[:, list(layers), list(hs)])  # [N, S, K]
+        truth = ps.positions.is_true[0]
+        true_id, false_id = prompt_label_ids(m.tokenizer, ps.prompts)
+        is_true.append(truth)
+        top1.append(att.predictions == true_id)
+        nearest.append(att.predictions == torch.where(truth[-1], true_id, false_id))
+    return RecencyFamily(dataset, list(heads), torch.stack(attention, 1), torch.stack(is_true), torch.stack(top1, 1),
+                         torch.stack(nearest, 1))
+
+
+def family_table(families: Sequence[RecencyFamily]) -> pd.DataFrame:
+    """One row a dataset: the truth and distance effects with intervals, and top-1 accuracy and
+    the share of prompts naming the nearest label when a true or a false demonstration is nearest."""
+    rows = []
+    for f in families:
+        e = effects(f.cells())
+        true_nearest = f.is_true[:, -1]
+        rows.append({"dataset": f.dataset, "N": e.n, "truth effect": e.truth, "truth CI": _ci(e.truth_ci),
+                     "distance effect": e.distance, "distance CI": _ci(e.distance_ci),
+                     "top-1, true nearest": float(f.top1[:, true_nearest].double().mean()),
+                     "top-1, false nearest": float(f.top1[:, ~true_nearest].double().mean()),
+                     "names the nearest label": float(f.nearest.double().mean())})
+    return pd.DataFrame(rows).set_index("dataset")
+
+
+def _ci(ci: tuple[float, float]) -> str:
+    return f"{ci[0]:+.3f} to {ci[1]:+.3f}"

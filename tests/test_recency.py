@@ -1,0 +1,73 @@
+"""The recency control: the family of orders, the (truth, distance) table, the least-squares
+effects on constructed attention, and the family on a small model against its label attention."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from icl_helpers.data.prompts import ORDERS, prompt_label_ids
+from icl_helpers.studies import label_attention, recency
+from icl_helpers.studies.runner import prompt_set
+
+PATTERNS = torch.tensor([[c == "t" for c in o] for o in ORDERS])  # [O, K]
+
+
+def constructed(truth: float, by_distance: list[float], n: int = 30, noise: float = 0.0) -> recency.RecencyFamily:
+    """A family whose attention is 0.1 + truth * [true] + by_distance[rank] (+ noise), in 2 heads."""
+    g = torch.Generator().manual_seed(0)
+    distance = torch.tensor(by_distance).flip(0)  # prompt order: the farthest label first
+    attention = 0.1 + truth * PATTERNS.float() + distance  # [O, K]
+    attention = attention[None, :, None].expand(n, -1, 2, -1) + noise * torch.randn(n, len(ORDERS), 2, 4, generator=g)
+    top1 = torch.ones(n, len(ORDERS), dtype=torch.bool)
+    return recency.RecencyFamily("toy", [(0, 0), (1, 1)], attention, PATTERNS, top1, PATTERNS[:, -1].expand(n, -1))
+
+
+def test_the_family_is_every_order_of_two_true_and_two_false():
+    assert len(set(ORDERS)) == 6 and all(sorted(o) == list("fftt") for o in ORDERS)
+    assert recency.FAMILY["fftt"] == "balanced" and recency.FAMILY["ttff"] == "reordered"
+
+
+def test_cells_and_effects_recover_the_constructed_attention():
+    fam = constructed(0.05, [0.3, 0.2, 0.1, 0.0])  # nearest first
+    cells = fam.cells()
+    assert cells.shape == (30, 2, 4)
+    expected = torch.tensor([[0.4, 0.3, 0.2, 0.1], [0.45, 0.35, 0.25, 0.15]])
+    assert torch.allclose(cells[0], expected)
+    assert recency.fit(cells) == pytest.approx((0.05, 0.3))
+    noisy = recency.effects(constructed(0.05, [0.3, 0.2, 0.1, 0.0], n=200, noise=0.05).cells())
+    assert noisy.truth_ci[0] < 0.05 < noisy.truth_ci[1] and noisy.distance_ci[0] < 0.3 < noisy.distance_ci[1]
+    assert noisy.truth_ci[1] - noisy.truth_ci[0] < 0.01 and noisy.n == 200
+    none = recency.effects(constructed(0.0, [0.0] * 4, n=200, noise=0.05).cells())  # nothing to find
+    assert none.truth_ci[0] < 0 < none.truth_ci[1] and none.distance_ci[0] < 0 < none.distance_ci[1]
+
+
+def test_truth_effect_equals_the_difference_of_means_in_the_crossed_design():
+    g = torch.Generator().manual_seed(1)
+    cells = torch.rand(10, 2, 4, generator=g)
+    truth, distance = recency.fit(cells)
+    table = cells.mean(0)
+    assert truth == pytest.approx(float(table[1].mean() - table[0].mean()), abs=1e-6)
+    assert distance == pytest.approx(float(table[:, 0].mean() - table[:, 3].mean()), abs=1e-6)
+
+
+def test_family_table_splits_accuracy_by_the_nearest_label():
+    fam = constructed(0.05, [0.3, 0.2, 0.1, 0.0])
+    fam.top1 = PATTERNS[:, -1].expand(30, -1).clone()  # right exactly when the true label is nearest
+    row = recency.family_table([fam]).loc["toy"]
+    assert (row["top-1, true nearest"], row["top-1, false nearest"], row["names the nearest label"]) == (1.0, 0.0, 0.5)
+    assert row["truth effect"] == pytest.approx(0.05) and row["N"] == 30
+
+
+def test_recency_family_is_the_label_attention_of_each_order(small, tmp_path, monkeypatch):
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    heads = [(1, 2), (0, 3)]
+    fam = recency.recency_family(small, "sentiment_number", heads, 6)
+    assert fam.attention.shape == (6, 6, 2, 4) and torch.equal(fam.is_true, PATTERNS)
+    for o, order in enumerate(ORDERS):
+        ps = prompt_set(small, "sentiment_number", recency.FAMILY[order], 6)
+        att = label_attention.attention_on_labels(small, ps)
+        assert torch.equal(fam.attention[:, o], att.per_label[:, [1, 0], [2, 3]])
+        true_id, false_id = prompt_label_ids(small.tokenizer, ps.prompts)
+        nearest = true_id if order.endswith("t") else false_id
+        assert torch.equal(fam.nearest[:, o], att.predictions == nearest)
+        assert torch.equal(fam.top1[:, o], att.predictions == true_id)
