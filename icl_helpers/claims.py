@@ -273,8 +273,8 @@ def judge_fig8(before: tuple[torch.Tensor, torch.Tensor], after: tuple[torch.Ten
     return finding(id, float(dt.mean()), ci_t, len(dt), _all(ci_t[1] < 0, ci_f[0] > 0, ci_p[0] <= 0),
                    f"ours: mean change of summed true-label attention; false-label change {float(df.mean()):+.3f} "
                    f"(CI {ci_f[0]:+.3f} to {ci_f[1]:+.3f}); per true-label position {float(per_label[0].mean()):.3f} -> "
-                   f"{float(per_label[1].mean()):.3f} (change CI {ci_p[0]:+.3f} to {ci_p[1]:+.3f}): a sum over one "
-                   f"true label instead of two drops even where each label keeps its attention")
+                   f"{float(per_label[1].mean()):.3f} (change CI {ci_p[0]:+.3f} to {ci_p[1]:+.3f}): the sum covers one "
+                   f"true label instead of two, so it can drop while each label's own weight rises")
 
 
 def judge_fig9(before: tuple[torch.Tensor, torch.Tensor], after: tuple[torch.Tensor, torch.Tensor], family: Effects,
