@@ -9,6 +9,7 @@ import torch
 
 from icl_helpers import claims
 from icl_helpers.claims import FAILS, NOT_TESTED, PARTLY, REPLICATES
+from icl_helpers.errors import UsageError
 from icl_helpers.stats import bootstrap_ci, mean_ci
 from icl_helpers.studies import label_attention, report
 from icl_helpers.studies.accuracy import Accuracy
@@ -189,3 +190,6 @@ def test_report_covers_every_claim_and_its_numbers_are_the_studies(small, tmp_pa
     assert by["table2"].n == 24  # 6 prompts, 2 datasets, foo and bar
     assert by["causal"].n == 6 and "20 draws" in by["causal"].why  # 3 evaluation prompts a dataset
     json.dumps([f.to_dict() for f in findings])
+    assert report.report(small, 6, 2, progress=lambda step: None, ids=["fig6", "fig2"]) == [by["fig6"], by["fig2"]]
+    with pytest.raises(UsageError, match="Unknown claim id"):
+        report.report(small, 6, 2, ids=["fig99"])
