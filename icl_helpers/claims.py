@@ -117,10 +117,14 @@ class Finding:
     n: int | None
     verdict: str
     why: str
+    correct_only: Finding | None = None  # the same rule on the correctly answered prompts, where it applies
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["ci"] = list(self.ci) if self.ci is not None else None
+        if self.correct_only is not None:
+            d["correct_only"] = {k: v for k, v in self.correct_only.to_dict().items()
+                                 if k in ("ours", "ci", "n", "verdict", "why")}
         return d
 
 
@@ -334,9 +338,22 @@ def judge_bias(id: str, flags: torch.Tensor, paper: float) -> Finding:
 
 
 def table(findings: Sequence[Finding]) -> pd.DataFrame:
-    """One row a claim: claim, paper, ours (CI), N, verdict."""
-    return pd.DataFrame([{"claim": f.claim, "paper": f.paper, "ours (95% CI)": ours_text(f), "N": f.n,
-                          "verdict": f.verdict} for f in findings], index=[f.id for f in findings])
+    """One row a claim: claim, paper, ours (CI), N, verdict, and where any finding has one,
+    the correct-only judgement."""
+    rows = [{"claim": f.claim, "paper": f.paper, "ours (95% CI)": ours_text(f), "N": f.n, "verdict": f.verdict}
+            for f in findings]
+    if any(f.correct_only is not None for f in findings):
+        for row, f in zip(rows, findings):
+            row[CORRECT_ONLY] = correct_only_text(f)
+    return pd.DataFrame(rows, index=[f.id for f in findings])
+
+
+CORRECT_ONLY = "correct prompts only: ours, N, verdict"
+
+
+def correct_only_text(f: Finding) -> str:
+    c = f.correct_only
+    return "-" if c is None else f"{ours_text(c)}, N={c.n}: {c.verdict}" if c.ours is not None else f"- ({c.why})"
 
 
 def ours_text(f: Finding) -> str:
@@ -349,10 +366,12 @@ def ours_text(f: Finding) -> str:
 
 
 def markdown(findings: Sequence[Finding]) -> str:
-    """The findings as one markdown table (claim, paper, ours (CI), N, verdict), then each
-    tested claim's why and rule."""
-    rows = ["| id | claim | paper | ours (95% CI) | N | verdict |", "|---|---|---|---|---|---|"]
-    rows += [f"| {f.id} | {f.claim} | {f.paper} | {ours_text(f)} | {f.n if f.n is not None else '-'} | {f.verdict} |"
-             for f in findings]
-    why = [f"- **{f.id}** ({f.verdict}): {f.why}. Rule: {CLAIMS[f.id].rule}." for f in findings if f.ours is not None]
+    """The findings as one markdown table (claim, paper, ours (CI), N, verdict, correct-only
+    judgement), then each tested claim's why and rule."""
+    rows = [f"| id | claim | paper | ours (95% CI) | N | verdict | {CORRECT_ONLY} |", "|---|---|---|---|---|---|---|"]
+    rows += [f"| {f.id} | {f.claim} | {f.paper} | {ours_text(f)} | {f.n if f.n is not None else '-'} | {f.verdict} | "
+             f"{correct_only_text(f)} |" for f in findings]
+    why = [f"- **{f.id}** ({f.verdict}): {f.why}. Rule: {CLAIMS[f.id].rule}."
+           + (f" Correct prompts only ({f.correct_only.verdict}): {f.correct_only.why}." if f.correct_only else "")
+           for f in findings if f.ours is not None]
     return "\n".join(rows) + "\n\nWhy, claim by claim, with the rule each verdict follows:\n\n" + "\n".join(why) + "\n"

@@ -118,7 +118,10 @@ def cmd_report(args: argparse.Namespace) -> None:
                                "claims": [f.to_dict() for f in findings]}, indent=1))
     if md:
         md.write_text(f"# {args.model}: the paper's claims, tested\n\n{args.n} prompts a word dataset, {args.sentence_n} "
-                      f"a sentence dataset, seed {args.seed}; 95% bootstrap intervals over prompts.\n\n"
+                      f"a sentence dataset, seed {args.seed}; 95% bootstrap intervals over prompts. The last "
+                      "column judges the label-flow claims again on the prompts the model answers correctly (top-1 "
+                      "the true label on the balanced prompt, as the paper's Appendix A), in the heads located on all "
+                      "prompts.\n\n"
                       + claims.markdown(findings))
     counts = {v: sum(f.verdict == v for f in findings) for v in dict.fromkeys(f.verdict for f in findings)}
     print(f"{len(findings)} claims: " + ", ".join(f"{c} {v}" for v, c in counts.items()) + f"; wrote {out}" + (f" and {md}" if md else ""))

@@ -3,15 +3,17 @@ middle where a rule has one), the bootstrap interval, and the report's shape and
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
 
 from icl_helpers import claims
 from icl_helpers.claims import FAILS, NOT_TESTED, PARTLY, REPLICATES
+from icl_helpers.data.prompts import prompt_label_ids
 from icl_helpers.errors import UsageError
 from icl_helpers.stats import bootstrap_ci, mean_ci
-from icl_helpers.studies import label_attention, report
+from icl_helpers.studies import label_attention, recency, report
 from icl_helpers.studies.accuracy import Accuracy
 from icl_helpers.studies.causal import AblationRuns
 from icl_helpers.studies.recency import Effects
@@ -193,3 +195,48 @@ def test_report_covers_every_claim_and_its_numbers_are_the_studies(small, tmp_pa
     assert report.report(small, 6, 2, progress=lambda step: None, ids=["fig6", "fig2"]) == [by["fig6"], by["fig2"]]
     with pytest.raises(UsageError, match="Unknown claim id"):
         report.report(small, 6, 2, ids=["fig99"])
+
+
+def test_correct_only_judges_the_same_rule_on_the_correct_records(small, tmp_path, monkeypatch):
+    """The correct-only view judges only its rows, in the heads located on all prompts, with
+    the recency family pooled over those rows alone; too few correct prompts say so."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    s = report.Studies(small, 6, 2, 0, None)
+    right = s.loc("sentiment_number").targets == prompt_label_ids(
+        small.tokenizer, s.prompts("sentiment_number").prompts)[0]
+    if right.sum() >= 2:
+        assert torch.equal(s.correct().rows("sentiment_number"), right)
+    else:
+        with pytest.raises(report.TooFewCorrect, match="answered correctly"):
+            s.correct().rows("sentiment_number")
+    keep = torch.tensor([True, False, True, True, False, True])
+    view = s.correct()
+    monkeypatch.setattr(view, "rows", lambda dataset: keep)
+    mine = report.FINDERS["fig6"](view)
+    pairs = [label_attention.attention_on_labels(small, s.prompts(d)).at(s.heads(d)) for d in report.WORD]
+    true, false = (torch.cat([x[keep] for x in xs]) for xs in zip(*pairs))
+    cells = torch.cat([s.family(d).cells()[keep] for d in report.WORD])
+    assert mine == claims.judge_fig6(true, false, recency.effects(cells)) and mine.n == 8
+    assert s.effects(tuple(report.WORD)).n == 12 and view.effects(tuple(report.WORD)).n == 8  # not shared
+    fig2 = report.FINDERS["fig2"](view)
+    loc = s.loc("sentiment_number")
+    assert fig2 == claims.judge_fig2(loc.attn[keep], loc.ffn[keep])
+
+    def too_few(dataset):
+        raise report.TooFewCorrect("1 of 6 sentiment_number prompts answered correctly")
+    few = s.correct()
+    monkeypatch.setattr(few, "rows", too_few)
+    monkeypatch.setattr(report.Studies, "correct", lambda self: few)
+    f = report.correct_only("fig2", s)
+    assert f.verdict == NOT_TESTED and "1 of 6" in f.why
+
+
+def test_correct_only_in_the_tables():
+    f = claims.judge_fig7(torch.rand(10, 3), torch.rand(10, 3))
+    c = claims.judge_fig7(torch.rand(4, 3), torch.rand(4, 3))
+    both = replace(f, correct_only=c)
+    assert claims.CORRECT_ONLY not in claims.table([f]).columns
+    assert claims.table([both]).loc["fig7", claims.CORRECT_ONLY] == f"{claims.ours_text(c)}, N=4: {c.verdict}"
+    d = json.loads(json.dumps(both.to_dict()))
+    assert d["correct_only"] == {"ours": c.ours, "ci": list(c.ci), "n": 4, "verdict": c.verdict, "why": c.why}
+    assert f"N=4: {c.verdict}" in claims.markdown([both]) and "Correct prompts only" in claims.markdown([both])

@@ -3,7 +3,9 @@ on disk, so notebooks and a second report reuse them), each judged by its rule i
 A notebook ends with `report(m, ..., ids=[its claims])`: the same code on its own prompts."""
 from __future__ import annotations
 
+import copy
 import functools
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -31,14 +33,26 @@ K = 20  # in-context heads
 RANDOM_DRAWS = 20  # layer-matched random-head draws (Fig. 5, the causal check)
 TOP = 10  # tokens a projected vector (Tables 1, 3)
 ISSUE_15 = "not built yet (Appendices B, D, E: the next part of this work)"
+# Claims about the label flow, judged again on the prompts the model answers correctly (the
+# paper's Appendix A filter): top-1 is the true label on the balanced prompt of that record.
+CORRECT_ONLY = ("fig2", "fig3_4", "fig12_15", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10_11")
+
+
+class TooFewCorrect(Exception):
+    """A dataset with fewer than 2 correctly answered prompts, in a correct-only judgement."""
 
 
 class Studies:
     """What the findings share, each built on first use and once: the balanced prompt set,
-    located heads and recency family of a dataset, and the family's effects pooled."""
+    located heads and recency family of a dataset, and the family's effects pooled.
+
+    `rows(dataset)` [N] bool: the records a finding judges, all of them, or in the view
+    `correct()` those whose balanced prompt the model answers correctly. The heads stay
+    those located on all prompts."""
 
     def __init__(self, m: ICLModel, n: int, sentence_n: int, seed: int, data_dir: str | Path | None):
         self.m, self.n, self.sentence_n, self.seed, self.data_dir = m, n, sentence_n, seed, data_dir
+        self.correct_only = False
         self.prompts = functools.cache(self._prompts)
         self.loc = functools.cache(self._loc)
         self.family = functools.cache(self._family)
@@ -55,6 +69,22 @@ class Studies:
     def heads(self, dataset: str) -> list[Head]:
         return self.loc(dataset).top_heads(K)
 
+    def correct(self) -> Studies:
+        """The same studies, judged on the correctly answered records only."""
+        view = copy.copy(self)
+        view.correct_only = True
+        view.effects = functools.cache(view._effects)  # pooled over other rows than ours
+        return view
+
+    def rows(self, dataset: str) -> torch.Tensor:
+        """[N] bool: the records judged (every one, or the correctly answered ones)."""
+        if not self.correct_only:
+            return torch.ones(self.size(dataset), dtype=torch.bool)
+        right = self.loc(dataset).targets == prompt_label_ids(self.m.tokenizer, self.prompts(dataset).prompts)[0]
+        if right.sum() < 2:
+            raise TooFewCorrect(f"{int(right.sum())} of {len(right)} {dataset} prompts answered correctly")
+        return right
+
     def _prompts(self, dataset: str) -> PromptSet:
         return prompt_set(self.m, dataset, "balanced", self.size(dataset), self.seed, self.data_dir)
 
@@ -65,7 +95,7 @@ class Studies:
         return recency.recency_family(self.m, dataset, self.heads(dataset), self.size(dataset), self.seed, self.data_dir)
 
     def _effects(self, datasets: tuple[str, ...]) -> recency.Effects:
-        return recency.effects(torch.cat([self.family(d).cells() for d in datasets]))
+        return recency.effects(torch.cat([self.family(d).cells()[self.rows(d)] for d in datasets]))
 
 
 def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | Path | None = None,
@@ -80,8 +110,19 @@ def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | 
     found = []
     for id in ids:
         progress(f"{id}: {claims.CLAIMS[id].claim}")
-        found.append(FINDERS[id](s))
+        f = FINDERS[id](s)
+        if id in CORRECT_ONLY and f.ours is not None:
+            f = replace(f, correct_only=correct_only(id, s))
+        found.append(f)
     return found
+
+
+def correct_only(id: str, s: Studies) -> Finding:
+    """The claim judged by its rule on the correctly answered records only."""
+    try:
+        return FINDERS[id](s.correct())
+    except TooFewCorrect as few:
+        return not_tested(id, str(few))
 
 
 def table2(s: Studies) -> Finding:
@@ -105,12 +146,13 @@ def fig6(s: Studies) -> Finding:
 
 def fig7(s: Studies) -> Finding:
     true = torch.cat([word_attention(s, d)[0] for d in WORD])
-    return claims.judge_fig7(true, torch.cat([at_heads(s.loc(d).head, s.heads(d)) for d in WORD]))
+    return claims.judge_fig7(true, torch.cat([at_heads(s.loc(d).head[s.rows(d)], s.heads(d)) for d in WORD]))
 
 
 def word_attention(s: Studies, dataset: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Summed attention on the true and on the false labels [N, K] in the dataset's heads."""
-    return label_attention.attention_on_labels(s.m, s.prompts(dataset)).at(s.heads(dataset))
+    """Summed attention on the true and on the false labels [N, K] in the dataset's heads, judged rows."""
+    true, false = label_attention.attention_on_labels(s.m, s.prompts(dataset)).at(s.heads(dataset))
+    return true[s.rows(dataset)], false[s.rows(dataset)]
 
 
 def fig10_11(s: Studies) -> Finding:
@@ -167,7 +209,7 @@ def fig5(s: Studies) -> Finding:
     draws = [same_layer_random_heads(heads, s.m.arch.n_heads, s.seed + d) for d in range(RANDOM_DRAWS)]
     layers = sorted({l for l, _ in heads})
     pool = [(l, h) for l in layers for h in range(s.m.arch.n_heads)]  # every head of those layers: one pass
-    ranks = mrr.label_ranks(s.m, s.prompts(FIRST), pool).reciprocal().nanmean(2)  # [N, every head of the layers]
+    ranks = mrr.label_ranks(s.m, s.prompts(FIRST), pool).reciprocal().nanmean(2)[s.rows(FIRST)]  # [N, heads of the layers]
     column = {head: i for i, head in enumerate(pool)}
     at = lambda hs: ranks[:, [column[tuple(h)] for h in hs]]  # noqa: E731
     return claims.judge_fig5(at(heads), torch.stack([at(hs) for hs in draws]), heads)
@@ -179,11 +221,12 @@ def variant_finding(s: Studies, variant: str, id: str, datasets: Sequence[str]) 
     summed: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {"balanced": [], variant: []}
     per_label: dict[str, list[torch.Tensor]] = {"balanced": [], variant: []}
     for d in datasets:
+        rows = s.rows(d)
         for v in summed:
             ps = prompt_set(s.m, d, v, s.size(d), s.seed, s.data_dir)
             true, false = label_attention.attention_on_labels(s.m, ps).at(s.heads(d))
-            summed[v].append((true, false))
-            per_label[v].append(true / ps.positions.chosen(True).sum(1, keepdim=True))
+            summed[v].append((true[rows], false[rows]))
+            per_label[v].append((true / ps.positions.chosen(True).sum(1, keepdim=True))[rows])
     before, after = (tuple(torch.cat(x) for x in zip(*summed[v])) for v in summed)
     if variant == "imbalanced":
         return claims.judge_fig8(before, after, tuple(torch.cat(per_label[v]) for v in per_label), id)
@@ -192,9 +235,9 @@ def variant_finding(s: Studies, variant: str, id: str, datasets: Sequence[str]) 
 
 FINDERS: dict[str, Callable[[Studies], Finding]] = {
     "table2": table2,
-    "fig2": lambda s: claims.judge_fig2(s.loc(FIRST).attn, s.loc(FIRST).ffn),
-    "fig3_4": lambda s: claims.judge_fig3_4({d: s.loc(d).head for d in WORD}, K),
-    "fig12_15": lambda s: claims.judge_fig12_15({d: s.loc(d).head for d in WORD + s.sentence}, K),
+    "fig2": lambda s: claims.judge_fig2(s.loc(FIRST).attn[s.rows(FIRST)], s.loc(FIRST).ffn[s.rows(FIRST)]),
+    "fig3_4": lambda s: claims.judge_fig3_4({d: s.loc(d).head[s.rows(d)] for d in WORD}, K),
+    "fig12_15": lambda s: claims.judge_fig12_15({d: s.loc(d).head[s.rows(d)] for d in WORD + s.sentence}, K),
     "table1": table1,
     "table3": table3,
     "fig5": fig5,
