@@ -224,9 +224,8 @@ def test_correct_only_judges_the_same_rule_on_the_correct_records(small, tmp_pat
 
     def too_few(dataset):
         raise report.TooFewCorrect("1 of 6 sentiment_number prompts answered correctly")
-    few = s.correct()
-    monkeypatch.setattr(few, "rows", too_few)
-    monkeypatch.setattr(report.Studies, "correct", lambda self: few)
+    assert s.correct() is view  # one view: the claims share its effects
+    monkeypatch.setattr(view, "rows", too_few)
     f = report.correct_only("fig2", s)
     assert f.verdict == NOT_TESTED and "1 of 6" in f.why
 

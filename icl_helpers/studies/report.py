@@ -57,6 +57,7 @@ class Studies:
         self.loc = functools.cache(self._loc)
         self.family = functools.cache(self._family)
         self.effects = functools.cache(self._effects)
+        self.correct = functools.cache(self._correct)
 
     @functools.cached_property
     def sentence(self) -> list[str]:
@@ -69,8 +70,9 @@ class Studies:
     def heads(self, dataset: str) -> list[Head]:
         return self.loc(dataset).top_heads(K)
 
-    def correct(self) -> Studies:
-        """The same studies, judged on the correctly answered records only."""
+    def _correct(self) -> Studies:
+        """The same studies, judged on the correctly answered records only (built once: the
+        claims share its effects)."""
         view = copy.copy(self)
         view.correct_only = True
         view.effects = functools.cache(view._effects)  # pooled over other rows than ours
