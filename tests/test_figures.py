@@ -18,7 +18,7 @@ FIGURES = {
     "layer_increase": lambda: figures.layer_increase(r(L) - 0.5, r(L) - 0.5, "t"),
     "head_heatmap": lambda: figures.head_heatmap(r(L, H) - 0.5, HEADS, "t"),
     "overlap_heatmap": lambda: figures.overlap_heatmap(torch.tensor([[3, 1], [1, 3]]), ["a", "b"], 3),
-    "mrr_bars": lambda: figures.mrr_bars(HEADS, r(S), [(3, 0), (5, 1), (5, 3)], r(S) / 10, "t"),
+    "mrr_bars": lambda: figures.mrr_bars(HEADS, {"head": r(S), "random head": r(S) / 10}, "t"),
     "rank_hist": lambda: figures.rank_hist(r(40) * 100 + 1, r(40) * 1000 + 1, (3, 1), (3, 0), "t"),
     "label_attention_bars": lambda: figures.label_attention_bars(HEADS, r(N, S), r(N, S) / 3, "t"),
     "head_attention_hist": lambda: figures.head_attention_hist(r(N), r(N), (3, 1), "t"),

@@ -67,6 +67,16 @@ def test_mrr_averages_reciprocal_ranks_over_prompts_and_labels():
     close(mrr.mrr(ranks), torch.tensor([(1 + 0.5 + 0.25) / 3]))
 
 
+def test_mrr_by_label_splits_the_label_positions_by_their_word(small, ps):
+    """bar, bar, foo, foo / bar, foo, foo / bar, foo: each word's MRR over its own positions."""
+    ranks = torch.tensor([[1.0, 2.0, 4.0, 8.0], [1.0, 3.0, 5.0, torch.nan], [2.0, 4.0, torch.nan, torch.nan]])[:, None]
+    by = mrr.mrr_by_label(small, ps, ranks)
+    assert sorted(by) == ["bar", "foo"]
+    close(by["bar"], torch.tensor([(1 + 1 / 2 + 1 + 1 / 2) / 4]))
+    close(by["foo"], torch.tensor([(1 / 4 + 1 / 8 + 1 / 3 + 1 / 5 + 1 / 4) / 5]))
+    close((4 * by["bar"] + 5 * by["foo"]) / 9, mrr.mrr(ranks))  # the pooled MRR, weighted by positions
+
+
 def test_overlap_counts_shared_heads():
     got = in_context_heads.overlap({"a": [(1, 1), (2, 2)], "b": [(2, 2), (3, 3)], "c": [(4, 4)]})
     assert got.tolist() == [[2, 1, 0], [1, 2, 0], [0, 0, 1]]

@@ -12,6 +12,7 @@ import torch
 from ..core.attribution import Readout
 from ..core.heads import Head
 from ..core.projections import label_value_ranks
+from ..data.prompts import prompt_label_ids
 from ..model.loading import ICLModel
 from .runner import PromptSet, decomposed, study_result
 
@@ -40,6 +41,21 @@ def label_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head]) -> torch.Tens
 def mrr(ranks: torch.Tensor) -> torch.Tensor:
     """[S]: mean reciprocal rank over prompts and label positions, from ranks [N, S, K]."""
     return ranks.reciprocal().transpose(0, 1).flatten(1).nanmean(1)
+
+
+def position_label_ids(m: ICLModel, ps: PromptSet) -> torch.Tensor:
+    """[N, K]: the label token id at each label position (-1 where a prompt has fewer labels)."""
+    true, false = prompt_label_ids(m.tokenizer, ps.prompts)
+    ids = torch.where(ps.positions.is_true, true[:, None], false[:, None])
+    return ids.masked_fill(~ps.positions.valid, -1)
+
+
+def mrr_by_label(m: ICLModel, ps: PromptSet, ranks: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Fig. 5 as the paper draws it: MRR [S] of each label word (e.g. "foo", "bar"), over the
+    label positions that hold it, from ranks [N, S, K] of `label_ranks` on `ps`."""
+    ids = position_label_ids(m, ps)
+    reciprocal = ranks.reciprocal().transpose(0, 1)  # [S, N, K]
+    return {m.tokenizer.decode([int(t)]).strip(): reciprocal[:, ids == t].nanmean(1) for t in ids[ids >= 0].unique()}
 
 
 @dataclass

@@ -65,17 +65,14 @@ def overlap_heatmap(overlap: torch.Tensor, names: Sequence[str], k: int) -> Figu
     return fig
 
 
-def mrr_bars(heads: Sequence[Head], mrr: torch.Tensor, random_heads: Sequence[Head], random_mrr: torch.Tensor,
-             title: str) -> Figure:
-    """Fig. 5: label-value MRR [S] of each in-context head beside a random head of its layer."""
+def mrr_bars(heads: Sequence[Head], series: dict[str, torch.Tensor], title: str) -> Figure:
+    """Fig. 5: label-value MRR [S] of each in-context head, one bar a series (e.g. the head,
+    and a random head of its layer; or each label word in either)."""
     names = [head_name(h) for h in heads]
-    df = pd.DataFrame({
-        "head": names * 2,
-        "MRR": np.concatenate([mrr.numpy(), random_mrr.numpy()]),
-        "which": ["in-context head"] * len(heads) + ["random head, same layer"] * len(heads),
-    })
-    fig, ax = _fig(max(6, 0.45 * len(heads) + 2), 3.8)
-    sns.barplot(df, x="head", y="MRR", hue="which", ax=ax)
+    df = pd.DataFrame([{"head": h, "MRR": float(v), "which": name} for name, mrr in series.items()
+                       for h, v in zip(names, mrr)])
+    fig, ax = _fig(max(6, 0.2 * len(heads) * len(series) + 2), 3.8)
+    sns.barplot(df, x="head", y="MRR", hue="which", palette="Paired" if len(series) > 2 else None, ax=ax)
     ax.set_yscale("log")
     ax.set(xlabel="in-context head (layer-head)", ylabel="MRR of the label's own token (log)", title=title)
     ax.tick_params(axis="x", rotation=90)
