@@ -71,7 +71,7 @@ def mrr_bars(heads: Sequence[Head], series: dict[str, torch.Tensor], title: str)
     names = [head_name(h) for h in heads]
     df = pd.DataFrame([{"head": h, "MRR": float(v), "which": name} for name, mrr in series.items()
                        for h, v in zip(names, mrr)])
-    fig, ax = _fig(max(6, 0.2 * len(heads) * len(series) + 2), 3.8)
+    fig, ax = _fig(min(12, max(6, 0.15 * len(heads) * len(series) + 2)), 3.8)
     sns.barplot(df, x="head", y="MRR", hue="which", palette="Paired" if len(series) > 2 else None, ax=ax)
     ax.set_yscale("log")
     ax.set(xlabel="in-context head (layer-head)", ylabel="MRR of the label's own token (log)", title=title)
