@@ -74,6 +74,7 @@ def mrr_bars(heads: Sequence[Head], series: dict[str, torch.Tensor], title: str)
     fig, ax = _fig(min(12, max(6, 0.15 * len(heads) * len(series) + 2)), 3.8)
     sns.barplot(df, x="head", y="MRR", hue="which", palette="Paired" if len(series) > 2 else None, ax=ax)
     ax.set_yscale("log")
+    sns.move_legend(ax, "upper left", bbox_to_anchor=(1, 1), title=None)  # clear of the bars
     ax.set(xlabel="in-context head (layer-head)", ylabel="MRR of the label's own token (log)", title=title)
     ax.tick_params(axis="x", rotation=90)
     return fig
