@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -14,6 +15,7 @@ from icl_helpers.core.decompose import decompose
 from icl_helpers.core.interventions import ablated
 from icl_helpers.core.locate import LocateResult, locate
 from icl_helpers.core.projections import label_value_ranks
+from icl_helpers.data.prompts import prompt_label_ids
 from icl_helpers.studies import accuracy, in_context_heads, label_attention, mrr, projection, runner
 from tests.conftest import close, small_model
 
@@ -75,6 +77,15 @@ def test_mrr_by_label_splits_the_label_positions_by_their_word(small, ps):
     close(by["bar"], torch.tensor([(1 + 1 / 2 + 1 + 1 / 2) / 4]))
     close(by["foo"], torch.tensor([(1 / 4 + 1 / 8 + 1 / 3 + 1 / 5 + 1 / 4) / 5]))
     close((4 * by["bar"] + 5 * by["foo"]) / 9, mrr.mrr(ranks))  # the pooled MRR, weighted by positions
+
+
+def test_answered_correctly_compares_the_located_prediction_with_the_true_label(small, ps, monkeypatch):
+    true = prompt_label_ids(small.tokenizer, ps.prompts)[0]
+    acc = accuracy.prompt_accuracy(small, ps)
+    assert torch.equal(in_context_heads.answered_correctly(small, ps), acc.top == true)  # located's targets: the argmax
+    for targets, first in ((torch.stack([true[0] + 1, true[1], true[2]]), 1), (true + 1, None)):
+        monkeypatch.setattr(in_context_heads, "located", lambda m, ps, t=targets: SimpleNamespace(targets=t))
+        assert in_context_heads.first_correct(small, ps) == first
 
 
 def test_overlap_counts_shared_heads():

@@ -11,6 +11,7 @@ import torch
 
 from ..core.heads import Head, head_name
 from ..core.locate import LocateResult, locate
+from ..data.prompts import prompt_label_ids
 from ..model.loading import ICLModel
 from .runner import PromptSet, study_result
 
@@ -18,6 +19,17 @@ from .runner import PromptSet, study_result
 def located(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> LocateResult:
     """`locate` on a prompt set, cached on disk (so later notebooks reuse 01's work)."""
     return LocateResult(**study_result("locate", m, ps, lambda: asdict(locate(m, ps.texts, batch_size=batch_size))))
+
+
+def answered_correctly(m: ICLModel, ps: PromptSet) -> torch.Tensor:
+    """[N] bool: the prompts whose top-1 prediction (the target `located` scored) is the true label."""
+    return located(m, ps).targets == prompt_label_ids(m.tokenizer, ps.prompts)[0]
+
+
+def first_correct(m: ICLModel, ps: PromptSet) -> int | None:
+    """The index of the first prompt answered correctly (Appendix C's choice), None if none is."""
+    right = answered_correctly(m, ps).nonzero().flatten()
+    return int(right[0]) if len(right) else None
 
 
 def in_context_heads(m: ICLModel, ps: PromptSet, k: int = 20) -> list[Head]:

@@ -16,13 +16,12 @@ from ..claims import Finding, not_tested
 from ..core.heads import Head, at_heads, same_layer_random_heads
 from ..core.locate import LocateResult
 from ..data.datasets import dataset_records
-from ..data.prompts import prompt_label_ids
 from ..errors import UsageError
 from ..model.loading import ICLModel
 from ..notebook import sentence_datasets
 from . import causal, label_attention, mrr, projection, recency
 from .accuracy import table2_cells
-from .in_context_heads import located
+from .in_context_heads import answered_correctly, first_correct, located
 from .runner import PromptSet, prompt_set, prompt_set_from_texts
 
 WORD = ["sentiment_number", "animal_country"]
@@ -82,7 +81,7 @@ class Studies:
         """[N] bool: the records judged (every one, or the correctly answered ones)."""
         if not self.correct_only:
             return torch.ones(self.size(dataset), dtype=torch.bool)
-        right = self.loc(dataset).targets == prompt_label_ids(self.m.tokenizer, self.prompts(dataset).prompts)[0]
+        right = answered_correctly(self.m, self.prompts(dataset))
         if right.sum() < 2:
             raise TooFewCorrect(f"{int(right.sum())} of {len(right)} {dataset} prompts answered correctly")
         return right
@@ -196,13 +195,13 @@ def table3(s: Studies) -> Finding:
     told by the predictions its heads were located on (no second pass)."""
     if "agnews" not in s.sentence:
         return not_tested("table3", "no copy of AG News here, and no hub")
-    ps, loc, heads = s.prompts("agnews"), s.loc("agnews"), s.heads("agnews")
-    right = (loc.targets == prompt_label_ids(s.m.tokenizer, ps.prompts)[0]).nonzero().flatten().tolist()
-    if not right:
+    ps, heads = s.prompts("agnews"), s.heads("agnews")
+    first = first_correct(s.m, ps)
+    if first is None:
         return not_tested("table3", f"no AG News prompt of {len(ps)} is predicted correctly")
-    one = prompt_set_from_texts(s.m, [ps.texts[right[0]]], name="agnews-correct")
+    one = prompt_set_from_texts(s.m, [ps.texts[first]], name="agnews-correct")
     return claims.judge_label_values("table3", label_value_hits(projection.projections(s.m, one), 0, heads), heads[:5],
-                                     f"AG News prompt {right[0]} (the first predicted correctly), AG News's top heads")
+                                     f"AG News prompt {first} (the first predicted correctly), AG News's top heads")
 
 
 def fig5(s: Studies) -> Finding:
