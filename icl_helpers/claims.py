@@ -67,7 +67,7 @@ CLAIMS = {c.id: c for c in [
           "replicates: mean (true - false) summed attention in the top 20 heads has its 95% CI above 0, true > false "
           "in >= 75% of heads, and the truth effect at equal distance (recency family) has its CI above 0; partly: "
           f"some but not all three; does not replicate: none {AMENDED}"),
-    Claim("fig7", "A label's attention weight rises with its head's log-probability increase (Fig. 7)",
+    Claim("fig7", "A label position's attention weight rises with the log-probability increase of its subvalue (Fig. 7)",
           "a rising relation", "replicates: Spearman >= 0.3 with its 95% CI above 0; partly: CI above 0; "
           "does not replicate: otherwise"),
     Claim("fig8", "Imbalanced prompts: summed attention on true labels drops, on false labels rises (Fig. 8)",
@@ -248,16 +248,22 @@ def judge_fig6(true: torch.Tensor, false: torch.Tensor, family: Effects) -> Find
                    f"so the recency family separates the two: {family.text()}")
 
 
-def judge_fig7(attention: torch.Tensor, increase: torch.Tensor) -> Finding:
-    """attention, increase: [N, S] a head's summed true-label attention and its increase."""
-    pairs = torch.stack([attention, increase], -1)  # [N, S, 2]: resampled together, by prompt
-    ours = spearman(attention, increase)
-    ci = bootstrap_ci([pairs], lambda p: spearman(p[..., 0], p[..., 1]))
+def judge_fig7(attention: torch.Tensor, increase: torch.Tensor, summed: tuple[torch.Tensor, torch.Tensor]) -> Finding:
+    """attention, increase: [N, S, K] each label position's attention weight in each top head
+    and the position-level increase of its subvalue (NaN past a prompt's labels); summed: ours
+    beside it, ([N, S], [N, S]) a head's summed true-label attention and the whole head's increase."""
+    pairs = torch.stack([attention, increase], -1)  # [N, S, K, 2]: resampled together, by prompt
+
+    def rho(p: torch.Tensor) -> float:
+        kept = p[~p[..., 0].isnan()]  # [pairs, 2]
+        return spearman(kept[:, 0], kept[:, 1])
+    ours, ci = rho(pairs), bootstrap_ci([pairs], rho)
     verdict = REPLICATES if ours >= 0.3 and ci[0] > 0 else PARTLY if ci[0] > 0 else FAILS
     return finding("fig7", ours, ci, len(pairs), verdict,
-                   f"Spearman over {attention.numel()} (prompt, head) pairs of the top {attention.shape[1]} heads; ours "
-                   f"pairs a head's summed true-label attention with the whole head's increase (the paper: each label "
-                   f"position's weight with that position's increase)")
+                   f"Spearman over {int((~attention.isnan()).sum())} (prompt, head, label position) triples of the top "
+                   f"{attention.shape[1]} heads, each position's attention weight against its subvalue's increase (the "
+                   f"paper's Fig. 7); ours beside it, a head's summed true-label attention against the whole head's "
+                   f"increase: {spearman(*summed):.3f}")
 
 
 def _change(before: tuple[torch.Tensor, torch.Tensor], after: tuple[torch.Tensor, torch.Tensor]):

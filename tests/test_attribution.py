@@ -4,7 +4,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from icl_helpers.core.attribution import Readout, layer_head_increase, neuron_increase, position_increase
+from icl_helpers.core.attribution import (
+    Readout,
+    heads_position_increase,
+    layer_head_increase,
+    neuron_increase,
+    position_increase,
+)
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.locate import locate
 from tests.conftest import PROMPTS, close
@@ -65,6 +71,22 @@ def test_position_increase_equals_naive(small, dec):
     for l, h in [(0, 0), (small.arch.n_layers - 1, small.arch.n_heads - 1)]:
         want = naive_increase(r, dec.resid[:, l], dec.position_terms(l, h), w, dec.scale)
         close(position_increase(r, dec, l, h, w), want)
+
+
+def test_heads_position_increase_equals_naive_at_the_chosen_positions(small, dec):
+    """Several heads (of different layers and, with GQA, of a shared key-value head) at three
+    positions a prompt, one of them repeated, in one pass."""
+    r, w = Readout(small.arch), dec.predictions
+    L, H = small.arch.n_layers, small.arch.n_heads
+    heads = [(L - 1, H - 1), (0, 0), (1, 1), (0, 1)]
+    T = dec.input_ids.shape[1]
+    positions = torch.stack([torch.arange(len(w)) % T, torch.zeros(len(w), dtype=torch.long), torch.full((len(w),), 2)], 1)
+    got = heads_position_increase(r, dec, heads, positions, w)
+    assert got.shape == (len(w), len(heads), 3)
+    rows = torch.arange(len(w))[:, None]
+    for s, (l, h) in enumerate(heads):
+        every = naive_increase(r, dec.resid[:, l], dec.position_terms(l, h), w, dec.scale)  # [B, T]
+        close(got[:, s], every[rows, positions])
 
 
 def test_neuron_increase_equals_naive(small, dec):

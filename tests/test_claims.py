@@ -109,9 +109,12 @@ def test_fig6_and_fig7():
     nearest = claims.judge_fig6(true, false, effects(0.0, 0.1))  # true above false only because it is nearer
     assert nearest.verdict == PARTLY and "truth effect +0.000 (-0.010 to +0.010)" in nearest.why
     assert claims.judge_fig6(false, true, effects(-0.05, 0.1)).verdict == FAILS
-    increase = torch.rand(N, S, generator=g)
-    assert claims.judge_fig7(increase * 0.5 + noise(N, S), increase).verdict == REPLICATES
-    f = claims.judge_fig7(torch.rand(N, S, generator=g), increase)
+    increase = torch.rand(N, S, 4, generator=g)
+    increase[:, :, 3] = torch.nan  # prompts of three labels: the padding is left out
+    summed = (true, true + noise(N, S))
+    f = claims.judge_fig7(increase * 0.5 + noise(N, S, 4), increase, summed)
+    assert f.verdict == REPLICATES and f"over {N * S * 3} (prompt, head, label position)" in f.why
+    f = claims.judge_fig7(torch.rand(N, S, 4, generator=g).where(~increase.isnan(), torch.nan), increase, summed)
     assert f.verdict == FAILS and f.ci[0] < 0 < f.ci[1]
 
 
@@ -231,11 +234,11 @@ def test_correct_only_judges_the_same_rule_on_the_correct_records(small, tmp_pat
 
 
 def test_correct_only_in_the_tables():
-    f = claims.judge_fig7(torch.rand(10, 3), torch.rand(10, 3))
-    c = claims.judge_fig7(torch.rand(4, 3), torch.rand(4, 3))
+    f = claims.judge_fig6(torch.rand(10, 3), torch.rand(10, 3), effects(0.05, 0.1))
+    c = claims.judge_fig6(torch.rand(4, 3), torch.rand(4, 3), effects(0.05, 0.1))
     both = replace(f, correct_only=c)
     assert claims.CORRECT_ONLY not in claims.table([f]).columns
-    assert claims.table([both]).loc["fig7", claims.CORRECT_ONLY] == f"{claims.ours_text(c)}, N=4: {c.verdict}"
+    assert claims.table([both]).loc["fig6", claims.CORRECT_ONLY] == f"{claims.ours_text(c)}, N=4: {c.verdict}"
     d = json.loads(json.dumps(both.to_dict()))
     assert d["correct_only"] == {"ours": c.ours, "ci": list(c.ci), "n": 4, "verdict": c.verdict, "why": c.why}
     assert f"N=4: {c.verdict}" in claims.markdown([both]) and "Correct prompts only" in claims.markdown([both])

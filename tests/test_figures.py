@@ -24,7 +24,8 @@ FIGURES = {
     "head_attention_hist": lambda: figures.head_attention_hist(r(N), r(N), (3, 1), "t"),
     "prompt_attention": lambda: figures.prompt_attention(list("abcd"), r(4), torch.tensor([0, 1, 0, 0]).bool(),
                                                        torch.tensor([1, 0, 0, 0]).bool(), (3, 1), "t"),
-    "attention_vs_increase": lambda: figures.attention_vs_increase(r(50), r(50) - 0.2, "t"),
+    "attention_vs_increase": lambda: figures.attention_vs_increase(r(50), r(50) - 0.2, "t", "x", "y"),
+    "attention_vs_increase (labels)": lambda: figures.attention_vs_increase(r(50), r(50) - 0.2, "t", "x", "y", r(50) > 0.5),
     "variant_attention": lambda: figures.variant_attention(HEADS, {"a": (r(N, S), r(N, S)), "b": (r(N, S), r(N, S))}, "t"),
     "accuracy_change": lambda: figures.accuracy_change({"balanced": 0.9, "imbalanced": 0.7}, "t"),
     "ablation_curves": lambda: figures.ablation_curves(pd.DataFrame(

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from icl_helpers import ICLModel, UsageError
-from icl_helpers.core.attribution import Readout
+from icl_helpers.core.attribution import Readout, position_increase
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.interventions import ablated
 from icl_helpers.core.locate import LocateResult, locate
@@ -49,6 +49,26 @@ def test_label_attention_sweep_matches_one_batch(small, ps):
     true, false = att.at(HEADS)
     assert true.shape == false.shape == (3, 2)
     close(true[:, 0], att.true[:, 2, 3])
+
+
+def test_label_increase_sweep_matches_one_batch(small, ps):
+    """Fig. 7's increase at each label position, batched in twos, against every position's
+    increase in one batch, head by head."""
+    got = label_attention.label_increase_sweep(small, ps, HEADS, batch_size=2)
+    dec = decompose(small, TEXTS, record=["pattern", "values"])
+    assert got.shape == (3, 2, 4)
+    for s, (l, h) in enumerate(HEADS):
+        every = position_increase(Readout(small.arch), dec, l, h, dec.predictions)  # [N, T]
+        for i, labels in enumerate(ps.positions.labels):
+            close(got[i, s, labels >= 0], every[i, labels[labels >= 0]])
+            assert got[i, s, labels < 0].isnan().all()
+    att = label_attention.attention_on_labels(small, ps)
+    torch.testing.assert_close(att.per_label_at(HEADS)[:, 1], att.per_label[:, 0, 1], rtol=0, atol=0, equal_nan=True)
+    weight, increase, is_true = label_attention.label_points(small, ps, HEADS)
+    assert len(weight) == len(increase) == len(is_true) == (4 + 3 + 2) * len(HEADS)  # every label, no padding
+    assert int(is_true.sum()) == int(ps.positions.chosen(True).sum()) * len(HEADS)
+    close(weight[-2:], att.per_label[2, 0, 1, :2])  # the last prompt's two labels in the last head
+    close(increase[-2:], got[2, 1, :2])
 
 
 def test_label_value_ranks_sweep_matches_one_batch(small, ps):

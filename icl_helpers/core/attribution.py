@@ -15,12 +15,13 @@ its log-sum-exp.
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import torch
 
 from ..model.adapters import Arch
 from .decompose import Decomposition
+from .heads import Head
 
 # contrib(P, rows) -> [b, *S, n, Vc]: projections of the n vectors of prompts `rows`,
 # already divided by sigma, given P = prepare(G_c) for a readout chunk G_c [d, Vc].
@@ -206,15 +207,31 @@ def position_increase(readout: Readout, dec: Decomposition, layer: int, head: in
     """[B, T]: I(alpha_{l,h}(t,p) v_{l,h,p} W_O^{l,h} | x_l) for every position p of one head.
 
     Needs decompose(..., record=["pattern", "values"]); positions after the last score 0.
-    Folded: alpha v [dh] scores against W_O^{l,h} @ G_c [dh, Vc].
     """
-    alpha = dec.require("pattern")[:, layer, head]  # [B, T]
-    v = dec.require("values")[:, layer, dec.arch.kv_head(head)]  # [B, T, dh]
+    B, T = dec.input_ids.shape
+    every = torch.arange(T, device=target.device).expand(B, T)
+    return heads_position_increase(readout, dec, [(layer, head)], every, target)[:, 0]
+
+
+def heads_position_increase(readout: Readout, dec: Decomposition, heads: Sequence[Head], positions: torch.Tensor,
+                            target: torch.Tensor) -> torch.Tensor:
+    """[B, S, K]: `position_increase` of S heads at K positions [B, K] of each prompt, one pass
+    over the vocabulary for them all (e.g. the label positions, Fig. 7).
+
+    Folded: alpha v [dh] scores against W_O^{l,h} @ G_c [dh, Vc], each head against its own
+    layer's input x_l. Needs decompose(..., record=["pattern", "values"]).
+    """
+    layers = torch.tensor([l for l, _ in heads])
+    kv = torch.tensor([dec.arch.kv_head(h) for _, h in heads])
+    S, K = len(heads), positions.shape[1]
+    at = positions.to(dec.resid.device)[:, None].expand(-1, S, -1)  # [B, S, K]
+    alpha = dec.require("pattern")[:, layers, [h for _, h in heads]].gather(-1, at)  # [B, S, K]
+    values = dec.require("values")[:, layers, kv]  # [B, S, T, dh]
+    v = values.gather(2, at.unsqueeze(-1).expand(-1, -1, -1, values.shape[-1]))  # [B, S, K, dh]
     u = _scaled(alpha.unsqueeze(-1) * v, 1 / dec.scale.float())
-    W_O = dec.arch.W_O(layer)[head].to(u)  # [dh, d]
-    return readout.increase(
-        dec.resid[:, layer], lambda WG, rows: u[rows] @ WG, u.shape[1], target, dec.scale, prepare=lambda G_c: W_O @ G_c
-    )
+    W_O = torch.stack([dec.arch.W_O(l)[h] for l, h in heads]).to(u)  # [S, dh, d]
+    return readout.increase(dec.resid[:, layers], lambda WG, rows: torch.einsum("bskh,shv->bskv", u[rows], WG), K,
+                            target, dec.scale, prepare=lambda G_c: W_O @ G_c)
 
 
 def neuron_increase(readout: Readout, dec: Decomposition, layer: int, target: torch.Tensor) -> torch.Tensor:

@@ -14,6 +14,7 @@ from typing import Sequence
 import pandas as pd
 import torch
 
+from ..core.attribution import Readout, heads_position_increase
 from ..core.heads import Head, at_heads
 from ..core.projections import attention_at, label_attention, token_strings
 from ..data.prompts import prompt_label_ids
@@ -36,6 +37,11 @@ class LabelAttention:
         """(true, false), each [N, S], for the listed heads."""
         return at_heads(self.true, heads), at_heads(self.false, heads)
 
+    def per_label_at(self, heads: Sequence[Head]) -> torch.Tensor:
+        """[N, S, K]: the attention on each label position in the listed heads."""
+        layers, hs = zip(*heads)
+        return self.per_label[:, list(layers), list(hs)]
+
 
 @torch.no_grad()
 def label_attention_sweep(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> LabelAttention:
@@ -57,6 +63,26 @@ def attention_on_labels(m: ICLModel, ps: PromptSet) -> LabelAttention:
     return LabelAttention(**study_result("label-attention", m, ps, compute))
 
 
+@torch.no_grad()
+def label_increase_sweep(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 8) -> torch.Tensor:
+    """[N, S, K]: the position-level increase (`heads_position_increase`) of each label
+    position's subvalue in each head, toward the model's prediction; prompt order of the
+    labels as in `LabelAttention.per_label` (NaN past a prompt's labels). Fig. 7's y-axis."""
+    readout = Readout(m.arch)
+    out = torch.full((len(ps), len(heads), ps.positions.labels.shape[1]), torch.nan)
+    for rows, dec in decomposed(m, ps, batch_size, record=["pattern", "values"]):
+        batch = ps.positions[rows]
+        increase = heads_position_increase(readout, dec, heads, batch.labels.clamp(min=0), dec.predictions)
+        out[rows] = increase.cpu().masked_fill(~batch.valid[:, None], torch.nan)
+    return out
+
+
+def label_increase(m: ICLModel, ps: PromptSet, heads: Sequence[Head]) -> torch.Tensor:
+    """`label_increase_sweep` [N, S, K] on a prompt set, cached on disk."""
+    compute = lambda: {"increase": label_increase_sweep(m, ps, heads)}  # noqa: E731
+    return study_result("label-increase", m, ps, compute, heads=list(heads))["increase"]
+
+
 @dataclass
 class TrueVsFalse:
     """Mean summed attention on true and false labels over prompts and heads."""
@@ -71,6 +97,14 @@ def true_vs_false(true: torch.Tensor, false: torch.Tensor) -> TrueVsFalse:
     """Compare the attention on true and false labels, [N, S] each."""
     above = int((true.mean(0) > false.mean(0)).sum())
     return TrueVsFalse(float(true.mean()), float(false.mean()), above, true.shape[1])
+
+
+def label_points(m: ICLModel, ps: PromptSet, heads: Sequence[Head]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Fig. 7's points, one per (prompt, head, label position) of the listed heads: the
+    position's attention weight, its subvalue's increase and whether its label is true, [n] each."""
+    weight, increase = attention_on_labels(m, ps).per_label_at(heads), label_increase(m, ps, heads)  # [N, S, K]
+    kept = ~weight.isnan()
+    return weight[kept], increase[kept], ps.positions.is_true[:, None].expand_as(kept)[kept]
 
 
 def correlation(x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:

@@ -102,8 +102,7 @@ def recency_family(m: ICLModel, dataset: str, heads: Sequence[Head], n: int, see
     for variant in FAMILY.values():
         ps = prompt_set(m, dataset, variant, n, seed, data_dir)
         att = attention_on_labels(m, ps)
-        layers, hs = zip(*heads)
-        attention.append(att.per_label[:, list(layers), list(hs)])  # [N, S, K]
+        attention.append(att.per_label_at(heads))
         truth = ps.positions.is_true[0]
         true_id, false_id = prompt_label_ids(m.tokenizer, ps.prompts)
         is_true.append(truth)

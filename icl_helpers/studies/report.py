@@ -146,8 +146,16 @@ def fig6(s: Studies) -> Finding:
 
 
 def fig7(s: Studies) -> Finding:
-    true = torch.cat([word_attention(s, d)[0] for d in WORD])
-    return claims.judge_fig7(true, torch.cat([at_heads(s.loc(d).head[s.rows(d)], s.heads(d)) for d in WORD]))
+    """Each label position's attention weight and its subvalue's increase [N, S, K] in each word
+    dataset's heads, beside ours: a head's summed true-label attention and its increase [N, S]."""
+    attention, increase = [], []
+    for d in WORD:
+        ps, heads, rows = s.prompts(d), s.heads(d), s.rows(d)
+        attention.append(label_attention.attention_on_labels(s.m, ps).per_label_at(heads)[rows])
+        increase.append(label_attention.label_increase(s.m, ps, heads)[rows])
+    summed = (torch.cat([word_attention(s, d)[0] for d in WORD]),
+              torch.cat([at_heads(s.loc(d).head[s.rows(d)], s.heads(d)) for d in WORD]))
+    return claims.judge_fig7(torch.cat(attention), torch.cat(increase), summed)
 
 
 def word_attention(s: Studies, dataset: str) -> tuple[torch.Tensor, torch.Tensor]:

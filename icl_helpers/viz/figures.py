@@ -166,17 +166,23 @@ def table_image(table: pd.DataFrame, title: str = "") -> Figure:
     return fig
 
 
-def attention_vs_increase(weight: torch.Tensor, increase: torch.Tensor, title: str) -> Figure:
-    """Fig. 7: attention weight on true labels against the head's log-probability increase,
-    one point per (prompt, head), [n] each, with the mean increase in weight bins."""
+def attention_vs_increase(weight: torch.Tensor, increase: torch.Tensor, title: str, xlabel: str, ylabel: str,
+                          is_true: torch.Tensor | None = None) -> Figure:
+    """Fig. 7: attention weight against log-probability increase, [n] each (one point per
+    (prompt, head), or per (prompt, head, label position) coloured by is_true [n] bool), with
+    the mean increase in weight bins."""
     fig, ax = _fig(6, 4)
-    ax.scatter(weight.numpy(), increase.numpy(), s=6, alpha=0.4, color=TRUE)
+    if is_true is None:
+        ax.scatter(weight.numpy(), increase.numpy(), s=6, alpha=0.4, color=TRUE)
+    else:
+        for mask, color, name in ((is_true, TRUE, "true label"), (~is_true, FALSE, "false label")):
+            ax.scatter(weight[mask].numpy(), increase[mask].numpy(), s=6, alpha=0.4, color=color, label=name)
     edges = np.linspace(0, float(weight.max()) + 1e-9, 11)
     idx = np.digitize(weight.numpy(), edges) - 1
     centres = [(edges[i] + edges[i + 1]) / 2 for i in range(10) if (idx == i).any()]
     means = [increase.numpy()[idx == i].mean() for i in range(10) if (idx == i).any()]
     ax.plot(centres, means, color="black", marker="o", label="bin mean")
-    ax.set(xlabel="summed attention weight on true labels", ylabel="head's log-probability increase", title=title)
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.legend()
     return fig
 
