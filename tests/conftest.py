@@ -73,13 +73,14 @@ def _randomise(model: torch.nn.Module, seed: int) -> torch.nn.Module:
     return model
 
 
-def small_model(kind: str) -> torch.nn.Module:
-    """A 3-layer model of width 64 with the GPT-2 vocabulary, every weight random."""
+def small_model(kind: str, vocab_size: int = 50257) -> torch.nn.Module:
+    """A 3-layer model of width 64, every weight random, with the GPT-2 vocabulary by default
+    (`vocab_size`: another tokenizer's, `len(tokenizer)`)."""
     torch.manual_seed(0)
-    common = dict(vocab_size=50257, num_hidden_layers=3, hidden_size=64, intermediate_size=128,
+    common = dict(vocab_size=vocab_size, num_hidden_layers=3, hidden_size=64, intermediate_size=128,
                   max_position_embeddings=64, num_attention_heads=4)
     if kind == "gpt2":
-        model = GPT2LMHeadModel(GPT2Config(vocab_size=50257, n_layer=3, n_embd=64, n_head=4, n_positions=64))
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=vocab_size, n_layer=3, n_embd=64, n_head=4, n_positions=64))
     elif kind == "llama-gqa":
         model = LlamaForCausalLM(LlamaConfig(num_key_value_heads=2, **common))
     elif kind == "llama-bias":
