@@ -84,11 +84,16 @@ CLAIMS = {c.id: c for c in [
           "the fig8 and fig9 rules on the sentence datasets pooled: replicates if both replicate; does not replicate "
           "if neither does at least partly; partly otherwise"),
     Claim("app_b_mrr", "Appendix B: label-value MRR in the heads shared by the sentence datasets (Figs. 16-18)",
-          "in-context heads far above random", "as fig5, on the shared heads, per sentence dataset"),
+          "in-context heads far above random",
+          "the fig5 rule in the heads in all four sentence datasets' top 20 (the top 20 of their mean increase if "
+          "none is), on each sentence dataset: replicates if it replicates on every dataset; does not replicate if "
+          "on none even partly; partly otherwise"),
     Claim("app_b_attention", "Appendix B: true/false attention in the shared heads (Figs. 19-21)",
-          "true above false", "as fig6, on the shared heads, per sentence dataset"),
+          "true above false", "the fig6 rule in app_b_mrr's heads on each sentence dataset, judged together as app_b_mrr"),
     Claim("app_d", "Appendix D: the same picture in LLaMA 7B, 13B, 30B", "label-value MRR and true > false attention",
-          "as fig5 and fig6, for the single head with the largest increase"),
+          "on a Llama-family model, the fig5 and fig6 rules for the single head with the largest mean increase "
+          "over the sentence datasets, on each of them: replicates if all eight judgements replicate; does not "
+          "replicate if none does even partly; partly otherwise"),
     Claim("app_e", "Appendix E: position- and neuron-level increases", "label positions carry the head's increase",
           "replicates: the top head's largest position-level increases lie at true-label positions in most prompts"),
     Claim("causal", "Ablating the in-context heads destroys accuracy; random heads do not (EMNLP version)",
@@ -220,29 +225,31 @@ def judge_label_values(id: str, hits: Sequence[float], heads: Sequence[Head], wh
                    f"top 5 heads: {shown}")
 
 
-def judge_fig5(mrr: torch.Tensor, random_mrr: torch.Tensor, heads: Sequence[Head]) -> Finding:
+def judge_fig5(mrr: torch.Tensor, random_mrr: torch.Tensor, heads: Sequence[Head], id: str = "fig5") -> Finding:
     """mrr: [N, S] reciprocal rank a prompt (mean over its labels) in the S in-context heads;
-    random_mrr: [D, N, S] the same for D draws of a random head of each one's layer."""
+    random_mrr: [D, N, S] the same for D draws of a random head of each one's layer. id: the
+    claim judged by this rule (fig5, or a part of app_b_mrr, app_d)."""
     ours = float(mrr.mean())
     ci = mean_ci(mrr)
     draws = random_mrr.mean((1, 2))  # [D]
     p95 = float(torch.quantile(draws.double(), 0.95))
     above = int((mrr.mean(0) > random_mrr.mean((0, 1))).sum())
     verdict = _all(ci[0] > p95, above >= 0.75 * len(heads))
-    return finding("fig5", ours, ci, len(mrr), verdict,
+    return finding(id, ours, ci, len(mrr), verdict,
                    f"mean MRR of {len(heads)} in-context heads against {len(draws)} layer-matched random draws "
                    f"(mean {float(draws.mean()):.4f}, 95th percentile {p95:.4f}); {above}/{len(heads)} heads above "
                    f"their layer's random mean")
 
 
-def judge_fig6(true: torch.Tensor, false: torch.Tensor, family: Effects) -> Finding:
+def judge_fig6(true: torch.Tensor, false: torch.Tensor, family: Effects, id: str = "fig6") -> Finding:
     """true, false: [N, S] summed attention on true / false labels in S in-context heads;
-    family: the recency family's truth and distance effects on the same datasets."""
+    family: the recency family's truth and distance effects on the same datasets. id: the
+    claim judged by this rule (fig6, or a part of app_b_attention, app_d)."""
     diff = (true - false).mean(1)
     ci = mean_ci(diff)
     c = true_vs_false(true, false)
     verdict = _all(ci[0] > 0, c.heads_true_above >= 0.75 * c.heads, family.truth_ci[0] > 0)
-    return finding("fig6", float(diff.mean()), ci, len(diff), verdict,
+    return finding(id, float(diff.mean()), ci, len(diff), verdict,
                    f"mean summed attention true {c.true:.3f}, false {c.false:.3f}; true > false in "
                    f"{c.heads_true_above}/{c.heads} heads; the balanced prompt puts the true labels nearest the input, "
                    f"so the recency family separates the two: {family.text()}")
@@ -302,10 +309,23 @@ def judge_fig9(before: tuple[torch.Tensor, torch.Tensor], after: tuple[torch.Ten
 
 def judge_fig10_11(imbalanced: Finding, reordered: Finding) -> Finding:
     """The fig8 and fig9 judgements made on the sentence datasets."""
-    verdicts = (imbalanced.verdict, reordered.verdict)
-    verdict = REPLICATES if verdicts == (REPLICATES, REPLICATES) else FAILS if set(verdicts) == {FAILS} else PARTLY
     return finding("fig10_11", f"imbalanced: {imbalanced.verdict}; re-ordered: {reordered.verdict}", None,
-                   imbalanced.n, verdict, f"imbalanced: {imbalanced.why}. Re-ordered: {reordered.why}")
+                   imbalanced.n, _together([imbalanced, reordered]), f"imbalanced: {imbalanced.why}. Re-ordered: {reordered.why}")
+
+
+def _together(parts: Sequence[Finding]) -> str:
+    """Replicates if every part replicates; does not replicate if no part replicates even partly; else partly."""
+    verdicts = {f.verdict for f in parts}
+    return REPLICATES if verdicts == {REPLICATES} else FAILS if verdicts == {FAILS} else PARTLY
+
+
+def judge_together(id: str, parts: dict[str, Finding], n: int, heads: str) -> Finding:
+    """A claim judged part by part (per dataset, by the fig5 and fig6 rules, in the heads
+    `heads` describes): `_together` of the parts' verdicts; n prompts in all."""
+    count = {v: sum(f.verdict == v for f in parts.values()) for v in (REPLICATES, PARTLY)}
+    shown = "; ".join(f"{name}: {ours_text(f)}, {f.verdict} ({f.why})" for name, f in parts.items())
+    return finding(id, f"{count[REPLICATES]} of {len(parts)} replicate, {count[PARTLY]} partly", None, n,
+                   _together(list(parts.values())), f"{heads}. {shown}")
 
 
 def judge_causal(runs: AblationRuns, k: int, ablation: str) -> Finding:

@@ -3,6 +3,7 @@ middle where a rule has one), the bootstrap interval, and the report's shape and
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -13,7 +14,7 @@ from icl_helpers.claims import FAILS, NOT_TESTED, PARTLY, REPLICATES
 from icl_helpers.data.prompts import prompt_label_ids
 from icl_helpers.errors import UsageError
 from icl_helpers.stats import bootstrap_ci, mean_ci
-from icl_helpers.studies import label_attention, recency, report
+from icl_helpers.studies import label_attention, mrr, recency, report
 from icl_helpers.studies.accuracy import Accuracy
 from icl_helpers.studies.causal import AblationRuns
 from icl_helpers.studies.recency import Effects
@@ -139,6 +140,17 @@ def test_fig8_fig9_and_fig10_11():
     assert claims.judge_fig10_11(no, no).verdict == FAILS
 
 
+def test_together():
+    def part(verdict: str) -> claims.Finding:
+        return replace(claims.not_tested("app_b_mrr", "x"), ours=0.5, verdict=verdict, why="because")
+    both = claims.judge_together("app_b_mrr", {"sst2": part(REPLICATES), "trec": part(REPLICATES)}, 10, "heads 1-2")
+    assert both.verdict == REPLICATES and both.ours == "2 of 2 replicate, 0 partly" and both.n == 10
+    assert both.why.startswith("heads 1-2. sst2: 0.5, replicates (because)")
+    assert claims.judge_together("app_d", {"a": part(REPLICATES), "b": part(FAILS)}, 10, "").verdict == PARTLY
+    assert claims.judge_together("app_d", {"a": part(PARTLY), "b": part(FAILS)}, 10, "").verdict == PARTLY
+    assert claims.judge_together("app_d", {"a": part(FAILS), "b": part(FAILS)}, 10, "").verdict == FAILS
+
+
 def test_bias():
     N = 200
     exposed = torch.ones(N, dtype=torch.bool)
@@ -198,6 +210,36 @@ def test_report_covers_every_claim_and_its_numbers_are_the_studies(small, tmp_pa
     assert report.report(small, 6, 2, progress=lambda step: None, ids=["fig6", "fig2"]) == [by["fig6"], by["fig2"]]
     with pytest.raises(UsageError, match="Unknown claim id"):
         report.report(small, 6, 2, ids=["fig99"])
+
+
+def test_appendices_b_and_d_judge_the_fig5_and_fig6_rules_dataset_by_dataset(small, tmp_path, monkeypatch):
+    """The word datasets stand in for the sentence datasets: each part is the fig5 or fig6
+    judgement of that dataset in the shared heads (B) or the single top head (D, Llama only)."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    s = report.Studies(small, 6, 4, 0, None)
+    s.__dict__["sentence"] = list(report.WORD)
+    heads = sorted(set(s.heads("sentiment_number")) & set(s.heads("animal_country")),
+                   key=lambda h: -float(s.mean_increase(report.WORD)[h]))
+    assert s.shared()[0] == heads
+    b_mrr, b_attention = (report.FINDERS[id](s) for id in ("app_b_mrr", "app_b_attention"))
+    assert b_mrr.n == b_attention.n == 12
+    for d in report.WORD:
+        ps = s.prompts(d)
+        ours, random = mrr.layer_matched_mrr(small, ps, heads, report.RANDOM_DRAWS, 0)
+        assert f"{d} MRR: {claims.ours_text(claims.judge_fig5(ours, random, heads))}" in b_mrr.why
+        true, false = label_attention.attention_on_labels(small, ps).at(heads)
+        cells = recency.recency_family(small, d, heads, 6).cells()
+        fig6 = claims.judge_fig6(true, false, recency.effects(cells))
+        assert f"{d} attention: {claims.ours_text(fig6)}, {fig6.verdict}" in b_attention.why
+    d = report.FINDERS["app_d"](s)
+    if small.name == "gpt2":
+        assert d.verdict == NOT_TESTED and "not a Llama-family model" in d.why
+    else:
+        best = max(s.heads("sentiment_number"), key=lambda h: float(s.mean_increase(report.WORD)[h]))
+        assert d.why.startswith(f"head {best[0]}-{best[1]}, the largest mean increase")
+        assert re.fullmatch(r"\d of 4 replicate, \d partly", d.ours)  # two datasets, the fig5 and fig6 rules
+        ours, random = mrr.layer_matched_mrr(small, s.prompts("animal_country"), [best], report.RANDOM_DRAWS, 0)
+        assert f"animal_country MRR: {claims.ours_text(claims.judge_fig5(ours, random, [best]))}" in d.why
 
 
 def test_correct_only_judges_the_same_rule_on_the_correct_records(small, tmp_path, monkeypatch):

@@ -12,6 +12,7 @@ import torch
 from icl_helpers import ICLModel, UsageError
 from icl_helpers.core.attribution import Readout, position_increase
 from icl_helpers.core.decompose import decompose
+from icl_helpers.core.heads import same_layer_random_heads
 from icl_helpers.core.interventions import ablated
 from icl_helpers.core.locate import LocateResult, locate
 from icl_helpers.core.projections import label_value_ranks
@@ -106,6 +107,23 @@ def test_answered_correctly_compares_the_located_prediction_with_the_true_label(
     for targets, first in ((torch.stack([true[0] + 1, true[1], true[2]]), 1), (true + 1, None)):
         monkeypatch.setattr(in_context_heads, "located", lambda m, ps, t=targets: SimpleNamespace(targets=t))
         assert in_context_heads.first_correct(small, ps) == first
+
+
+def test_shared_heads_are_those_in_every_top_list_best_first_else_the_top_of_the_mean():
+    scores = torch.arange(12.0).reshape(3, 4)  # head (l, h) scores 4l + h
+    heads, which = in_context_heads.shared_heads({"a": [(0, 1), (2, 3), (1, 0)], "b": [(1, 0), (0, 1), (2, 0)]}, scores)
+    assert heads == [(1, 0), (0, 1)] and which == "the 2 heads in all 2 datasets' top 3"
+    heads, which = in_context_heads.shared_heads({"a": [(0, 1), (0, 2)], "b": [(1, 0), (1, 1)]}, scores)
+    assert heads == [(2, 3), (2, 2)] and "no head is in all 2 datasets' top 2" in which
+
+
+def test_layer_matched_mrr_is_the_heads_and_their_random_heads_reciprocal_ranks(small, ps):
+    ours, random = mrr.layer_matched_mrr(small, ps, HEADS, draws=3, seed=5)
+    close(ours, mrr.label_ranks(small, ps, HEADS).reciprocal().nanmean(2))
+    assert random.shape == (3, len(ps), len(HEADS))
+    for d in range(3):
+        drawn = same_layer_random_heads(HEADS, small.arch.n_heads, seed=5 + d)
+        close(random[d], mrr.label_ranks(small, ps, drawn).reciprocal().nanmean(2))
 
 
 def test_overlap_counts_shared_heads():

@@ -9,7 +9,7 @@ from typing import Sequence
 import pandas as pd
 import torch
 
-from ..core.heads import Head, head_name
+from ..core.heads import Head, head_name, top_heads
 from ..core.locate import LocateResult, locate
 from ..data.prompts import prompt_label_ids
 from ..model.loading import ICLModel
@@ -47,6 +47,18 @@ def mean_shared(overlap: torch.Tensor) -> float:
     """Mean number of heads two different datasets share, from `overlap` [D, D]."""
     off = ~torch.eye(len(overlap), dtype=torch.bool)
     return float(overlap[off].float().mean()) if off.any() else float("nan")
+
+
+def shared_heads(tops: dict[str, Sequence[Head]], scores: torch.Tensor) -> tuple[list[Head], str]:
+    """Appendix B's heads: those in every dataset's top list, best first by scores [L, H] (e.g.
+    the mean increase over the datasets); where none is in all, the top k of scores (k the
+    lists' length). With a line saying which."""
+    k = max(len(heads) for heads in tops.values())
+    common = set.intersection(*(set(map(tuple, heads)) for heads in tops.values()))
+    ranked = top_heads(scores, scores.numel())
+    if common:
+        return [h for h in ranked if h in common], f"the {len(common)} heads in all {len(tops)} datasets' top {k}"
+    return ranked[:k], f"no head is in all {len(tops)} datasets' top {k}: the top {k} of their mean increase instead"
 
 
 def layer_range(heads: Sequence[Head]) -> tuple[int, int]:

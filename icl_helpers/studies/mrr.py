@@ -10,7 +10,7 @@ from typing import Sequence
 import torch
 
 from ..core.attribution import Readout
-from ..core.heads import Head
+from ..core.heads import Head, same_layer_random_heads
 from ..core.projections import label_value_ranks
 from ..data.prompts import prompt_label_ids
 from ..model.loading import ICLModel
@@ -36,6 +36,22 @@ def label_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head]) -> torch.Tens
     """`label_value_ranks_sweep` [N, S, K] on a prompt set's labels, cached on disk."""
     compute = lambda: {"ranks": label_value_ranks_sweep(m, ps, heads)}  # noqa: E731
     return study_result("ranks", m, ps, compute, heads=list(heads))["ranks"]
+
+
+def layer_matched_mrr(m: ICLModel, ps: PromptSet, heads: Sequence[Head], draws: int, seed: int = 0
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reciprocal rank a prompt (mean over its labels) [N, S] in the S heads, and [D, N, S] in
+    D draws of a random other head of each one's layer (`same_layer_random_heads`, seeds seed,
+    seed + 1, ...): one cached pass ranks every head of those layers."""
+    layers = sorted({l for l, _ in heads})
+    pool = [(l, h) for l in layers for h in range(m.arch.n_heads)]
+    reciprocal = label_ranks(m, ps, pool).reciprocal().nanmean(2)  # [N, heads of the layers]
+    column = {head: i for i, head in enumerate(pool)}
+
+    def at(hs: Sequence[Head]) -> torch.Tensor:
+        return reciprocal[:, [column[tuple(h)] for h in hs]]
+    random = [same_layer_random_heads(heads, m.arch.n_heads, seed + d) for d in range(draws)]
+    return at(heads), torch.stack([at(hs) for hs in random])
 
 
 def mrr(ranks: torch.Tensor) -> torch.Tensor:

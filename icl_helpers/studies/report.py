@@ -13,15 +13,16 @@ import torch
 
 from .. import claims
 from ..claims import Finding, not_tested
-from ..core.heads import Head, at_heads, same_layer_random_heads
+from ..core.heads import Head, at_heads, head_name
 from ..core.locate import LocateResult
 from ..data.datasets import dataset_records
 from ..errors import UsageError
+from ..model.adapters import LlamaArch
 from ..model.loading import ICLModel
 from ..notebook import sentence_datasets
 from . import causal, label_attention, mrr, projection, recency
 from .accuracy import table2_cells
-from .in_context_heads import answered_correctly, first_correct, located
+from .in_context_heads import answered_correctly, first_correct, located, shared_heads
 from .runner import PromptSet, prompt_set, prompt_set_from_texts
 
 WORD = ["sentiment_number", "animal_country"]
@@ -31,10 +32,11 @@ EXAMPLE = "love : bar like : bar eight : foo two : foo one :"  # the paper's run
 K = 20  # in-context heads
 RANDOM_DRAWS = 20  # layer-matched random-head draws (Fig. 5, the causal check)
 TOP = 10  # tokens a projected vector (Tables 1, 3)
-ISSUE_15 = "not built yet (Appendices B, D, E: the next part of this work)"
+ISSUE_15 = "not built yet (Appendix E: the next part of this work)"
 # Claims about the label flow, judged again on the prompts the model answers correctly (the
 # paper's Appendix A filter): top-1 is the true label on the balanced prompt of that record.
-CORRECT_ONLY = ("fig2", "fig3_4", "fig12_15", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10_11")
+CORRECT_ONLY = ("fig2", "fig3_4", "fig12_15", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10_11", "app_b_mrr",
+                "app_b_attention", "app_d")
 
 
 class TooFewCorrect(Exception):
@@ -97,6 +99,20 @@ class Studies:
 
     def _effects(self, datasets: tuple[str, ...]) -> recency.Effects:
         return recency.effects(torch.cat([self.family(d).cells()[self.rows(d)] for d in datasets]))
+
+    def mean_increase(self, datasets: Sequence[str]) -> torch.Tensor:
+        """[L, H]: each head's mean increase, averaged over the datasets (located on all their prompts)."""
+        return torch.stack([self.loc(d).head_mean for d in datasets]).mean(0)
+
+    def shared(self) -> tuple[list[Head], str]:
+        """Appendix B's heads: in every sentence dataset's in-context heads, and a line saying which."""
+        return shared_heads({d: self.heads(d) for d in self.sentence}, self.mean_increase(self.sentence))
+
+    def top_head(self) -> tuple[list[Head], str]:
+        """Appendix D's head: of the sentence datasets' in-context heads, the one with the largest mean increase."""
+        scores = self.mean_increase(self.sentence)
+        best = max({h for d in self.sentence for h in self.heads(d)}, key=lambda h: float(scores[h]))
+        return [best], f"head {head_name(best)}, the largest mean increase over {', '.join(self.sentence)}"
 
 
 def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | Path | None = None,
@@ -214,14 +230,34 @@ def table3(s: Studies) -> Finding:
 
 def fig5(s: Studies) -> Finding:
     """MRR [N, S] of the in-context heads against RANDOM_DRAWS draws of a random head of each one's layer."""
-    heads = s.heads(FIRST)
-    draws = [same_layer_random_heads(heads, s.m.arch.n_heads, s.seed + d) for d in range(RANDOM_DRAWS)]
-    layers = sorted({l for l, _ in heads})
-    pool = [(l, h) for l in layers for h in range(s.m.arch.n_heads)]  # every head of those layers: one pass
-    ranks = mrr.label_ranks(s.m, s.prompts(FIRST), pool).reciprocal().nanmean(2)[s.rows(FIRST)]  # [N, heads of the layers]
-    column = {head: i for i, head in enumerate(pool)}
-    at = lambda hs: ranks[:, [column[tuple(h)] for h in hs]]  # noqa: E731
-    return claims.judge_fig5(at(heads), torch.stack([at(hs) for hs in draws]), heads)
+    ours, random = mrr.layer_matched_mrr(s.m, s.prompts(FIRST), s.heads(FIRST), RANDOM_DRAWS, s.seed)
+    rows = s.rows(FIRST)
+    return claims.judge_fig5(ours[rows], random[:, rows], s.heads(FIRST))
+
+
+def sentence_finding(id: str, judges: Sequence[str], pick: Callable[[Studies], tuple[list[Head], str]],
+                     llama_only: bool = False) -> Callable[[Studies], Finding]:
+    """Appendices B and D: the fig5 and/or fig6 rule (`judges`) in the heads `pick` gives, on
+    each sentence dataset (its correct-only rows in that view), judged together."""
+    def find(s: Studies) -> Finding:
+        if not s.sentence:
+            return not_tested(id, "no copy of the sentence datasets here, and no hub")
+        if llama_only and not isinstance(s.m.arch, LlamaArch):
+            return not_tested(id, f"Appendix D is about LLaMA; {s.m.name} is not a Llama-family model")
+        heads, which = pick(s)
+        parts = {}
+        for d in s.sentence:
+            ps, rows = s.prompts(d), s.rows(d)
+            if "fig5" in judges:
+                ours, random = mrr.layer_matched_mrr(s.m, ps, heads, RANDOM_DRAWS, s.seed)
+                parts[f"{d} MRR"] = claims.judge_fig5(ours[rows], random[:, rows], heads, id)
+            if "fig6" in judges:
+                true, false = label_attention.attention_on_labels(s.m, ps).at(heads)
+                family = recency.recency_family(s.m, d, heads, s.size(d), s.seed, s.data_dir)
+                parts[f"{d} attention"] = claims.judge_fig6(true[rows], false[rows],
+                                                            recency.effects(family.cells()[rows]), id)
+        return claims.judge_together(id, parts, sum(int(s.rows(d).sum()) for d in s.sentence), which)
+    return find
 
 
 def variant_finding(s: Studies, variant: str, id: str, datasets: Sequence[str]) -> Finding:
@@ -255,9 +291,9 @@ FINDERS: dict[str, Callable[[Studies], Finding]] = {
     "fig8": lambda s: variant_finding(s, "imbalanced", "fig8", WORD),
     "fig9": lambda s: variant_finding(s, "reordered", "fig9", WORD),
     "fig10_11": fig10_11,
-    "app_b_mrr": lambda s: not_tested("app_b_mrr", ISSUE_15),
-    "app_b_attention": lambda s: not_tested("app_b_attention", ISSUE_15),
-    "app_d": lambda s: not_tested("app_d", ISSUE_15),
+    "app_b_mrr": sentence_finding("app_b_mrr", ["fig5"], Studies.shared),
+    "app_b_attention": sentence_finding("app_b_attention", ["fig6"], Studies.shared),
+    "app_d": sentence_finding("app_d", ["fig5", "fig6"], Studies.top_head, llama_only=True),
     "app_e": lambda s: not_tested("app_e", ISSUE_15),
     "causal": causal_finding,
     "majority_bias": bias("majority_bias", causal.majority_bias, 0.22),
