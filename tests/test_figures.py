@@ -19,6 +19,8 @@ FIGURES = {
     "head_heatmap": lambda: figures.head_heatmap(r(L, H) - 0.5, HEADS, "t"),
     "overlap_heatmap": lambda: figures.overlap_heatmap(torch.tensor([[3, 1], [1, 3]]), ["a", "b"], 3),
     "mrr_bars": lambda: figures.mrr_bars(HEADS, {"head": r(S), "random head": r(S) / 10}, "t"),
+    "head_by_dataset": lambda: figures.head_by_dataset((3, 1), {d: (r(N), r(20, N) / 5) for d in ("a", "b")},
+                                                      {d: (r(N), r(N) / 2) for d in ("a", "b")}, "t"),
     "rank_hist": lambda: figures.rank_hist(r(40) * 100 + 1, r(40) * 1000 + 1, (3, 1), (3, 0), "t"),
     "label_attention_bars": lambda: figures.label_attention_bars(HEADS, r(N, S), r(N, S) / 3, "t"),
     "head_attention_hist": lambda: figures.head_attention_hist(r(N), r(N), (3, 1), "t"),

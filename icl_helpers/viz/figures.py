@@ -80,6 +80,34 @@ def mrr_bars(heads: Sequence[Head], series: dict[str, torch.Tensor], title: str)
     return fig
 
 
+def head_by_dataset(head: Head, mrr: dict[str, tuple[torch.Tensor, torch.Tensor]],
+                    attention: dict[str, tuple[torch.Tensor, torch.Tensor]], title: str) -> Figure:
+    """Appendix D: one head on each dataset. Left, its label-value MRR against random heads of
+    its layer, mrr[dataset] = (head [N], draws [D, N]) (bar: the draws' mean, line: their 95th
+    percentile); right, its summed attention on true and false labels, attention[dataset] =
+    (true [N], false [N])."""
+    fig, (left, right) = _fig(10, 4.4, ncols=2)
+    x, names = np.arange(len(mrr)), list(mrr)
+    ours = [float(o.mean()) for o, _ in mrr.values()]
+    draws = [r.mean(1) for _, r in mrr.values()]
+    left.bar(x - 0.2, ours, width=0.4, label=f"head {head_name(head)}")
+    left.bar(x + 0.2, [float(d.mean()) for d in draws], width=0.4, color=PALETTE[RANDOM],
+             label=f"random head of layer {head[0]} ({len(draws[0])} draws)")
+    left.scatter(x + 0.2, [float(torch.quantile(d.double(), 0.95)) for d in draws], marker="_", s=300, color="black",
+                 label="95th percentile of the draws", zorder=3)
+    left.set_yscale("log")
+    left.set(xticks=x, xticklabels=names, xlabel="dataset", ylabel="MRR of the label's own token (log)",
+             title="label-value MRR")
+    left.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2)  # clear of the bars
+    df = pd.DataFrame([{"dataset": d, "attention": float(v), "labels": kind} for d, pair in attention.items()
+                       for kind, values in zip(("true labels", "false labels"), pair) for v in values])
+    sns.barplot(df, x="dataset", y="attention", hue="labels", palette=[TRUE, FALSE], errorbar="sd", ax=right)
+    right.set(xlabel="dataset", ylabel="summed attention weight", title="attention from the last position")
+    sns.move_legend(right, "upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, title=None, fontsize=8)
+    fig.suptitle(f"{title}: head {head_name(head)}")
+    return fig
+
+
 def rank_hist(ranks: torch.Tensor, random_ranks: torch.Tensor, head: Head, random_head: Head, title: str) -> Figure:
     """Ranks (1 = top) of label values' own tokens in one head and in a random head, [n] each."""
     fig, ax = _fig(6, 3.5)
