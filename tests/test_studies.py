@@ -108,6 +108,16 @@ def test_answered_correctly_compares_the_located_prediction_with_the_true_label(
         assert in_context_heads.first_correct(small, ps) == first
 
 
+def test_in_context_heads_are_the_given_heads_where_given(small, ps, monkeypatch):
+    """Given heads: checked against the model, nothing located; else the top k located."""
+    top = in_context_heads.in_context_heads(small, ps, 3)
+    assert top == in_context_heads.located(small, ps).top_heads(3) and len(top) == 3
+    monkeypatch.setattr(in_context_heads, "located", lambda *a, **k: pytest.fail("located given heads"))
+    assert in_context_heads.in_context_heads(small, ps, 3, ((2, 3), (0, 1))) == HEADS
+    with pytest.raises(UsageError, match=r"^Head 3-0 is not in this model: it has 3 layers x 4 heads"):
+        in_context_heads.in_context_heads(small, ps, 3, [(3, 0)])
+
+
 def test_overlap_counts_shared_heads():
     got = in_context_heads.overlap({"a": [(1, 1), (2, 2)], "b": [(2, 2), (3, 3)], "c": [(4, 4)]})
     assert got.tolist() == [[2, 1, 0], [1, 2, 0], [0, 0, 1]]
