@@ -216,6 +216,8 @@ def test_variant_study_compares_balanced_with_the_variant(small, tmp_path, monke
     assert st.accuracy["reordered"] == pytest.approx(want)
     true, false = st.at_heads()["reordered"]
     assert true.shape == false.shape == (4, 3)
+    given = label_attention.variant_study(small, "animal_country", "reordered", n=4, k=3, heads=HEADS)
+    assert given.heads == HEADS and torch.equal(given.at_heads()["reordered"][0], st.attention["reordered"].at(HEADS)[0])
 
 
 def test_true_vs_false_counts_heads_with_more_true_attention():
