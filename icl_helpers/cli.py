@@ -13,6 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .core.heads import heads_text, parse_heads
 from .errors import UsageError, check_prompts, warn_without_demonstration
 from .paths import BUNDLED, DTYPE_NAMES
 
@@ -108,20 +109,24 @@ def cmd_report(args: argparse.Namespace) -> None:
     md = check_output(args.markdown, "--markdown") if args.markdown else None
     if args.data_dir and not Path(args.data_dir).is_dir():
         raise UsageError(f"--data-dir {args.data_dir} does not exist: give a folder holding sst2/, trec/, agnews/, ethos/.")
+    heads = parse_heads(args.heads, "--heads")  # checked against the model by report, before any study
     from . import claims  # torch and transformers load only now
     from .model.loading import load_model
     from .studies.report import report
 
     m = load_model(args.model, device=args.device, dtype=args.dtype)
-    findings = report(m, args.n, args.sentence_n, args.seed, args.data_dir, progress=lambda step: print(f"... {step}"))
-    out.write_text(json.dumps({"model": args.model, "n": args.n, "sentence_n": args.sentence_n, "seed": args.seed,
+    findings = report(m, args.n, args.sentence_n, args.seed, args.data_dir, progress=lambda step: print(f"... {step}"),
+                      heads=heads)
+    given = {"heads": heads_text(heads)} if heads else {}
+    out.write_text(json.dumps({"model": args.model, "n": args.n, "sentence_n": args.sentence_n, "seed": args.seed, **given,
                                "claims": [f.to_dict() for f in findings]}, indent=1))
     if md:
         md.write_text(f"# {args.model}: the paper's claims, tested\n\n{args.n} prompts a word dataset, {args.sentence_n} "
                       f"a sentence dataset, seed {args.seed}; 95% bootstrap intervals over prompts. The last "
                       "column judges the label-flow claims again on the prompts the model answers correctly (top-1 "
                       "the true label on the balanced prompt, as the paper's Appendix A), in the heads located on all "
-                      "prompts.\n\n"
+                      "prompts." + (f" Heads analysed: {given['heads']} in every dataset, instead of each one's top 20."
+                                    if heads else "") + "\n\n"
                       + claims.markdown(findings))
     counts = {v: sum(f.verdict == v for f in findings) for v in dict.fromkeys(f.verdict for f in findings)}
     print(f"{len(findings)} claims: " + ", ".join(f"{c} {v}" for v, c in counts.items()) + f"; wrote {out}" + (f" and {md}" if md else ""))
@@ -146,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--data-dir", default=None, help="sentence datasets (default: $ICL_DATA_DIR, ../shared/datasets, the hub)")
     r.add_argument("--markdown", help="also write the findings as one markdown table")
+    r.add_argument("--heads", help="analyse these heads, e.g. 19-11,20-11 (layer-head), instead of each dataset's top 20")
     r.set_defaults(run=cmd_report)
     args = parser.parse_args(argv)
     try:

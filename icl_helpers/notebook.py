@@ -4,7 +4,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
+from .core.heads import Head, heads_text, parse_heads
 from .data.datasets import resolve_data_dir, unavailable
 from .errors import UsageError
 from .model.loading import ICLModel
@@ -21,13 +23,15 @@ ENV = {
     "dtype": "ICL_DTYPE",
     "data_dir": "ICL_DATA_DIR",
     "seed": "ICL_SEED",
+    "heads": "ICL_HEADS",
 }
 
 
 @dataclass(frozen=True)
 class Params:
     """What a notebook runs on: model, prompts a word dataset and a sentence dataset (whose
-    prompts are some 20 times longer), device, dtype, data directory, seed."""
+    prompts are some 20 times longer), device, dtype, data directory, seed, and the heads
+    to analyse (None: the top 20 located on each dataset)."""
 
     model: str
     n_prompts: int
@@ -36,13 +40,19 @@ class Params:
     dtype: str
     data_dir: Path | None
     seed: int
+    heads: tuple[Head, ...] | None = None
 
     def __repr__(self) -> str:
         """The values, with a data directory shown from the checkout (no machine's absolute
-        path in a committed notebook's echo where it lies beside the checkout)."""
+        path in a committed notebook's echo where it lies beside the checkout), and heads, as
+        HEADS is written, only where given."""
         shown = {k: getattr(self, k) for k in self.__dataclass_fields__}
         if self.data_dir is not None:
             shown["data_dir"] = os.path.relpath(self.data_dir, REPO_ROOT)
+        if self.heads is None:
+            del shown["heads"]
+        else:
+            shown["heads"] = heads_text(self.heads)
         return f"Params({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
 
 
@@ -54,17 +64,22 @@ def notebook_params(
     dtype: str = "float32",
     data_dir: str | Path | None = None,
     seed: int = 0,
+    heads: str | Sequence[Head] | None = None,
     env: dict[str, str] | None = None,
 ) -> Params:
     """The parameters cell's values, each replaced by its environment variable when set
-    (ICL_MODEL, ICL_N_PROMPTS, ICL_N_SENTENCE_PROMPTS, ICL_DEVICE, ICL_DTYPE, ICL_DATA_DIR, ICL_SEED).
+    (ICL_MODEL, ICL_N_PROMPTS, ICL_N_SENTENCE_PROMPTS, ICL_DEVICE, ICL_DTYPE, ICL_DATA_DIR, ICL_SEED,
+    ICL_HEADS).
+
+    heads: analyse these heads instead of the top 20 located, as "19-11,20-11" or (layer,
+    head) pairs; checked against the model where it is known (`core.heads.check_heads`).
 
     env renames variables, e.g. {"model": "ICL_LLAMA_MODEL"} for a notebook that needs a
     Llama-family model whatever ICL_MODEL says. A relative data directory is taken from
     the checkout (notebooks run in notebooks/, scripts in the checkout).
     """
     given = dict(model=model, n_prompts=n_prompts, n_sentence_prompts=n_sentence_prompts, device=device, dtype=dtype,
-                 data_dir=data_dir, seed=seed)
+                 data_dir=data_dir, seed=seed, heads=heads)
     names = ENV | (env or {})
     values = {k: os.environ.get(names[k]) or v for k, v in given.items()}
     for key in ("n_prompts", "n_sentence_prompts", "seed"):
@@ -74,6 +89,7 @@ def notebook_params(
             raise UsageError(f"{names[key]} must be a whole number, not {values[key]!r}.") from None
         if key != "seed" and values[key] < 1:
             raise UsageError(f"{names[key]}: the number of prompts must be at least 1, not {values[key]}.")
+    values["heads"] = parse_heads(values["heads"], names["heads"])
     if values["data_dir"] is not None:  # relative: from the checkout, as in scripts/; checked before the model loads
         values["data_dir"] = resolve_data_dir(REPO_ROOT / Path(values["data_dir"]).expanduser())
     return Params(**values)

@@ -146,6 +146,7 @@ def test_bias_count_and_reduction():
 def test_causal_plan_scales_with_the_prompts():
     assert CausalPlan.for_prompts(500) == CausalPlan(100, 64, [1, 2, 4, 6, 8, 10, 15, 20], 20)
     assert CausalPlan.for_prompts(32) == CausalPlan(32, 8, [1, 5, 20], 20)
+    assert CausalPlan.for_prompts(32, k=8).ks == [1, 5, 8] and CausalPlan.for_prompts(500, k=3).ks == [1, 2, 3]
 
 
 def test_curve_table_and_ends():

@@ -242,6 +242,35 @@ def test_appendices_b_and_d_judge_the_fig5_and_fig6_rules_dataset_by_dataset(sma
         assert f"animal_country MRR: {claims.ours_text(claims.judge_fig5(ours, random, [best]))}" in d.why
 
 
+def test_report_analyses_the_heads_given(small, tmp_path, monkeypatch):
+    """Given heads replace every dataset's top K (in the causal check too), checked before any study runs."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    monkeypatch.setattr(report, "sentence_datasets", lambda names, data_dir=None: [])
+    given = [(2, 3), (1, 0), (2, 1)]
+    s = report.Studies(small, 6, 2, 0, None, "2-3,1-0,2-1")
+    assert s.heads("sentiment_number") == s.heads("animal_country") == given
+    assert report.Studies(small, 6, 2, 0, None).heads("sentiment_number") == s.loc("sentiment_number").top_heads(report.K)
+    ids = ["fig5", "fig6", "table1", "causal"]
+    by = {f.id: f for f in report.report(small, 6, 2, progress=lambda step: None, ids=ids, heads=given)}
+    top = {f.id: f for f in report.report(small, 6, 2, progress=lambda step: None, ids=ids)}
+    pairs = [label_attention.attention_on_labels(small, prompt_set(small, d, "balanced", 6)).at(given) for d in report.WORD]
+    true, false = (torch.cat(x) for x in zip(*pairs))
+    assert by["fig6"].ours == pytest.approx(float((true - false).mean()), abs=1e-6) != top["fig6"].ours
+    assert "mean MRR of 3 in-context heads" in by["fig5"].why and "of 12 in-context heads" in top["fig5"].why
+    assert "with the top 3 in-context heads mean-ablated" in by["causal"].why and "top 12" in top["causal"].why
+    assert "the heads given; " in by["table1"].why and "sentiment_number's top heads" in top["table1"].why
+
+
+@pytest.mark.parametrize("heads, message", [("3-0", "Head 3-0 is not in this model: it has 3 layers x 4 heads"),
+                                            ("0-4", "Head 0-4 is not in this model"), ("1-1,1-1", "Head 1-1 is given twice"),
+                                            ("1_1", "heads: '1_1' is not a head")])
+def test_bad_heads_stop_the_report_before_any_study(small, monkeypatch, heads, message):
+    monkeypatch.setattr(report, "prompt_set", lambda *a, **k: pytest.fail("built prompts"))
+    monkeypatch.setattr(report.Studies, "_prompts", lambda *a, **k: pytest.fail("built prompts"))
+    with pytest.raises(UsageError, match=f"^{message}"):
+        report.report(small, 6, 2, progress=lambda step: pytest.fail(f"started {step}"), heads=heads)
+
+
 def test_correct_only_judges_the_same_rule_on_the_correct_records(small, tmp_path, monkeypatch):
     """The correct-only view judges only its rows, in the heads located on all prompts, with
     the recency family pooled over those rows alone; too few correct prompts say so."""

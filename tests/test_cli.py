@@ -41,6 +41,8 @@ def test_locate_writes_the_report(small, tmp_path, capsys):
     (["locate", "--prompt", "a : foo b :", "--json", "/proc/version"], "--json /proc/version cannot be written"),
     (["report", "--json", "x.json", "--markdown", "{tmp}"], "--markdown {tmp} is a folder: give a file name"),
     (["report", "--json", "x.json", "--data-dir", "{tmp}/no-such"], "--data-dir {tmp}/no-such does not exist"),
+    (["report", "--json", "x.json", "--heads", "19.11"],
+     "error: --heads: '19.11' is not a head: write layer-head pairs separated by commas, e.g. 19-11,20-11."),
 ])
 def test_bad_input_is_one_line_before_torch_loads(argv, message, capsys, tmp_path, monkeypatch):
     (tmp_path / "latin1.txt").write_bytes("a : foo b :\ncaf\xe9 : bar d :\n".encode("latin-1"))
@@ -86,3 +88,34 @@ def test_a_prompt_without_demonstrations_is_warned_of_before_torch_loads():
                           "--json", "/no/such/folder/x.json"], capture_output=True, text=True)
     assert run.stdout.split() == ["False", "2"]  # the output path's error still stops it, torch unloaded
     assert "UserWarning: 1 of 2 prompts hold no demonstration label (prompt 1): in-context learning needs" in run.stderr
+
+
+@pytest.fixture
+def saved(small, tmp_path):
+    small.model.save_pretrained(tmp_path / "m")
+    small.tokenizer.save_pretrained(tmp_path / "m")
+    return str(tmp_path / "m")
+
+
+@pytest.mark.parametrize("heads, message", [("3-0", "Head 3-0 is not in this model: it has 3 layers x 4 heads"),
+                                            ("0-1,0-1", "Head 0-1 is given twice")])
+def test_report_refuses_heads_the_model_lacks_before_any_study(saved, tmp_path, capsys, heads, message):
+    out = tmp_path / "out.json"
+    assert main(["report", "--model", saved, "--device", "cpu", "--n", "2", "--heads", heads, "--json", str(out)]) == 2
+    captured = capsys.readouterr()
+    error = captured.err.split("\n")[-2]  # the last line: before it, only the model's loading bar
+    assert error.startswith(f"error: {message}") and captured.err.endswith(error + "\n")
+    assert "..." not in captured.out and not out.exists()  # no study started, nothing written
+
+
+def test_report_analyses_the_heads_given_and_records_them(saved, tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setattr("icl_helpers.studies.report.report", lambda m, *a, heads=None, **k: seen.append(heads) or [])
+    out, md = tmp_path / "out.json", tmp_path / "out.md"
+    assert main(["report", "--model", saved, "--device", "cpu", "--n", "2", "--heads", "2-3, 1-0", "--json", str(out),
+                 "--markdown", str(md)]) == 0
+    assert seen == [((2, 3), (1, 0))]
+    assert json.loads(out.read_text())["heads"] == "2-3,1-0"
+    assert "Heads analysed: 2-3,1-0 in every dataset, instead of each one's top 20." in md.read_text()
+    assert main(["report", "--model", saved, "--device", "cpu", "--n", "2", "--json", str(out)]) == 0
+    assert seen[-1] is None and "heads" not in json.loads(out.read_text())

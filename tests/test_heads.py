@@ -1,9 +1,22 @@
 """Heads as (layer, head) pairs: selection, per-head values, and the layer-matched random sampler."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import pytest
 import torch
 
-from icl_helpers.core.heads import at_heads, head_mask, head_name, same_layer_random_heads, top_heads
+from icl_helpers import UsageError
+from icl_helpers.core.heads import (
+    at_heads,
+    check_heads,
+    head_mask,
+    head_name,
+    heads_text,
+    parse_heads,
+    same_layer_random_heads,
+    top_heads,
+)
 
 
 def test_top_heads_and_at_heads():
@@ -29,3 +42,39 @@ def test_same_layer_random_heads_draw_distinct_heads():
         picks = same_layer_random_heads(heads, n_heads=5, seed=seed)
         assert len(set(picks)) == 3 and {(3, 3), (3, 4)} <= set(picks)
         assert all(pick != head for pick, head in zip(picks, heads))
+
+
+def test_parse_heads_reads_the_papers_notation_and_pairs():
+    assert parse_heads("19-11,20-11, 22-0") == ((19, 11), (20, 11), (22, 0))
+    assert parse_heads([(26, 14), "28-10", [29, 17]]) == ((26, 14), (28, 10), (29, 17))
+    assert parse_heads(None) is None
+    assert heads_text(parse_heads("19-11,22-0")) == "19-11,22-0"
+
+
+@pytest.mark.parametrize("value, bad", [("19.11", "'19.11'"), ("19-11,", "''"), ("19-11;20-11", "'19-11;20-11'"),
+                                        ("-1-2", "'-1-2'"), ([(1, 2, 3)], r"\(1, 2, 3\)"), ([19], "19"),
+                                        ([(1.0, 2)], r"\(1.0, 2\)")])
+def test_bad_head_syntax_is_one_line_saying_what_to_write(value, bad):
+    with pytest.raises(UsageError, match=rf"^ICL_HEADS: {bad} is not a head: write layer-head pairs separated by "
+                                         r"commas, e.g. 19-11,20-11\.$"):
+        parse_heads(value, "ICL_HEADS")
+
+
+@pytest.mark.parametrize("value", ["", []])
+def test_no_heads_is_refused(value):
+    with pytest.raises(UsageError, match="^heads: no heads given: write layer-head pairs"):
+        parse_heads(value)
+
+
+@pytest.mark.parametrize("heads, message", [
+    ([(30, 0)], "Head 30-0 is not in this model: it has 30 layers x 9 heads (layer-head from 0-0 to 29-8)."),
+    ([(29, 8), (0, 9)], "Head 0-9 is not in this model: it has 30 layers x 9 heads"),
+    ([(-1, 0)], "Head -1-0 is not in this model"),
+    ([(19, 1), (20, 2), (19, 1)], "Head 19-1 is given twice: give each head once."),
+])
+def test_check_heads_names_the_bad_head_and_the_models_shape(heads, message):
+    arch = SimpleNamespace(n_layers=30, n_heads=9)  # SmolLM2-135M's shape
+    with pytest.raises(UsageError) as err:
+        check_heads(heads, arch)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+    assert check_heads([(29, 8), (0, 0)], arch) == ((29, 8), (0, 0)) and check_heads(None, arch) is None

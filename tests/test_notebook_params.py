@@ -79,3 +79,19 @@ def test_a_notebook_can_rename_a_variable(monkeypatch):
     assert notebook_params(model="smollm2-135m", env={"model": "ICL_LLAMA_MODEL"}).model == "smollm2-135m"
     monkeypatch.setenv("ICL_LLAMA_MODEL", "meta-llama/Llama-2-7b-hf")
     assert notebook_params(env={"model": "ICL_LLAMA_MODEL"}).model == "meta-llama/Llama-2-7b-hf"
+
+
+def test_heads_are_read_from_the_cell_or_the_environment(monkeypatch):
+    assert notebook_params().heads is None and "heads" not in repr(notebook_params())
+    given = notebook_params(heads="19-11,20-11,22-0")
+    assert given.heads == ((19, 11), (20, 11), (22, 0)) and repr(given).endswith("seed=0, heads='19-11,20-11,22-0')")
+    assert notebook_params(heads=[(26, 14), (28, 10)]).heads == ((26, 14), (28, 10))
+    monkeypatch.setenv("ICL_HEADS", "23-13")
+    assert notebook_params(heads="19-11").heads == ((23, 13),)
+
+
+@pytest.mark.parametrize("value", ["19.11", "19-11 20-11", "layer 19"])
+def test_bad_heads_say_what_to_write(monkeypatch, value):
+    monkeypatch.setenv("ICL_HEADS", value)
+    with pytest.raises(UsageError, match=rf"^ICL_HEADS: '{value}' is not a head: write layer-head pairs separated by commas"):
+        notebook_params()

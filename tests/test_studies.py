@@ -126,6 +126,16 @@ def test_layer_matched_mrr_is_the_heads_and_their_random_heads_reciprocal_ranks(
         close(random[d], mrr.label_ranks(small, ps, drawn).reciprocal().nanmean(2))
 
 
+def test_in_context_heads_are_the_given_heads_where_given(small, ps, monkeypatch):
+    """Given heads: checked against the model, nothing located; else the top k located."""
+    top = in_context_heads.in_context_heads(small, ps, 3)
+    assert top == in_context_heads.located(small, ps).top_heads(3) and len(top) == 3
+    monkeypatch.setattr(in_context_heads, "located", lambda *a, **k: pytest.fail("located given heads"))
+    assert in_context_heads.in_context_heads(small, ps, 3, ((2, 3), (0, 1))) == HEADS
+    with pytest.raises(UsageError, match=r"^Head 3-0 is not in this model: it has 3 layers x 4 heads"):
+        in_context_heads.in_context_heads(small, ps, 3, [(3, 0)])
+
+
 def test_overlap_counts_shared_heads():
     got = in_context_heads.overlap({"a": [(1, 1), (2, 2)], "b": [(2, 2), (3, 3)], "c": [(4, 4)]})
     assert got.tolist() == [[2, 1, 0], [1, 2, 0], [0, 0, 1]]
@@ -224,6 +234,8 @@ def test_variant_study_compares_balanced_with_the_variant(small, tmp_path, monke
     assert st.accuracy["reordered"] == pytest.approx(want)
     true, false = st.at_heads()["reordered"]
     assert true.shape == false.shape == (4, 3)
+    given = label_attention.variant_study(small, "animal_country", "reordered", n=4, k=3, heads=HEADS)
+    assert given.heads == HEADS and torch.equal(given.at_heads()["reordered"][0], st.attention["reordered"].at(HEADS)[0])
 
 
 def test_true_vs_false_counts_heads_with_more_true_attention():

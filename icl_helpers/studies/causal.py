@@ -158,11 +158,12 @@ class CausalPlan:
     n_random: int = 20  # draws of layer-matched random heads
 
     @classmethod
-    def for_prompts(cls, n: int) -> "CausalPlan":
-        """The plan for n bias prompts: up to 100 to locate, n/4 (8 to 64) to ablate, the
-        full k range from 32 ablation prompts up, else k in 1, 5, 20; 20 random draws."""
+    def for_prompts(cls, n: int, k: int = 20) -> "CausalPlan":
+        """The plan for n bias prompts and k heads: up to 100 to locate, n/4 (8 to 64) to ablate,
+        the full range of k from 32 ablation prompts up, else 1, 5, k; 20 random draws."""
         n_ablation = max(8, min(64, n // 4))
-        return cls(min(n, 100), n_ablation, [1, 2, 4, 6, 8, 10, 15, 20] if n_ablation >= 32 else [1, 5, 20])
+        ks = [1, 2, 4, 6, 8, 10, 15] if n_ablation >= 32 else [1, 5]
+        return cls(min(n, 100), n_ablation, [i for i in ks if i < k] + [k])
 
 
 def causal_check(m: ICLModel, top: dict[str, list[Head]], plan: CausalPlan, word: Sequence[str], seed: int = 0,

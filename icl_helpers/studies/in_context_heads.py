@@ -9,7 +9,7 @@ from typing import Sequence
 import pandas as pd
 import torch
 
-from ..core.heads import Head, head_name, top_heads
+from ..core.heads import Head, check_heads, head_name, top_heads
 from ..core.locate import LocateResult, locate
 from ..data.prompts import prompt_label_ids
 from ..model.loading import ICLModel
@@ -32,8 +32,11 @@ def first_correct(m: ICLModel, ps: PromptSet) -> int | None:
     return int(right[0]) if len(right) else None
 
 
-def in_context_heads(m: ICLModel, ps: PromptSet, k: int = 20) -> list[Head]:
-    """The k heads with the largest mean increase on a prompt set (located and cached), best first."""
+def in_context_heads(m: ICLModel, ps: PromptSet, k: int = 20, given: Sequence[Head] | None = None) -> list[Head]:
+    """The heads a study analyses: `given` (checked against the model; nothing located), else
+    the k heads with the largest mean increase on a prompt set (located and cached), best first."""
+    if given is not None:
+        return list(check_heads(given, m.arch))
     return located(m, ps).top_heads(k)
 
 

@@ -156,20 +156,22 @@ class VariantStudy:
         return {name: att.at(self.heads) for name, att in self.attention.items()}
 
 
-def variant_study(m: ICLModel, dataset: str, variant: str, n: int, seed: int = 0,
-                  data_dir: str | Path | None = None, k: int = 20) -> VariantStudy:
-    """Balanced prompts against `variant` ("imbalanced", "reordered") of the same records."""
+def variant_study(m: ICLModel, dataset: str, variant: str, n: int, seed: int = 0, data_dir: str | Path | None = None,
+                  k: int = 20, heads: Sequence[Head] | None = None) -> VariantStudy:
+    """Balanced prompts against `variant` ("imbalanced", "reordered") of the same records, in
+    the heads given, else the top k located on the balanced prompts."""
     sets = {v: prompt_set(m, dataset, v, n, seed, data_dir) for v in ("balanced", variant)}
     attention = {v: attention_on_labels(m, ps) for v, ps in sets.items()}
     accuracy = {v: float((attention[v].predictions == prompt_label_ids(m.tokenizer, ps.prompts)[0]).float().mean())
                 for v, ps in sets.items()}
-    return VariantStudy(dataset, in_context_heads(m, sets["balanced"], k), attention, accuracy)
+    return VariantStudy(dataset, in_context_heads(m, sets["balanced"], k, heads), attention, accuracy)
 
 
 def variant_studies(m: ICLModel, variant: str, word: Sequence[str], sentence: Sequence[str], n_word: int,
-                    n_sentence: int, seed: int = 0, data_dir: str | Path | None = None, k: int = 20) -> list[VariantStudy]:
+                    n_sentence: int, seed: int = 0, data_dir: str | Path | None = None, k: int = 20,
+                    heads: Sequence[Head] | None = None) -> list[VariantStudy]:
     """`variant_study` of every word dataset (n_word prompts) and sentence dataset (n_sentence)."""
-    return [variant_study(m, d, variant, n, seed, data_dir, k)
+    return [variant_study(m, d, variant, n, seed, data_dir, k, heads)
             for datasets, n in ((word, n_word), (sentence, n_sentence)) for d in datasets]
 
 

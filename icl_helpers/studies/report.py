@@ -13,7 +13,7 @@ import torch
 
 from .. import claims
 from ..claims import Finding, not_tested
-from ..core.heads import Head, at_heads, head_name
+from ..core.heads import Head, at_heads, check_heads, head_name, parse_heads
 from ..core.locate import LocateResult
 from ..data.datasets import dataset_records
 from ..errors import UsageError
@@ -22,7 +22,7 @@ from ..model.loading import ICLModel
 from ..notebook import sentence_datasets
 from . import causal, label_attention, mrr, projection, recency
 from .accuracy import table2_cells
-from .in_context_heads import answered_correctly, first_correct, located, shared_heads
+from .in_context_heads import answered_correctly, first_correct, in_context_heads, located, shared_heads
 from .runner import PromptSet, prompt_set, prompt_set_from_texts
 
 WORD = ["sentiment_number", "animal_country"]
@@ -49,13 +49,16 @@ class Studies:
 
     `rows(dataset)` [N] bool: the records a finding judges, all of them, or in the view
     `correct()` those whose balanced prompt the model answers correctly. The heads stay
-    those located on all prompts."""
+    those located on all prompts, or the heads given (checked against the model at once)."""
 
-    def __init__(self, m: ICLModel, n: int, sentence_n: int, seed: int, data_dir: str | Path | None):
+    def __init__(self, m: ICLModel, n: int, sentence_n: int, seed: int, data_dir: str | Path | None,
+                 heads: str | Sequence[Head] | None = None):
         self.m, self.n, self.sentence_n, self.seed, self.data_dir = m, n, sentence_n, seed, data_dir
+        self.given = check_heads(parse_heads(heads), m.arch)
         self.correct_only = False
         self.prompts = functools.cache(self._prompts)
         self.loc = functools.cache(self._loc)
+        self.heads = functools.cache(self._heads)
         self.family = functools.cache(self._family)
         self.effects = functools.cache(self._effects)
         self.correct = functools.cache(self._correct)
@@ -68,8 +71,13 @@ class Studies:
     def size(self, dataset: str) -> int:
         return self.n if dataset in WORD else self.sentence_n
 
-    def heads(self, dataset: str) -> list[Head]:
-        return self.loc(dataset).top_heads(K)
+    def _heads(self, dataset: str) -> list[Head]:
+        """The heads given (in every dataset), else the dataset's top K."""
+        return in_context_heads(self.m, self.prompts(dataset), K, self.given)
+
+    def heads_named(self, dataset: str) -> str:
+        """Which heads `heads(dataset)` are, in words."""
+        return "the heads given" if self.given else f"{dataset}'s top heads"
 
     def _correct(self) -> Studies:
         """The same studies, judged on the correctly answered records only (built once: the
@@ -105,7 +113,9 @@ class Studies:
         return torch.stack([self.loc(d).head_mean for d in datasets]).mean(0)
 
     def shared(self) -> tuple[list[Head], str]:
-        """Appendix B's heads: in every sentence dataset's in-context heads, and a line saying which."""
+        """Appendix B's heads: in every sentence dataset's in-context heads (or the heads given), and a line saying which."""
+        if self.given:
+            return list(self.given), "the heads given"
         return shared_heads({d: self.heads(d) for d in self.sentence}, self.mean_increase(self.sentence))
 
     def top_head(self) -> tuple[list[Head], str]:
@@ -116,14 +126,17 @@ class Studies:
 
 
 def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | Path | None = None,
-           progress: Callable[[str], None] = print, ids: Sequence[str] = tuple(claims.CLAIMS)) -> list[Finding]:
+           progress: Callable[[str], None] = print, ids: Sequence[str] = tuple(claims.CLAIMS),
+           heads: str | Sequence[Head] | None = None) -> list[Finding]:
     """One finding a claim of `ids` (default: all of `claims.CLAIMS`), in their order: n prompts
     a word dataset, sentence_n a sentence dataset (none where no copy or hub can be had: those
-    say why). Only the studies those claims need are run."""
+    say why). Only the studies those claims need are run. heads ("19-11,20-11" or (layer, head)
+    pairs): analyse these in every dataset instead of each one's top K located (Figs. 3-4 and
+    12-15 still judge the located top K)."""
     unknown = [i for i in ids if i not in FINDERS]
     if unknown:
         raise UsageError(f"Unknown claim id(s) {', '.join(unknown)}: choose from {', '.join(FINDERS)}.")
-    s = Studies(m, n, sentence_n, seed, data_dir)
+    s = Studies(m, n, sentence_n, seed, data_dir, heads)
     found = []
     for id in ids:
         progress(f"{id}: {claims.CLAIMS[id].claim}")
@@ -153,7 +166,7 @@ def table2(s: Studies) -> Finding:
 def table1(s: Studies) -> Finding:
     example = projection.projections(s.m, prompt_set_from_texts(s.m, [EXAMPLE], name="example"))
     return claims.judge_label_values("table1", label_value_hits(example, 0, s.heads(FIRST)), s.heads(FIRST)[:5],
-                                     f"the example prompt, {FIRST}'s top heads")
+                                     f"the example prompt, {s.heads_named(FIRST)}")
 
 
 def fig6(s: Studies) -> Finding:
@@ -194,16 +207,17 @@ def bias(id: str, measure: Callable, paper: float) -> Callable[[Studies], Findin
 
 
 def causal_finding(s: Studies) -> Finding:
-    """Per word dataset, the top K heads located on its first n/2 balanced prompts, mean-ablated
-    on prompts of its other n/2 records, against RANDOM_DRAWS layer-matched draws; pooled."""
+    """Per word dataset, the top K heads located on its first n/2 balanced prompts (or the heads
+    given), mean-ablated on prompts of its other n/2 records, against RANDOM_DRAWS layer-matched
+    draws; pooled."""
     n = s.n
     if n < 2:
         return not_tested("causal", "needs at least 2 prompts a word dataset: half locate the heads, half evaluate them")
     runs = []
     for d in WORD:
         locating = prompt_set(s.m, d, "balanced", n // 2, s.seed)
-        heads = located(s.m, locating).top_heads(K)
-        k = len(heads)  # K, or every head of a smaller model
+        heads = in_context_heads(s.m, locating, K, s.given)
+        k = len(heads)  # K, every head of a smaller model, or the heads given
         runs.append(causal.ablation_runs(s.m, causal.evaluation_prompts(d, n // 2, n - n // 2, s.seed), heads, [k],
                                          RANDOM_DRAWS, s.seed, causal.ablation_means(s.m, locating.texts)))
     return claims.judge_causal(causal.AblationRuns.cat(runs), k, "mean")
@@ -225,7 +239,7 @@ def table3(s: Studies) -> Finding:
         return not_tested("table3", f"no AG News prompt of {len(ps)} is predicted correctly")
     one = prompt_set_from_texts(s.m, [ps.texts[first]], name="agnews-correct")
     return claims.judge_label_values("table3", label_value_hits(projection.projections(s.m, one), 0, heads), heads[:5],
-                                     f"AG News prompt {first} (the first predicted correctly), AG News's top heads")
+                                     f"AG News prompt {first} (the first predicted correctly), {s.heads_named('AG News')}")
 
 
 def fig5(s: Studies) -> Finding:
