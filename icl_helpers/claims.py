@@ -90,7 +90,11 @@ CLAIMS = {c.id: c for c in [
     Claim("app_d", "Appendix D: the same picture in LLaMA 7B, 13B, 30B", "label-value MRR and true > false attention",
           "as fig5 and fig6, for the single head with the largest increase"),
     Claim("app_e", "Appendix E: position- and neuron-level increases", "label positions carry the head's increase",
-          "replicates: the top head's largest position-level increases lie at true-label positions in most prompts"),
+          "replicates: the top head's largest position-level increases lie at true-label positions in most prompts: "
+          "the share of prompts whose top-head position with the largest increase is a true-label position has its "
+          "95% CI above 0.5; partly: otherwise, when that share's CI lies above chance (the share of a prompt's "
+          "positions that are true-label positions, mean over prompts) and the position is a true label more often "
+          "than a false one; does not replicate: otherwise"),
     Claim("causal", "Ablating the in-context heads destroys accuracy; random heads do not (EMNLP version)",
           "87.6% -> 24.4% top-1 with the top 20 in-context heads ablated",
           "replicates: with the top 20 ablated (mean ablation, heads located on other prompts), top-1 falls below the "
