@@ -19,6 +19,7 @@ from .stats import bootstrap_ci, mean_ci, spearman
 from .studies.causal import AblationRuns
 from .studies.label_attention import true_vs_false, variant_change
 from .studies.recency import Effects
+from .studies.subvalues import FALSE_LABEL, KINDS, TRUE_LABEL, kind_shares
 
 REPLICATES, PARTLY, FAILS, NOT_TESTED = "replicates", "partly", "does not replicate", "not tested"
 AMENDED = "(amended for the recency control, issue 14, before its data were seen)"
@@ -310,6 +311,25 @@ def judge_fig10_11(imbalanced: Finding, reordered: Finding) -> Finding:
     verdict = REPLICATES if verdicts == (REPLICATES, REPLICATES) else FAILS if set(verdicts) == {FAILS} else PARTLY
     return finding("fig10_11", f"imbalanced: {imbalanced.verdict}; re-ordered: {reordered.verdict}", None,
                    imbalanced.n, verdict, f"imbalanced: {imbalanced.why}. Re-ordered: {reordered.why}")
+
+
+def judge_app_e(kinds: torch.Tensor, chance: torch.Tensor, heads: Sequence[Head], neurons: Sequence[str] = ()) -> Finding:
+    """kinds: [N, S] where each of S heads' position with the largest position-level increase
+    lies, an index into `studies.subvalues.KINDS` (the top head first); chance: [N] the share of
+    each prompt's positions that are true-label positions; neurons: the top FFN neurons and
+    their tokens, a line each, for the why."""
+    hits = kinds[:, 0] == TRUE_LABEL
+    ours, ci = float(hits.double().mean()), mean_ci(hits.double())
+    false = float((kinds[:, 0] == FALSE_LABEL).double().mean())
+    verdict = REPLICATES if ci[0] > 0.5 else PARTLY if ci[0] > float(chance.mean()) and ours > false else FAILS
+    shares = kind_shares(kinds)  # [S, kinds]
+    top5 = "; ".join(f"{l}-{h}: " + ", ".join(f"{name} {float(x):.0%}" for name, x in zip(KINDS, row) if x > 0)
+                     for (l, h), row in zip(heads[:5], shares))
+    return finding("app_e", ours, ci, len(hits), verdict,
+                   f"share of prompts whose top head ({heads[0][0]}-{heads[0][1]}) has its largest position-level "
+                   f"increase at a true-label position; at a false-label one {false:.0%}; chance (a random position) "
+                   f"{float(chance.mean()):.1%}; where the top 5 heads' largest lies: {top5}"
+                   + (f"; top FFN neurons by mean neuron-level increase: {'; '.join(neurons)}" if neurons else ""))
 
 
 def judge_causal(runs: AblationRuns, k: int, ablation: str) -> Finding:
