@@ -2,13 +2,15 @@
 and neuron-level increases of the top FFN layers, against the attribution functions."""
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 import torch
 
+from icl_helpers import claims
 from icl_helpers.core.attribution import Readout, neuron_increase, position_increase
 from icl_helpers.core.decompose import decompose
 from icl_helpers.data.positions import LabelPositions
-from icl_helpers.studies import runner, subvalues
+from icl_helpers.studies import report, runner, subvalues
 from icl_helpers.studies.subvalues import DEMONSTRATION, FALSE_LABEL, LAST, OTHER, TRUE_LABEL
 from tests.conftest import close
 
@@ -86,3 +88,22 @@ def test_neuron_increases_and_their_ranking_are_neuron_increase(small, ps, tmp_p
     top = subvalues.top_ffn_layers(small, ps, 2)
     loc = runner.study_result("locate", small, ps, lambda: {})  # filled by top_ffn_layers
     assert top == loc["ffn"].mean(0).topk(2).indices.tolist()
+
+
+def test_neuron_lines_name_layer_neuron_increase_and_tokens():
+    table = pd.DataFrame([{"FFN layer": 27, "neuron": 5, "mean increase": 0.25, "top tokens": (" foo", "Foo", " bar")}])
+    assert subvalues.neuron_lines(table, tokens=2) == ["27-5 (+0.250): foo Foo"]
+
+
+def test_the_report_judges_the_studys_top_positions(small, tmp_path, monkeypatch):
+    """app_e's finding is the judge on the study's numbers: the top heads' kinds of the judged
+    rows, a random position's chance, the top FFN layers' best neurons."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    s = report.Studies(small, 6, 2, 0, None)
+    ps, heads = s.prompts(report.FIRST), s.heads(report.FIRST)
+    kinds = subvalues.top_position_kinds(subvalues.position_increases(small, ps, heads), ps.positions)
+    layers = subvalues.top_ffn_layers(small, ps)
+    neurons = subvalues.top_neurons(small, layers, subvalues.neuron_increases(small, ps, layers), k=1)
+    f = report.FINDERS["app_e"](s)
+    assert f == claims.judge_app_e(kinds, subvalues.true_label_chance(ps.positions), heads, subvalues.neuron_lines(neurons))
+    assert f.n == 6 and len(layers) == 3 and f.why.count("(+") + f.why.count("(-") == 3
