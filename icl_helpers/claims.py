@@ -323,11 +323,11 @@ def judge_app_e(kinds: torch.Tensor, chance: torch.Tensor, heads: Sequence[Head]
     false = float((kinds[:, 0] == FALSE_LABEL).double().mean())
     verdict = REPLICATES if ci[0] > 0.5 else PARTLY if ci[0] > float(chance.mean()) and ours > false else FAILS
     shares = kind_shares(kinds)  # [S, kinds]
-    top5 = "; ".join(f"{l}-{h}: " + ", ".join(f"{name} {float(x):.0%}" for name, x in zip(KINDS, row) if x > 0)
+    top5 = "; ".join(f"{l}-{h}: " + ", ".join(f"{name} {float(x):.1%}" for name, x in zip(KINDS, row) if x > 0)
                      for (l, h), row in zip(heads[:5], shares))
     return finding("app_e", ours, ci, len(hits), verdict,
                    f"share of prompts whose top head ({heads[0][0]}-{heads[0][1]}) has its largest position-level "
-                   f"increase at a true-label position; at a false-label one {false:.0%}; chance (a random position) "
+                   f"increase at a true-label position; at a false-label one {false:.1%}; chance (a random position) "
                    f"{float(chance.mean()):.1%}; where the top 5 heads' largest lies: {top5}"
                    + (f"; top FFN neurons by mean neuron-level increase: {'; '.join(neurons)}" if neurons else ""))
 

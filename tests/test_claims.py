@@ -152,8 +152,8 @@ def test_app_e():
 
     f = claims.judge_app_e(kinds(80, 10), chance, heads, ["27-5: foo bar"])
     assert f.verdict == REPLICATES and f.ours == pytest.approx(0.8) and f.n == N and f.ci[0] > 0.5
-    assert "top head (29-1)" in f.why and "false-label one 10%" in f.why and "chance (a random position) 8.0%" in f.why
-    assert "29-1: true label 80%, false label 10%, other 10%; 20-0: last position 100%" in f.why
+    assert "top head (29-1)" in f.why and "false-label one 10.0%" in f.why and "chance (a random position) 8.0%" in f.why
+    assert "29-1: true label 80.0%, false label 10.0%, other 10.0%; 20-0: last position 100.0%" in f.why
     assert "18-2" in f.why and "17-0" not in f.why and f.why.endswith("27-5: foo bar")
     assert claims.judge_app_e(kinds(55, 10), chance, heads).verdict == PARTLY  # most, but the CI reaches 0.5
     assert claims.judge_app_e(kinds(30, 10), chance, heads).verdict == PARTLY  # above chance, above false labels

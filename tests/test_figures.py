@@ -73,9 +73,9 @@ def test_table_image_holds_every_cell_and_the_title():
 
 def test_neuron_tokens_shows_every_neuron_with_its_tokens():
     table = pd.DataFrame({"FFN layer": [27, 27], "neuron": [5, 9], "mean increase": [0.25, -0.5],
-                          "top tokens": [(" foo", "Foo"), ("\n", " bar")]})
+                          "top tokens": [(" foo", "Foo"), ("\n", " bar", "的")]})
     fig = figures.neuron_tokens(table, "m, d (N=3): top neurons")
     ax = fig.axes[0]
     texts = {c.get_text().get_text() for c in ax.tables[0].get_celld().values()}
-    assert {"27", "5", "9", "+0.250", "-0.500", "␣foo  Foo", "↵  ␣bar", "top tokens"} <= texts
+    assert {"27", "5", "9", "+0.250", "-0.500", "␣foo  Foo", "↵  ␣bar  \\u7684", "top tokens"} <= texts
     assert ax.get_title() == "m, d (N=3): top neurons"

@@ -6,13 +6,16 @@ with it. Heads are (layer, head) pairs, S of them; N is the number of prompts.
 """
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 import seaborn as sns
 import torch
+from matplotlib import font_manager
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Rectangle
 from pandas.io.formats.style import Styler
 
@@ -235,8 +238,19 @@ def neuron_tokens(table: pd.DataFrame, title: str) -> Figure:
     """Appendix E: the top neurons of the top FFN layers (`studies.subvalues.top_neurons`) with
     their mean increase and their output rows' top tokens, spaces visible, as a table image."""
     shown = table.assign(**{"mean increase": table["mean increase"].map("{:+.3f}".format),
-                            "top tokens": table["top tokens"].map(lambda top: "  ".join(map(visible, top)))})
+                            "top tokens": table["top tokens"].map(lambda top: _drawable("  ".join(map(visible, top))))})
     return table_image(shown, title)
+
+
+def _drawable(text: str) -> str:
+    """text with each character the monospace font cannot draw written as an escape, e.g. "\\u7684"."""
+    return "".join(c if ord(c) in _monospace_chars() else f"\\u{ord(c):04x}" for c in text)
+
+
+@functools.cache
+def _monospace_chars() -> frozenset[int]:
+    """The code points the monospace font that tables use can draw."""
+    return frozenset(font_manager.get_font(font_manager.findfont(FontProperties(family="monospace"))).get_charmap())
 
 
 # --- notebook 08 ---------------------------------------------------------------------
