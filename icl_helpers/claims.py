@@ -19,6 +19,7 @@ from .stats import bootstrap_ci, mean_ci, spearman
 from .studies.causal import AblationRuns
 from .studies.label_attention import true_vs_false, variant_change
 from .studies.recency import Effects
+from .studies.subvalues import FALSE_LABEL, KINDS, TRUE_LABEL, kind_shares
 
 REPLICATES, PARTLY, FAILS, NOT_TESTED = "replicates", "partly", "does not replicate", "not tested"
 AMENDED = "(amended for the recency control, issue 14, before its data were seen)"
@@ -95,7 +96,11 @@ CLAIMS = {c.id: c for c in [
           "over the sentence datasets, on each of them: replicates if all eight judgements replicate; does not "
           "replicate if none does even partly; partly otherwise"),
     Claim("app_e", "Appendix E: position- and neuron-level increases", "label positions carry the head's increase",
-          "replicates: the top head's largest position-level increases lie at true-label positions in most prompts"),
+          "replicates: the top head's largest position-level increases lie at true-label positions in most prompts: "
+          "the share of prompts whose top-head position with the largest increase is a true-label position has its "
+          "95% CI above 0.5; partly: otherwise, when that share's CI lies above chance (the share of a prompt's "
+          "positions that are true-label positions, mean over prompts) and the position is a true label more often "
+          "than a false one; does not replicate: otherwise"),
     Claim("causal", "Ablating the in-context heads destroys accuracy; random heads do not (EMNLP version)",
           "87.6% -> 24.4% top-1 with the top 20 in-context heads ablated",
           "replicates: with the top 20 ablated (mean ablation, heads located on other prompts), top-1 falls below the "
@@ -326,6 +331,25 @@ def judge_together(id: str, parts: dict[str, Finding], n: int, heads: str) -> Fi
     shown = "; ".join(f"{name}: {ours_text(f)}, {f.verdict} ({f.why})" for name, f in parts.items())
     return finding(id, f"{count[REPLICATES]} of {len(parts)} replicate, {count[PARTLY]} partly", None, n,
                    _together(list(parts.values())), f"{heads}. {shown}")
+
+
+def judge_app_e(kinds: torch.Tensor, chance: torch.Tensor, heads: Sequence[Head], neurons: Sequence[str] = ()) -> Finding:
+    """kinds: [N, S] where each of S heads' position with the largest position-level increase
+    lies, an index into `studies.subvalues.KINDS` (the top head first); chance: [N] the share of
+    each prompt's positions that are true-label positions; neurons: the top FFN neurons and
+    their tokens, a line each, for the why."""
+    hits = kinds[:, 0] == TRUE_LABEL
+    ours, ci = float(hits.double().mean()), mean_ci(hits.double())
+    false = float((kinds[:, 0] == FALSE_LABEL).double().mean())
+    verdict = REPLICATES if ci[0] > 0.5 else PARTLY if ci[0] > float(chance.mean()) and ours > false else FAILS
+    shares = kind_shares(kinds)  # [S, kinds]
+    top5 = "; ".join(f"{l}-{h}: " + ", ".join(f"{name} {float(x):.1%}" for name, x in zip(KINDS, row) if x > 0)
+                     for (l, h), row in zip(heads[:5], shares))
+    return finding("app_e", ours, ci, len(hits), verdict,
+                   f"share of prompts whose top head ({heads[0][0]}-{heads[0][1]}) has its largest position-level "
+                   f"increase at a true-label position; at a false-label one {false:.1%}; chance (a random position) "
+                   f"{float(chance.mean()):.1%}; where the top 5 heads' largest lies: {top5}"
+                   + (f"; top FFN neurons by mean neuron-level increase: {'; '.join(neurons)}" if neurons else ""))
 
 
 def judge_causal(runs: AblationRuns, k: int, ablation: str) -> Finding:

@@ -19,6 +19,7 @@ from icl_helpers.studies.accuracy import Accuracy
 from icl_helpers.studies.causal import AblationRuns
 from icl_helpers.studies.recency import Effects
 from icl_helpers.studies.runner import prompt_set
+from icl_helpers.studies.subvalues import FALSE_LABEL, LAST, OTHER, TRUE_LABEL
 
 g = torch.Generator().manual_seed(0)
 
@@ -149,6 +150,27 @@ def test_together():
     assert claims.judge_together("app_d", {"a": part(REPLICATES), "b": part(FAILS)}, 10, "").verdict == PARTLY
     assert claims.judge_together("app_d", {"a": part(PARTLY), "b": part(FAILS)}, 10, "").verdict == PARTLY
     assert claims.judge_together("app_d", {"a": part(FAILS), "b": part(FAILS)}, 10, "").verdict == FAILS
+
+
+def test_app_e():
+    N, heads = 100, [(29, 1), (20, 0), (22, 3), (25, 8), (18, 2), (17, 0)]
+    chance = torch.full((N,), 0.08)  # two true labels among some 25 positions
+
+    def kinds(true: int, false: int) -> torch.Tensor:
+        """[N, 6]: the top head's largest increase at a true label in `true` prompts, at a false one
+        in `false`, elsewhere (other) in the rest; every other head at the last position."""
+        top = torch.tensor([TRUE_LABEL] * true + [FALSE_LABEL] * false + [OTHER] * (N - true - false))
+        return torch.stack([top] + [torch.full((N,), LAST)] * 5, 1)
+
+    f = claims.judge_app_e(kinds(80, 10), chance, heads, ["27-5: foo bar"])
+    assert f.verdict == REPLICATES and f.ours == pytest.approx(0.8) and f.n == N and f.ci[0] > 0.5
+    assert "top head (29-1)" in f.why and "false-label one 10.0%" in f.why and "chance (a random position) 8.0%" in f.why
+    assert "29-1: true label 80.0%, false label 10.0%, other 10.0%; 20-0: last position 100.0%" in f.why
+    assert "18-2" in f.why and "17-0" not in f.why and f.why.endswith("27-5: foo bar")
+    assert claims.judge_app_e(kinds(55, 10), chance, heads).verdict == PARTLY  # most, but the CI reaches 0.5
+    assert claims.judge_app_e(kinds(30, 10), chance, heads).verdict == PARTLY  # above chance, above false labels
+    assert claims.judge_app_e(kinds(30, 50), chance, heads).verdict == FAILS  # false labels more often
+    assert claims.judge_app_e(kinds(5, 0), chance, heads).verdict == FAILS  # at chance
 
 
 def test_bias():

@@ -29,6 +29,7 @@ FIGURES = {
     "attention_vs_increase": lambda: figures.attention_vs_increase(r(50), r(50) - 0.2, "t", "x", "y"),
     "attention_vs_increase (labels)": lambda: figures.attention_vs_increase(r(50), r(50) - 0.2, "t", "x", "y", r(50) > 0.5),
     "variant_attention": lambda: figures.variant_attention(HEADS, {"a": (r(N, S), r(N, S)), "b": (r(N, S), r(N, S))}, "t"),
+    "top_positions": lambda: figures.top_positions(HEADS, torch.softmax(r(S, 5), 1), "t"),
     "accuracy_change": lambda: figures.accuracy_change({"balanced": 0.9, "imbalanced": 0.7}, "t"),
     "ablation_curves": lambda: figures.ablation_curves(pd.DataFrame(
         [dict(dataset=d, heads=h, draw=0, k=k, accuracy=float(r(1))) for d in "ab" for h in (IN_CONTEXT, RANDOM) for k in (0, 1, 5)])),
@@ -70,3 +71,13 @@ def test_table_image_holds_every_cell_and_the_title():
     texts = sorted(c.get_text().get_text() for c in ax.tables[0].get_celld().values())
     assert texts == sorted(["vector", "top tokens", "label value", "last query", "␣bar  ␣foo", "\\xe2  ␣:"])
     assert ax.get_title() == "gpt2, toy (N=3), prompt 0, head 1-2"
+
+
+def test_neuron_tokens_shows_every_neuron_with_its_tokens():
+    table = pd.DataFrame({"FFN layer": [27, 27], "neuron": [5, 9], "mean increase": [0.25, -0.5],
+                          "top tokens": [(" foo", "Foo"), ("\n", " bar", "的")]})
+    fig = figures.neuron_tokens(table, "m, d (N=3): top neurons")
+    ax = fig.axes[0]
+    texts = {c.get_text().get_text() for c in ax.tables[0].get_celld().values()}
+    assert {"27", "5", "9", "+0.250", "-0.500", "␣foo  Foo", "↵  ␣bar  \\u7684", "top tokens"} <= texts
+    assert ax.get_title() == "m, d (N=3): top neurons"

@@ -20,7 +20,7 @@ from ..errors import UsageError
 from ..model.adapters import LlamaArch
 from ..model.loading import ICLModel
 from ..notebook import sentence_datasets
-from . import causal, label_attention, mrr, projection, recency
+from . import causal, label_attention, mrr, projection, recency, subvalues
 from .accuracy import table2_cells
 from .in_context_heads import answered_correctly, first_correct, in_context_heads, located, shared_heads
 from .runner import PromptSet, prompt_set, prompt_set_from_texts
@@ -32,11 +32,10 @@ EXAMPLE = "love : bar like : bar eight : foo two : foo one :"  # the paper's run
 K = 20  # in-context heads
 RANDOM_DRAWS = 20  # layer-matched random-head draws (Fig. 5, the causal check)
 TOP = 10  # tokens a projected vector (Tables 1, 3)
-ISSUE_15 = "not built yet (Appendix E: the next part of this work)"
 # Claims about the label flow, judged again on the prompts the model answers correctly (the
 # paper's Appendix A filter): top-1 is the true label on the balanced prompt of that record.
 CORRECT_ONLY = ("fig2", "fig3_4", "fig12_15", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10_11", "app_b_mrr",
-                "app_b_attention", "app_d")
+                "app_b_attention", "app_d", "app_e")
 
 
 class TooFewCorrect(Exception):
@@ -223,6 +222,17 @@ def causal_finding(s: Studies) -> Finding:
     return claims.judge_causal(causal.AblationRuns.cat(runs), k, "mean")
 
 
+def app_e(s: Studies) -> Finding:
+    """Where the in-context heads' largest position-level increase lies [N, S] against a random
+    position's chance [N]; the best neuron of each of the top FFN layers beside it."""
+    ps, heads, rows = s.prompts(FIRST), s.heads(FIRST), s.rows(FIRST)
+    kinds = subvalues.top_position_kinds(subvalues.position_increases(s.m, ps, heads), ps.positions)
+    layers = subvalues.top_ffn_layers(s.m, ps)
+    neurons = subvalues.top_neurons(s.m, layers, subvalues.neuron_increases(s.m, ps, layers)[rows], k=1)
+    return claims.judge_app_e(kinds[rows], subvalues.true_label_chance(ps.positions)[rows], heads,
+                              subvalues.neuron_lines(neurons))
+
+
 def label_value_hits(proj: projection.Projections, prompt: int, heads: Sequence[Head]) -> list[float]:
     """For the first 5 heads: share of a prompt's label values with their own label in their top tokens."""
     return [projection.label_value_hits(proj.table(prompt, head, TOP)) for head in heads[:5]]
@@ -308,7 +318,7 @@ FINDERS: dict[str, Callable[[Studies], Finding]] = {
     "app_b_mrr": sentence_finding("app_b_mrr", ["fig5"], Studies.shared),
     "app_b_attention": sentence_finding("app_b_attention", ["fig6"], Studies.shared),
     "app_d": sentence_finding("app_d", ["fig5", "fig6"], Studies.top_head, llama_only=True),
-    "app_e": lambda s: not_tested("app_e", ISSUE_15),
+    "app_e": app_e,
     "causal": causal_finding,
     "majority_bias": bias("majority_bias", causal.majority_bias, 0.22),
     "recency_bias": bias("recency_bias", causal.recency_bias, 0.17),

@@ -6,18 +6,22 @@ with it. Heads are (layer, head) pairs, S of them; N is the number of prompts.
 """
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 import seaborn as sns
 import torch
+from matplotlib import font_manager
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Rectangle
 from pandas.io.formats.style import Styler
 
 from ..core.heads import Head, head_name
 from ..studies.causal import IN_CONTEXT, RANDOM, BiasEffect
+from ..studies.subvalues import KINDS
 
 MAX_HEIGHT = 6.8  # inches: 680 px at 100 dpi, a laptop screen's height whole
 TRUE, FALSE = "#1f77b4", "#d62728"  # true labels blue, false labels red, in every figure
@@ -242,6 +246,39 @@ def accuracy_change(accuracy: dict[str, float], title: str) -> Figure:
         ax.text(i, v, f"{v:.1%}", ha="center", va="bottom")
     ax.set(xlabel="prompts", ylabel="accuracy", ylim=(0, 1.1), title=title)
     return fig
+
+
+def top_positions(heads: Sequence[Head], shares: torch.Tensor, title: str) -> Figure:
+    """Appendix E: where each head's largest position-level increase lies, shares [S, len(KINDS)]
+    of the prompts (`studies.subvalues.kind_shares`), one stacked bar a head."""
+    fig, ax = _fig(max(6, 0.45 * len(heads) + 3), 3.8)
+    names, bottom = [head_name(h) for h in heads], np.zeros(len(heads))
+    for kind, share, color in zip(KINDS, shares.T.numpy(), (TRUE, FALSE, "#ff9896", "#7f7f7f", "#c7c7c7")):
+        ax.bar(names, share, bottom=bottom, color=color, label=kind)
+        bottom += share
+    ax.set(xlabel="in-context head (layer-head)", ylabel="share of prompts", ylim=(0, 1), title=title)
+    ax.tick_params(axis="x", rotation=90)
+    ax.legend(title="largest increase at", loc="upper left", bbox_to_anchor=(1, 1))
+    return fig
+
+
+def neuron_tokens(table: pd.DataFrame, title: str) -> Figure:
+    """Appendix E: the top neurons of the top FFN layers (`studies.subvalues.top_neurons`) with
+    their mean increase and their output rows' top tokens, spaces visible, as a table image."""
+    shown = table.assign(**{"mean increase": table["mean increase"].map("{:+.3f}".format),
+                            "top tokens": table["top tokens"].map(lambda top: _drawable("  ".join(map(visible, top))))})
+    return table_image(shown, title)
+
+
+def _drawable(text: str) -> str:
+    """text with each character the monospace font cannot draw written as an escape, e.g. "\\u7684"."""
+    return "".join(c if ord(c) in _monospace_chars() else f"\\u{ord(c):04x}" for c in text)
+
+
+@functools.cache
+def _monospace_chars() -> frozenset[int]:
+    """The code points the monospace font that tables use can draw."""
+    return frozenset(font_manager.get_font(font_manager.findfont(FontProperties(family="monospace"))).get_charmap())
 
 
 # --- notebook 08 ---------------------------------------------------------------------

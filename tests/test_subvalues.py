@@ -1,0 +1,109 @@
+"""Appendix E's study: position-level increases of every position and where the largest lies,
+and neuron-level increases of the top FFN layers, against the attribution functions."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from icl_helpers import claims
+from icl_helpers.core.attribution import Readout, neuron_increase, position_increase
+from icl_helpers.core.decompose import decompose
+from icl_helpers.data.positions import LabelPositions
+from icl_helpers.studies import report, runner, subvalues
+from icl_helpers.studies.subvalues import DEMONSTRATION, FALSE_LABEL, LAST, OTHER, TRUE_LABEL
+from tests.conftest import close
+
+HEADS = [(2, 3), (0, 1)]
+TEXTS = [  # a mixed batch: 4, 3 and 2 labels, demonstrations of several tokens
+    "love : bar like : bar eight : foo two : foo one :",
+    "happy days : bar seven : foo three : foo ten :",
+    "a rather long demonstration here : bar twelve : foo six :",
+]
+
+
+@pytest.fixture(scope="module")
+def ps(small) -> runner.PromptSet:
+    return runner.prompt_set_from_texts(small, TEXTS)
+
+
+def test_position_increases_are_position_increase_in_batches_of_two(small, ps, tmp_path, monkeypatch):
+    """Every position's increase, batched in twos, against `position_increase` of one batch
+    head by head; NaN past each prompt's last position; the cached result is the same."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    got = subvalues.position_increase_sweep(small, ps, HEADS, batch_size=2)
+    dec = decompose(small, TEXTS, record=["pattern", "values"])
+    assert got.shape == (3, 2, dec.input_ids.shape[1])
+    for s, (l, h) in enumerate(HEADS):
+        every = position_increase(Readout(small.arch), dec, l, h, dec.predictions)  # [N, T]
+        for i, last in enumerate(ps.positions.last.tolist()):
+            close(got[i, s, : last + 1], every[i, : last + 1])
+            assert got[i, s, last + 1 :].isnan().all()
+    torch.testing.assert_close(subvalues.position_increases(small, ps, HEADS), got, rtol=0, atol=1e-6, equal_nan=True)
+
+
+def hand_built() -> LabelPositions:
+    """Two prompts of 9 and 7 tokens: "a b : F c : T x :" and "a : F c : T :" (F a false label, T a true one)."""
+    return LabelPositions(labels=torch.tensor([[3, 6], [2, 5]]), is_true=torch.tensor([[False, True], [False, True]]),
+                          demos=torch.tensor([[[0, 2], [4, 5]], [[0, 1], [3, 4]]]), last=torch.tensor([8, 6]))
+
+
+def test_position_kinds_of_a_hand_built_prompt():
+    kinds = subvalues.position_kinds(hand_built(), 9)
+    D, F, T, O, L = DEMONSTRATION, FALSE_LABEL, TRUE_LABEL, OTHER, LAST
+    assert kinds.tolist() == [[D, D, O, F, D, O, T, O, L], [D, O, F, D, O, T, L, O, O]]
+
+
+def test_the_top_position_is_the_largest_increase_before_the_last_position():
+    increase = torch.full((2, 3, 9), -1.0)
+    increase[1, :, 7:] = torch.nan  # past the second prompt's last position
+    increase[0, 0, 6], increase[0, 1, 3], increase[0, 2, 7] = 2.0, 2.0, 2.0  # true label, false label, other
+    increase[1, 0, 6], increase[1, 1, 0] = 2.0, 0.5  # last position; a demonstration
+    increase[1, 2, 5] = 0.1  # the true label, barely above the rest
+    kinds = subvalues.top_position_kinds(increase, hand_built())
+    assert kinds.tolist() == [[TRUE_LABEL, FALSE_LABEL, OTHER], [LAST, DEMONSTRATION, TRUE_LABEL]]
+    shares = subvalues.kind_shares(kinds)
+    assert shares.shape == (3, len(subvalues.KINDS)) and shares[2, TRUE_LABEL] == 0.5 and shares.sum(1).eq(1).all()
+    close(subvalues.true_label_chance(hand_built()), torch.tensor([1 / 9, 1 / 7], dtype=torch.float64))
+
+
+def test_neuron_increases_and_their_ranking_are_neuron_increase(small, ps, tmp_path, monkeypatch):
+    """Neuron-level increases of two layers, the prompts decomposed in twos and scored together,
+    against `neuron_increase` of one batch; the top neurons rank the mean and show their tokens."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    layers = [2, 0]
+    got = subvalues.neuron_increase_sweep(small, ps, layers, batch_size=2)
+    dec = decompose(small, TEXTS, record=["neurons"])
+    want = torch.stack([neuron_increase(Readout(small.arch), dec, l, dec.predictions) for l in layers], 1)
+    close(got, want)
+    table = subvalues.top_neurons(small, layers, got, k=3, tokens=4)
+    assert table["FFN layer"].tolist() == [2, 2, 2, 0, 0, 0]
+    for i, layer in enumerate(layers):
+        best = want[:, i].mean(0).topk(3)
+        part = table[table["FFN layer"] == layer]
+        assert part["neuron"].tolist() == best.indices.tolist()
+        assert part["mean increase"].tolist() == pytest.approx(best.values.tolist(), abs=1e-5)
+    assert all(len(t) == 4 for t in table["top tokens"])
+    close(subvalues.neuron_increases(small, ps, layers), got)
+    top = subvalues.top_ffn_layers(small, ps, 2)
+    loc = runner.study_result("locate", small, ps, lambda: {})  # filled by top_ffn_layers
+    assert top == loc["ffn"].mean(0).topk(2).indices.tolist()
+
+
+def test_neuron_lines_name_layer_neuron_increase_and_tokens():
+    table = pd.DataFrame([{"FFN layer": 27, "neuron": 5, "mean increase": 0.25, "top tokens": (" foo", "Foo", " bar")}])
+    assert subvalues.neuron_lines(table, tokens=2) == ["27-5 (+0.250): foo Foo"]
+
+
+def test_the_report_judges_the_studys_top_positions(small, tmp_path, monkeypatch):
+    """app_e's finding is the judge on the study's numbers: the top heads' kinds of the judged
+    rows, a random position's chance, the top FFN layers' best neurons."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    s = report.Studies(small, 6, 2, 0, None)
+    ps, heads = s.prompts(report.FIRST), s.heads(report.FIRST)
+    kinds = subvalues.top_position_kinds(subvalues.position_increases(small, ps, heads), ps.positions)
+    layers = subvalues.top_ffn_layers(small, ps)
+    neurons = subvalues.top_neurons(small, layers, subvalues.neuron_increases(small, ps, layers), k=1)
+    f = report.FINDERS["app_e"](s)
+    assert f == claims.judge_app_e(kinds, subvalues.true_label_chance(ps.positions), heads, subvalues.neuron_lines(neurons))
+    assert f.n == 6 and len(layers) == 3 and f.why.count("(+") + f.why.count("(-") == 3
