@@ -15,6 +15,7 @@ from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel, LlamaConfig
 
 from icl_helpers import ICLModel, load_model
 from icl_helpers.paths import cache_root
+from icl_helpers.studies.runner import PromptSet, prompt_set_from_texts
 
 SHARED = Path(os.environ.get("ICL_SHARED_DIR", Path(__file__).resolve().parents[1].parent / "shared"))
 # Real tokenizers without a model hub: the vocabulary-only GGUF files that the llama-cpp-python
@@ -101,3 +102,17 @@ def small(request, gpt2_tokenizer) -> ICLModel:
 @pytest.fixture(scope="session")
 def smollm() -> ICLModel:
     return load_model("smollm2-135m", device="cpu")
+
+
+STUDY_HEADS = [(2, 3), (0, 1)]  # heads the studies' tests run on, in a small model
+MIXED_TEXTS = [  # a mixed batch: 4, 3 and 2 labels, demonstrations of several tokens
+    "love : bar like : bar eight : foo two : foo one :",
+    "happy days : bar seven : foo three : foo ten :",
+    "a rather long demonstration here : bar twelve : foo six :",
+]
+
+
+@pytest.fixture(scope="module")
+def ps(small) -> PromptSet:
+    """MIXED_TEXTS as a prompt set of the small model."""
+    return prompt_set_from_texts(small, MIXED_TEXTS)

@@ -18,19 +18,9 @@ from icl_helpers.core.locate import LocateResult, locate
 from icl_helpers.core.projections import label_value_ranks
 from icl_helpers.data.prompts import prompt_label_ids
 from icl_helpers.studies import accuracy, in_context_heads, label_attention, mrr, projection, runner
+from tests.conftest import MIXED_TEXTS as TEXTS
+from tests.conftest import STUDY_HEADS as HEADS
 from tests.conftest import close, small_model
-
-HEADS = [(2, 3), (0, 1)]
-TEXTS = [  # a mixed batch: 4, 3 and 2 labels, demonstrations of several tokens
-    "love : bar like : bar eight : foo two : foo one :",
-    "happy days : bar seven : foo three : foo ten :",
-    "a rather long demonstration here : bar twelve : foo six :",
-]
-
-
-@pytest.fixture(scope="module")
-def ps(small) -> runner.PromptSet:
-    return runner.prompt_set_from_texts(small, TEXTS)
 
 
 def test_label_attention_sweep_matches_one_batch(small, ps):

@@ -12,19 +12,9 @@ from icl_helpers.core.decompose import decompose
 from icl_helpers.data.positions import LabelPositions
 from icl_helpers.studies import report, runner, subvalues
 from icl_helpers.studies.subvalues import DEMONSTRATION, FALSE_LABEL, LAST, OTHER, TRUE_LABEL
+from tests.conftest import MIXED_TEXTS as TEXTS
+from tests.conftest import STUDY_HEADS as HEADS
 from tests.conftest import close
-
-HEADS = [(2, 3), (0, 1)]
-TEXTS = [  # a mixed batch: 4, 3 and 2 labels, demonstrations of several tokens
-    "love : bar like : bar eight : foo two : foo one :",
-    "happy days : bar seven : foo three : foo ten :",
-    "a rather long demonstration here : bar twelve : foo six :",
-]
-
-
-@pytest.fixture(scope="module")
-def ps(small) -> runner.PromptSet:
-    return runner.prompt_set_from_texts(small, TEXTS)
 
 
 def test_position_increases_are_position_increase_in_batches_of_two(small, ps, tmp_path, monkeypatch):
