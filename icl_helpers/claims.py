@@ -352,9 +352,9 @@ def judge_app_e(kinds: torch.Tensor, chance: torch.Tensor, heads: Sequence[Head]
                    + (f"; top FFN neurons by mean neuron-level increase: {'; '.join(neurons)}" if neurons else ""))
 
 
-def judge_causal(runs: AblationRuns, k: int, ablation: str) -> Finding:
-    """N prompts plainly, with the top k in-context heads ablated, and with k layer-matched
-    random heads ablated in each of D draws (`studies.causal.ablation_runs`)."""
+def judge_causal(runs: AblationRuns, k: int, ablation: str, given: bool = False) -> Finding:
+    """N prompts plainly, with the top k in-context heads (or the k heads given) ablated, and
+    with k layer-matched random heads ablated in each of D draws (`studies.causal.ablation_runs`)."""
     plain, top, random = runs.plain, runs.top[k], runs.random[k]
     ours = top.top1
     ci = mean_ci(top.top1_hits.double())
@@ -363,12 +363,14 @@ def judge_causal(runs: AblationRuns, k: int, ablation: str) -> Finding:
     verdict = REPLICATES if ours < p5 and ours <= plain.top1 / 2 else PARTLY if ours < p5 else FAILS
     mean = lambda measure: sum(measure(r) for r in random) / len(random)  # noqa: E731
     prob = lambda a: float(a.true_prob.mean())  # noqa: E731
+    heads, where = ((f"the {k} heads given", "heads given, not located") if given else
+                    (f"the top {k} in-context heads", "heads located on other prompts (other records) of the same datasets"))
     return finding("causal", ours, ci, len(top.top), verdict,
-                   f"top-1 {plain.top1:.1%} plain, {ours:.1%} with the top {k} in-context heads {ablation}-ablated, "
+                   f"top-1 {plain.top1:.1%} plain, {ours:.1%} with {heads} {ablation}-ablated, "
                    f"{mean(lambda r: r.top1):.1%} with {k} layer-matched random heads (mean of {len(random)} draws; "
                    f"5th percentile {p5:.1%}); ranked (true above false) {plain.ranked:.1%} / {top.ranked:.1%} / "
                    f"{mean(lambda r: r.ranked):.1%}; true label's probability {prob(plain):.3f} / {prob(top):.3f} / "
-                   f"{mean(prob):.3f}; heads located on other prompts (other records) of the same datasets")
+                   f"{mean(prob):.3f}; {where}")
 
 
 def judge_bias(id: str, flags: torch.Tensor, paper: float) -> Finding:

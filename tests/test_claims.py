@@ -272,6 +272,11 @@ def test_report_analyses_the_heads_given(small, tmp_path, monkeypatch):
     s = report.Studies(small, 6, 2, 0, None, "2-3,1-0,2-1")
     assert s.heads("sentiment_number") == s.heads("animal_country") == given
     assert report.Studies(small, 6, 2, 0, None).heads("sentiment_number") == s.loc("sentiment_number").top_heads(report.K)
+    s.__dict__["sentence"] = list(report.WORD)  # Appendices B and D: the given heads, and the best of them
+    assert s.shared() == (given, "the heads given")
+    best = max(given, key=lambda h: float(s.mean_increase(report.WORD)[h]))
+    assert s.top_head() == ([best], f"head {best[0]}-{best[1]}, of the heads given, the largest mean increase over "
+                                    "sentiment_number, animal_country")
     ids = ["fig5", "fig6", "table1", "causal"]
     by = {f.id: f for f in report.report(small, 6, 2, progress=lambda step: None, ids=ids, heads=given)}
     top = {f.id: f for f in report.report(small, 6, 2, progress=lambda step: None, ids=ids)}
@@ -279,7 +284,8 @@ def test_report_analyses_the_heads_given(small, tmp_path, monkeypatch):
     true, false = (torch.cat(x) for x in zip(*pairs))
     assert by["fig6"].ours == pytest.approx(float((true - false).mean()), abs=1e-6) != top["fig6"].ours
     assert "mean MRR of 3 in-context heads" in by["fig5"].why and "of 12 in-context heads" in top["fig5"].why
-    assert "with the top 3 in-context heads mean-ablated" in by["causal"].why and "top 12" in top["causal"].why
+    assert "with the 3 heads given mean-ablated" in by["causal"].why and "heads given, not located" in by["causal"].why
+    assert "with the top 12 in-context heads mean-ablated" in top["causal"].why and "located on other prompts" in top["causal"].why
     assert "the heads given; " in by["table1"].why and "sentiment_number's top heads" in top["table1"].why
 
 

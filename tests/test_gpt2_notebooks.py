@@ -3,7 +3,9 @@
 No GPT-2 weights can be installed offline, so this run checks the GPT-2 path of every study
 end to end (LayerNorm, biases, learned positions, the real GPT-2 tokenizer) at a tiny N,
 and that each notebook copes with a model that gets nothing right: no correct prompts, no
-located structure. Its numbers mean nothing; with a network, ICL_MODEL=gpt2 runs the real one.
+located structure. It also runs every notebook on given heads (ICL_HEADS; the run on the bundled
+model takes the top 20 located). Its numbers mean nothing; with a network, ICL_MODEL=gpt2 runs
+the real one.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from icl_helpers.paths import REPO_ROOT, cache_root
 
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("[0-9]*.ipynb"))
 SEED = 0
+HEADS = "11-3,10-0,9-7"  # given to every notebook, so that each runs its HEADS path
 
 
 def random_gpt2_small(tokenizer) -> Path:
@@ -52,6 +55,7 @@ def gpt2_env(monkeypatch_module, gpt2_tokenizer) -> None:
         monkeypatch_module.setenv(var, str(folder))
     monkeypatch_module.setenv("ICL_N_PROMPTS", "4")
     monkeypatch_module.setenv("ICL_N_SENTENCE_PROMPTS", "2")
+    monkeypatch_module.setenv("ICL_HEADS", HEADS)
     monkeypatch_module.setenv("TQDM_DISABLE", "1")
     monkeypatch_module.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
@@ -69,6 +73,7 @@ def test_notebook_runs_on_random_gpt2(path: Path, gpt2_env) -> None:
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     text = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "gpt2-small-random" in text  # the parameters echo: it ran on this model, not the default
+    assert f"heads='{HEADS}'" in text and "p.heads" in code  # and on the heads given
     if "report_accuracy(" in code:  # a model that gets nothing right is said to, before its heads are shown
         assert "Note: no better than chance." in text
     assert "nan%" not in text.lower()

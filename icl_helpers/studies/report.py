@@ -118,10 +118,12 @@ class Studies:
         return shared_heads({d: self.heads(d) for d in self.sentence}, self.mean_increase(self.sentence))
 
     def top_head(self) -> tuple[list[Head], str]:
-        """Appendix D's head: of the sentence datasets' in-context heads, the one with the largest mean increase."""
+        """Appendix D's head: of the sentence datasets' in-context heads (or the heads given), the one with the
+        largest mean increase."""
         scores = self.mean_increase(self.sentence)
         best = max({h for d in self.sentence for h in self.heads(d)}, key=lambda h: float(scores[h]))
-        return [best], f"head {head_name(best)}, the largest mean increase over {', '.join(self.sentence)}"
+        among = "of the heads given, " if self.given else ""
+        return [best], f"head {head_name(best)}, {among}the largest mean increase over {', '.join(self.sentence)}"
 
 
 def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | Path | None = None,
@@ -219,7 +221,7 @@ def causal_finding(s: Studies) -> Finding:
         k = len(heads)  # K, every head of a smaller model, or the heads given
         runs.append(causal.ablation_runs(s.m, causal.evaluation_prompts(d, n // 2, n - n // 2, s.seed), heads, [k],
                                          RANDOM_DRAWS, s.seed, causal.ablation_means(s.m, locating.texts)))
-    return claims.judge_causal(causal.AblationRuns.cat(runs), k, "mean")
+    return claims.judge_causal(causal.AblationRuns.cat(runs), k, "mean", given=s.given is not None)
 
 
 def app_e(s: Studies) -> Finding:
