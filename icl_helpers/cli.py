@@ -11,6 +11,7 @@ import json
 import re
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from .core.heads import heads_text, parse_heads
@@ -114,9 +115,10 @@ def cmd_report(args: argparse.Namespace) -> None:
     from .model.loading import load_model
     from .studies.report import report
 
+    start = time.perf_counter()
     m = load_model(args.model, device=args.device, dtype=args.dtype)
-    findings = report(m, args.n, args.sentence_n, args.seed, args.data_dir, progress=lambda step: print(f"... {step}"),
-                      heads=heads)
+    findings = report(m, args.n, args.sentence_n, args.seed, args.data_dir, heads=heads,
+                      progress=lambda step: print(f"... {_clock(start)} {step}", flush=True))  # the log is the profile
     given = {"heads": heads_text(heads)} if heads else {}
     out.write_text(json.dumps({"model": args.model, "n": args.n, "sentence_n": args.sentence_n, "seed": args.seed, **given,
                                "claims": [f.to_dict() for f in findings]}, indent=1))
@@ -129,7 +131,14 @@ def cmd_report(args: argparse.Namespace) -> None:
                                     if heads else "") + "\n\n"
                       + claims.markdown(findings))
     counts = {v: sum(f.verdict == v for f in findings) for v in dict.fromkeys(f.verdict for f in findings)}
-    print(f"{len(findings)} claims: " + ", ".join(f"{c} {v}" for v, c in counts.items()) + f"; wrote {out}" + (f" and {md}" if md else ""))
+    print(f"{len(findings)} claims in {_clock(start)}: " + ", ".join(f"{c} {v}" for v, c in counts.items())
+          + f"; wrote {out}" + (f" and {md}" if md else ""))
+
+
+def _clock(start: float) -> str:
+    """Time since `start` as "m:ss"."""
+    minutes, seconds = divmod(round(time.perf_counter() - start), 60)
+    return f"{minutes}:{seconds:02d}"
 
 
 def main(argv: list[str] | None = None) -> int:

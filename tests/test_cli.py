@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -119,3 +120,13 @@ def test_report_analyses_the_heads_given_and_records_them(saved, tmp_path, monke
     assert "Heads analysed: 2-3,1-0 in every dataset, instead of each one's top 20." in md.read_text()
     assert main(["report", "--model", saved, "--device", "cpu", "--n", "2", "--json", str(out)]) == 0
     assert seen[-1] is None and "heads" not in json.loads(out.read_text())
+
+
+def test_report_logs_each_step_with_the_time_since_it_started(saved, tmp_path, monkeypatch, capsys):
+    """The log is the run's profile: every step and the end carry the elapsed time (m:ss)."""
+    def fake(m, *a, progress, **k):
+        progress("fig2: a claim")
+        return []
+    monkeypatch.setattr("icl_helpers.studies.report.report", fake)
+    assert main(["report", "--model", saved, "--device", "cpu", "--n", "2", "--json", str(tmp_path / "out.json")]) == 0
+    assert re.fullmatch(r"\.\.\. 0:0\d fig2: a claim\n0 claims in 0:0\d: ; wrote .*out.json\n", capsys.readouterr().out)

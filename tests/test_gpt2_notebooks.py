@@ -71,7 +71,8 @@ def test_notebook_runs_on_random_gpt2(path: Path, gpt2_env) -> None:
     nb = nbformat.read(path, as_version=4)
     NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    text = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    text = "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
+                     for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "gpt2-small-random" in text  # the parameters echo: it ran on this model, not the default
     assert f"heads='{HEADS}'" in text and "p.heads" in code  # and on the heads given
     if "report_accuracy(" in code:  # a model that gets nothing right is said to, before its heads are shown
