@@ -1,0 +1,165 @@
+"""Suite profile (issue 16): the whole report (every claim of the paper) from an empty
+results cache, with where the time goes, how often each prompt goes through the model, and
+the floor: one forward pass for each distinct prompt.
+
+    .venv/bin/python bench/bench_suite.py --n 64 --sentence-n 16 --json results.json
+
+Every forward pass of the model is counted (a pre-hook on its base model): calls, prompt
+rows and real tokens (attention mask) by report step, and the distinct prompts among those
+rows. A study two claims share is cached, so it is charged to the first claim that needs it. Two floors are given for the same distinct prompts: "arithmetic", their matrix
+products (2 x the parameters of the layers a token, attention scores, and the unembedding
+of the last position) at this machine's measured matrix throughput; and "forward", a plain
+batched forward pass over them, timed. Results print as Markdown (see RESULTS.md).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from icl_helpers import ICLModel, load_model  # noqa: E402
+from icl_helpers.claims import CLAIMS  # noqa: E402
+from icl_helpers.studies.report import report  # noqa: E402
+
+BATCH = 32
+
+
+class PassCounter:
+    """Counts every forward pass of a model by the step that is running: calls, prompt rows,
+    real tokens, and the distinct prompts (token sequences) seen over the whole run."""
+
+    def __init__(self, m: ICLModel):
+        self.step = "load"
+        self.by_step: dict[str, dict[str, float]] = {}
+        self.distinct: set[tuple[int, ...]] = set()
+        self.handle = m.model.base_model.register_forward_pre_hook(self._count, with_kwargs=True)
+
+    def _count(self, module, args, kwargs) -> None:
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        mask = kwargs.get("attention_mask")
+        mask = torch.ones_like(ids) if mask is None else mask
+        row = self.by_step.setdefault(self.step, {"seconds": 0.0, "calls": 0, "rows": 0, "tokens": 0})
+        row["calls"] += 1
+        row["rows"] += ids.shape[0]
+        row["tokens"] += int(mask.sum())
+        self.distinct.update(tuple(i[k.bool()].tolist()) for i, k in zip(ids.cpu(), mask.cpu()))
+
+
+def matmul_gflops(d: int = 1024, repeats: int = 20) -> float:
+    """This machine's float32 matrix throughput (GFLOP/s) on [d, d] x [d, d] products, best of `repeats`."""
+    a, b = torch.randn(d, d), torch.randn(d, d)
+    a @ b
+    best = min(_timed(lambda: a @ b) for _ in range(repeats))
+    return 2 * d**3 / best / 1e9
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def prompt_flops(m: ICLModel, tokens: int) -> float:
+    """Multiply-adds x 2 of one prompt's forward pass: the layers' weights at every token, the
+    causal attention scores and mixing, and the unembedding at the last position only."""
+    cfg = m.model.config
+    layer_params = sum(p.numel() for n, p in m.model.base_model.named_parameters() if "layers." in n and p.dim() == 2)
+    attention = 2 * cfg.num_hidden_layers * tokens * (tokens + 1) / 2 * cfg.hidden_size  # QK^T and AV, causal
+    return 2 * (layer_params * tokens + attention + cfg.hidden_size * cfg.vocab_size)
+
+
+@torch.no_grad()
+def forward_seconds(m: ICLModel, prompts: list[tuple[int, ...]]) -> float:
+    """A plain forward pass over `prompts` (batches of similar length, right-padded), logits at the last position."""
+    prompts = sorted(prompts, key=len)
+    pad = m.tokenizer.pad_token_id or 0
+    start = time.perf_counter()
+    for i in range(0, len(prompts), BATCH):
+        batch = prompts[i:i + BATCH]
+        width = max(map(len, batch))
+        ids = torch.tensor([list(p) + [pad] * (width - len(p)) for p in batch])
+        mask = torch.tensor([[1] * len(p) + [0] * (width - len(p)) for p in batch])
+        m.model(input_ids=ids.to(m.device), attention_mask=mask.to(m.device), logits_to_keep=1)
+    return time.perf_counter() - start
+
+
+def run(n: int, sentence_n: int, ids: list[str]) -> dict:
+    started = time.perf_counter()
+    m = load_model("smollm2-135m", device="cpu")
+    load = time.perf_counter() - started
+    counter = PassCounter(m)
+    clock = [time.perf_counter()]
+
+    def progress(step: str) -> None:
+        now = time.perf_counter()
+        counter.by_step.setdefault(counter.step, {"seconds": 0.0, "calls": 0, "rows": 0, "tokens": 0})["seconds"] += now - clock[0]
+        clock[0], counter.step = now, step.split(":")[0]
+        print(f"... {now - started:7.1f} s {step}", flush=True)
+
+    findings = report(m, n, sentence_n, progress=progress, ids=ids)
+    progress("end")
+    counter.by_step = {k: v for k, v in counter.by_step.items() if k != "load" or v["calls"]}
+    suite = sum(r["seconds"] for r in counter.by_step.values())
+    counter.handle.remove()
+    distinct = sorted(counter.distinct, key=len)
+    tokens = sum(map(len, distinct))
+    gflops = matmul_gflops()
+    arithmetic = sum(prompt_flops(m, len(p)) for p in distinct) / gflops / 1e9
+    forward = forward_seconds(m, distinct)
+    return {
+        "n": n, "sentence_n": sentence_n, "claims": len(findings), "torch_threads": torch.get_num_threads(),
+        "load_seconds": load, "suite_seconds": suite, "steps": counter.by_step,
+        "rows": sum(r["rows"] for r in counter.by_step.values()),
+        "tokens": sum(r["tokens"] for r in counter.by_step.values()),
+        "distinct_prompts": len(distinct), "distinct_tokens": tokens, "matmul_gflops": gflops,
+        "floor_arithmetic_seconds": arithmetic, "floor_forward_seconds": forward,
+    }
+
+
+def markdown(r: dict) -> str:
+    lines = [f"N = {r['n']} word / {r['sentence_n']} sentence prompts, {r['claims']} claims, "
+             f"{r['torch_threads']} torch threads; model load {r['load_seconds']:.1f} s (not in the suite's time).", "",
+             "| step | seconds | share | forward calls | prompt rows | tokens |", "|---|---|---|---|---|---|"]
+    for step, row in sorted(r["steps"].items(), key=lambda kv: -kv[1]["seconds"]):
+        lines.append(f"| {step} | {row['seconds']:.1f} | {row['seconds'] / r['suite_seconds']:.0%} | {row['calls']} | "
+                     f"{row['rows']} | {row['tokens']} |")
+    lines += ["", f"Suite {r['suite_seconds']:.0f} s. Forward passes: {r['rows']} prompt rows ({r['tokens']} tokens) for "
+              f"{r['distinct_prompts']} distinct prompts ({r['distinct_tokens']} tokens): "
+              f"{r['rows'] / r['distinct_prompts']:.1f} passes a prompt, {r['tokens'] / r['distinct_tokens']:.1f} a token.",
+              f"Floor, arithmetic ({r['matmul_gflops']:.0f} GFLOP/s measured): {r['floor_arithmetic_seconds']:.1f} s, the "
+              f"suite {r['suite_seconds'] / r['floor_arithmetic_seconds']:.0f}x it. Floor, one plain forward pass a distinct "
+              f"prompt (timed): {r['floor_forward_seconds']:.1f} s, the suite "
+              f"{r['suite_seconds'] / r['floor_forward_seconds']:.0f}x it."]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=64, help="prompts a word dataset (default 64)")
+    parser.add_argument("--sentence-n", type=int, default=16, help="prompts a sentence dataset (default 16)")
+    parser.add_argument("--json", type=Path, help="write the measurements here")
+    parser.add_argument("--ids", nargs="+", default=list(CLAIMS), help="claims to run (default: all)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as cache:  # results computed afresh; the converted model is reused
+        model_cache = Path(os.environ.get("ICL_HELPERS_CACHE", Path.home() / ".cache" / "icl_helpers"))
+        for entry in model_cache.glob("*"):
+            if entry.name != "results":
+                os.symlink(entry, Path(cache) / entry.name)
+        os.environ["ICL_HELPERS_CACHE"] = cache
+        r = run(args.n, args.sentence_n, args.ids)
+    if args.json:
+        args.json.write_text(json.dumps(r, indent=1))
+    print(markdown(r))
+
+
+if __name__ == "__main__":
+    main()
