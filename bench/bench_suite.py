@@ -136,9 +136,9 @@ def markdown(r: dict) -> str:
               f"{r['distinct_prompts']} distinct prompts ({r['distinct_tokens']} tokens): "
               f"{r['rows'] / r['distinct_prompts']:.1f} passes a prompt, {r['tokens'] / r['distinct_tokens']:.1f} a token.",
               f"Floor, arithmetic ({r['matmul_gflops']:.0f} GFLOP/s measured): {r['floor_arithmetic_seconds']:.1f} s, the "
-              f"suite {r['suite_seconds'] / r['floor_arithmetic_seconds']:.0f}x it. Floor, one plain forward pass a distinct "
+              f"suite {r['suite_seconds'] / r['floor_arithmetic_seconds']:.1f}x it. Floor, one plain forward pass a distinct "
               f"prompt (timed): {r['floor_forward_seconds']:.1f} s, the suite "
-              f"{r['suite_seconds'] / r['floor_forward_seconds']:.0f}x it."]
+              f"{r['suite_seconds'] / r['floor_forward_seconds']:.1f}x it."]
     return "\n".join(lines)
 
 
