@@ -1,0 +1,43 @@
+"""The committed reports (results/) agree with the claims registry and with their own markdown."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from icl_helpers import claims
+
+RESULTS = sorted((Path(__file__).parents[1] / "results").glob("report-*.json"))
+
+
+def findings_of(report: dict) -> list[claims.Finding]:
+    def one(d: dict, base: dict) -> claims.Finding:
+        return claims.Finding(**{**base, **d, "correct_only": None})
+    out = []
+    for d in report["claims"]:
+        f = one(d, {})
+        if d["correct_only"] is not None:
+            f.correct_only = one(d["correct_only"], {"id": f.id, "claim": f.claim, "paper": f.paper})
+        out.append(f)
+    return out
+
+
+def test_the_paper_scale_report_is_committed():
+    assert [p.name for p in RESULTS] == ["report-n1000.json", "report-n64.json"]
+
+
+@pytest.mark.parametrize("path", RESULTS, ids=lambda p: p.name)
+def test_a_committed_report_covers_every_claim_of_the_registry_as_it_states_it(path: Path):
+    report = json.loads(path.read_text())
+    assert [c["id"] for c in report["claims"]] == list(claims.CLAIMS)
+    for c in report["claims"]:
+        assert (c["claim"], c["paper"]) == (claims.CLAIMS[c["id"]].claim, claims.CLAIMS[c["id"]].paper)
+        assert c["verdict"] in (claims.REPLICATES, claims.PARTLY, claims.FAILS), c["id"]  # every claim tested
+        if c["ci"] is not None:
+            assert c["ci"][0] <= c["ours"] <= c["ci"][1], c["id"]
+
+
+@pytest.mark.parametrize("path", RESULTS, ids=lambda p: p.name)
+def test_a_committed_reports_markdown_is_its_json(path: Path):
+    findings = findings_of(json.loads(path.read_text()))
+    assert path.with_suffix(".md").read_text().endswith(claims.markdown(findings))
