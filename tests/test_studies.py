@@ -5,7 +5,6 @@ import os
 import warnings
 from types import SimpleNamespace
 
-import pandas as pd
 import pytest
 import torch
 
@@ -17,7 +16,7 @@ from icl_helpers.core.interventions import ablated
 from icl_helpers.core.locate import LocateResult, locate
 from icl_helpers.core.projections import label_value_ranks
 from icl_helpers.data.prompts import prompt_label_ids
-from icl_helpers.studies import accuracy, in_context_heads, label_attention, mrr, projection, runner
+from icl_helpers.studies import accuracy, in_context_heads, label_attention, mrr, prompt_pass, runner
 from tests.conftest import MIXED_TEXTS as TEXTS
 from tests.conftest import STUDY_HEADS as HEADS
 from tests.conftest import close, small_model
@@ -143,52 +142,62 @@ def test_prompt_set_finds_label_positions(small):
 
 
 def test_located_is_cached_under_its_key(small, tmp_path, monkeypatch):
+    """One pass stores the three results of a prompt set, each under a key naming it."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     ps = runner.prompt_set(small, "animal_country", n=3)
     first = in_context_heads.located(small, ps)
     close(first.head, locate(small, ps.texts).head)
-    monkeypatch.setattr(in_context_heads, "locate", lambda *a, **k: pytest.fail("recomputed a cached result"))
+    run = prompt_pass.prompt_pass
+    monkeypatch.setattr(prompt_pass, "prompt_pass", lambda *a, **k: pytest.fail("recomputed a cached result"))
     again = in_context_heads.located(small, ps)
     assert torch.equal(again.head, first.head) and torch.equal(again.targets, first.targets)
-    files = list((tmp_path / "results").glob("*.pt"))
-    assert len(files) == 1 and all(s in files[0].name for s in (small.name, "animal_country", "balanced", "n=3", "seed=0"))
-    monkeypatch.setattr(in_context_heads, "locate", locate)
-    in_context_heads.located(small, runner.prompt_set(small, "animal_country", n=2))  # another N: another file
-    assert len(list((tmp_path / "results").glob("*.pt"))) == 2
-    assert len(list((tmp_path / "results").glob("*.sha256"))) == 2  # each file's size and checksum beside it
+    files = sorted((tmp_path / "results").glob("*.pt"))
+    assert [f.name.split("__")[0] for f in files] == ["label-attention", "label-record", "locate"]
+    assert all(s in f.name for f in files for s in (small.name, "animal_country", "balanced", "n=3", "seed=0"))
+    monkeypatch.setattr(prompt_pass, "prompt_pass", run)
+    in_context_heads.located(small, runner.prompt_set(small, "animal_country", n=2))  # another N: other files
+    assert len(list((tmp_path / "results").glob("*.pt"))) == 6
+    assert len(list((tmp_path / "results").glob("*.sha256"))) == 6  # each file's size and checksum beside it
 
 
-def test_accuracy_table_has_a_cell_per_direction_and_label(small):
-    table = accuracy.accuracy_table(small, ["sentiment_number"], n=4)
-    assert table.index.tolist() == ["sentiment/number", "number/sentiment"]
-    assert table.columns.tolist() == [("top-1", "foo"), ("top-1", "bar"), ("ranked", "foo"), ("ranked", "bar")]
-    assert ((table >= 0) & (table <= 1)).all().all()
+def test_label_attention_alone_is_recorded_without_scoring_heads(small, ps, tmp_path, monkeypatch):
+    """A prompt variant's label attention: its pass stores that result only, and scores no head."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    monkeypatch.setattr(prompt_pass, "score_decompositions", lambda *a, **k: pytest.fail("scored the heads"))
+    att = label_attention.attention_on_labels(small, ps)
+    assert [f.name.split("__")[0] for f in (tmp_path / "results").glob("*.pt")] == ["label-attention"]
+    close(att.true, label_attention.label_attention_sweep(small, ps).true)
 
 
-def test_projection_table_has_a_row_per_vector(small, ps):
-    proj = projection.projections(small, ps, batch_size=2)
-    table = proj.table(0, (1, 2), k=5)
-    assert table["vector"].tolist() == ["label value"] * 4 + ["label key"] * 4 + ["last query"]
-    assert table["token"].tolist() == [" bar", " bar", " foo", " foo"] * 2 + [" :"]
-    assert table["position"].tolist() == [2, 5, 8, 11] * 2 + [13]
-    assert all(len(t) == 5 and all(isinstance(w, str) and w.strip() for w in t) for t in table["top tokens"])
-    short = proj.table(2, (1, 2), k=5)  # 2 labels, padded to 4 in the batch
-    assert short["vector"].tolist() == ["label value"] * 2 + ["label key"] * 2 + ["last query"]
-
-
-def test_projections_of_a_batch_equal_one_prompt_at_a_time(small, ps):
-    batched = projection.projections(small, ps, batch_size=3)
-    for i, text in enumerate(TEXTS):
-        alone = projection.projections(small, runner.prompt_set_from_texts(small, [text]))
-        for head in ((0, 1), (2, 3)):
-            assert batched.table(i, head, k=8).equals(alone.table(0, head, k=8))
-
-
-def test_projection_hits_count_label_words():
-    table = pd.DataFrame({"vector": ["label value", "label value", "label key"],
-                          "token": [" bar", " foo", " bar"],
-                          "top tokens": [("BAR", " Bar", "bars"), (" one", "two"), (" bar",)]})
-    assert projection.label_value_hits(table) == 0.5
+def test_a_located_prompt_set_runs_through_the_model_once(small, ps, tmp_path, monkeypatch):
+    """After `located`, label attention, Fig. 7's increases and Fig. 5's ranks of any heads
+    come without a model pass, and equal those of their own passes."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    batches = []
+    handle = small.model.base_model.register_forward_pre_hook(lambda *a: batches.append(1))
+    try:
+        loc = in_context_heads.located(small, ps, batch_size=2)
+        att = label_attention.attention_on_labels(small, ps)
+        increase = label_attention.label_increase(small, ps, HEADS)
+        ranks = mrr.label_ranks(small, ps, HEADS)
+    finally:
+        handle.remove()
+    assert len(batches) == 2  # 3 prompts in batches of 2, once
+    close(loc.head, locate(small, ps.texts).head)
+    own = label_attention.label_attention_sweep(small, ps, batch_size=3)
+    for name in ("true", "false", "per_label"):
+        torch.testing.assert_close(getattr(att, name), getattr(own, name), equal_nan=True)
+    assert torch.equal(att.predictions, own.predictions)
+    dec = decompose(small, TEXTS, record=["pattern", "values"])
+    for s, (l, h) in enumerate(HEADS):
+        every = position_increase(Readout(small.arch), dec, l, h, dec.predictions)  # [N, T]
+        for i, labels in enumerate(ps.positions.labels):
+            close(increase[i, s, labels >= 0], every[i, labels[labels >= 0]])
+            assert increase[i, s, labels < 0].isnan().all()
+    is_label = ps.positions.mask(dec.input_ids.shape[1], True) | ps.positions.mask(dec.input_ids.shape[1], False)
+    want = label_value_ranks(Readout(small.arch), dec, HEADS, is_label)
+    for i, labels in enumerate(ps.positions.labels):
+        assert torch.equal(ranks[i][:, labels >= 0], want[i][:, labels[labels >= 0]])
 
 
 def test_prompt_attention_rows_are_distributions(small, ps):
@@ -287,7 +296,7 @@ def test_nothing_is_cached_while_an_intervention_is_active(fresh, tmp_path):
         cut = in_context_heads.located(m, ps)
         close(cut.head, locate(m, ps.texts).head)
     assert not torch.allclose(cut.head, plain.head)
-    assert len(list((tmp_path / "results").glob("*.pt"))) == 1  # only the plain result
+    assert len(list((tmp_path / "results").glob("*.pt"))) == 3  # only the plain pass's results
     assert torch.equal(in_context_heads.located(m, ps).head, plain.head)
 
 
@@ -295,7 +304,7 @@ def test_nothing_is_cached_while_an_intervention_is_active(fresh, tmp_path):
 def test_a_damaged_entry_is_rebuilt_with_a_warning(fresh, tmp_path, damage):
     m, ps = fresh
     good = in_context_heads.located(m, ps)
-    (path,) = (tmp_path / "results").glob("*.pt")
+    (path,) = (tmp_path / "results").glob("locate__*.pt")
     data = path.read_bytes()
     if damage == "garbage":
         path.write_bytes(b"not a cache file")

@@ -37,8 +37,8 @@ class Decomposition:
 
     arch: Arch
     input_ids: torch.Tensor  # [B, T]
-    last: torch.Tensor  # [B] index of the last real token
-    logits: torch.Tensor  # [B, V]: the model's own next-token logits
+    last: torch.Tensor | None  # [B] index of the last real token (None in a `LabelRecord`'s)
+    logits: torch.Tensor | None  # [B, V]: the model's own next-token logits (None in a `LabelRecord`'s)
     scale: torch.Tensor  # [B]: the final norm's sigma (std for LayerNorm, rms for RMSNorm)
     resid: torch.Tensor = _recorded()  # [B, L+1, d]: x_0 .. x_{L-1} (layer inputs) and f = x_L
     attn: torch.Tensor = _recorded()  # [B, L, d]: ATTN_l, output bias included

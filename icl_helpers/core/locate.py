@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator
 
 import torch
 from tqdm.auto import tqdm
 
 from ..errors import UsageError, check_batch_size, check_prompts, warn_without_demonstration
+from ..model.adapters import Arch
 from ..model.loading import ICLModel
 from ..progress import progress_bar
 from .attribution import Readout, layer_head_increase
-from .decompose import decompose
+from .decompose import Decomposition, decompose
 from .heads import Head, at_heads, top_heads
 
 GROUP_FLOATS = 2**27  # floats of last-position vectors (z, residuals) one scoring pass may hold
@@ -59,10 +61,8 @@ def locate(
     warn_without_demonstration(prompts)
     targets = None if targets is None else check_targets(targets, len(prompts), m.arch.W_U().shape[0])
     check_batch_size(batch_size)
-    arch = m.arch
-    per_prompt = arch.n_layers * arch.n_heads * arch.d_head + (arch.n_layers + 1) * arch.d_model
-    group = max(1, GROUP_FLOATS // per_prompt // batch_size) * batch_size
-    readout = Readout(arch)
+    group = group_size(m.arch, batch_size)
+    readout = Readout(m.arch)
     bar = progress_bar(-(-len(prompts) // batch_size), "locate", progress)
     parts = [
         _score_group(m, readout, prompts[g : g + group], None if targets is None else targets[g : g + group], batch_size, bar)
@@ -88,20 +88,38 @@ def check_targets(targets: torch.Tensor | list[int], n: int, vocab: int) -> torc
     return t.long()
 
 
-def _score_group(
-    m: ICLModel, readout: Readout, prompts: list[str], targets: torch.Tensor | None, batch_size: int, bar: tqdm
-) -> tuple[torch.Tensor, ...]:
-    """(head [n, L, H], attn [n, L], ffn [n, L], targets [n]) on the CPU for n prompts."""
+def group_size(arch: Arch, batch_size: int) -> int:
+    """How many prompts one scoring pass takes: a multiple of batch_size whose last-position
+    vectors (z, residuals) fit in GROUP_FLOATS."""
+    per_prompt = arch.n_layers * arch.n_heads * arch.d_head + (arch.n_layers + 1) * arch.d_model
+    return max(1, GROUP_FLOATS // per_prompt // batch_size) * batch_size
+
+
+def score_decompositions(readout: Readout, arch: Arch, decs: Iterator[Decomposition], n: int,
+                         targets: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """(head [n, L, H], attn [n, L], ffn [n, L], targets [n]) on the CPU for the n prompts of
+    consecutive decompositions; targets: [n] token ids, default each prompt's prediction."""
     held: dict[str, torch.Tensor] = {}  # each batch written in place: no second copy while concatenating
-    for start in range(0, len(prompts), batch_size):
-        dec = decompose(m, prompts[start : start + batch_size])
+    start = 0
+    for dec in decs:
         for key, value in (("z", dec.z), ("resid", dec.resid), ("scale", dec.scale), ("w", dec.predictions)):
             if key not in held:
-                held[key] = value.new_empty((len(prompts), *value.shape[1:]))
+                held[key] = value.new_empty((n, *value.shape[1:]))
             held[key][start : start + len(value)] = value
-        bar.update(1)
+        start += len(dec.z)
     z, resid, scale, w = held.values()
     if targets is not None:
         w = targets.to(w.device)
-    head, attn, ffn = layer_head_increase(readout, m.arch, z, resid, w, scale)
+    head, attn, ffn = layer_head_increase(readout, arch, z, resid, w, scale)
     return head.cpu(), attn.cpu(), ffn.cpu(), w.cpu()
+
+
+def _score_group(
+    m: ICLModel, readout: Readout, prompts: list[str], targets: torch.Tensor | None, batch_size: int, bar: tqdm
+) -> tuple[torch.Tensor, ...]:
+    """`score_decompositions` of prompts decomposed in batches of batch_size."""
+    def batches() -> Iterator[Decomposition]:
+        for start in range(0, len(prompts), batch_size):
+            yield decompose(m, prompts[start : start + batch_size])
+            bar.update(1)
+    return score_decompositions(readout, m.arch, batches(), len(prompts), targets)

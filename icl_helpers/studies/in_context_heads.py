@@ -3,22 +3,23 @@ log-probability increase of every head, the top-k heads, where they lie and how 
 top sets of two datasets overlap."""
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Sequence
 
 import pandas as pd
 import torch
 
 from ..core.heads import Head, check_heads, head_name, top_heads
-from ..core.locate import LocateResult, locate
+from ..core.locate import LocateResult
 from ..data.prompts import prompt_label_ids
 from ..model.loading import ICLModel
-from .runner import PromptSet, study_result
+from .prompt_pass import from_pass
+from .runner import PromptSet
 
 
 def located(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> LocateResult:
-    """`locate` on a prompt set, cached on disk (so later notebooks reuse 01's work)."""
-    return LocateResult(**study_result("locate", m, ps, lambda: asdict(locate(m, ps.texts, batch_size=batch_size))))
+    """`core.locate.locate` on a prompt set, from its one cached pass (`prompt_pass`), so later
+    studies and notebooks reuse 01's work."""
+    return LocateResult(**from_pass("locate", m, ps, batch_size))
 
 
 def answered_correctly(m: ICLModel, ps: PromptSet) -> torch.Tensor:

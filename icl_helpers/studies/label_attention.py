@@ -7,7 +7,7 @@ Attention tensors over heads are [N, L, H] (every head) or [N, S] (listed heads)
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -16,11 +16,12 @@ import torch
 
 from ..core.attribution import Readout, heads_position_increase
 from ..core.heads import Head, at_heads
-from ..core.projections import attention_at, label_attention, token_strings
+from ..core.projections import token_strings
 from ..data.prompts import prompt_label_ids
 from ..model.loading import ICLModel
 from ..stats import spearman
 from .in_context_heads import in_context_heads
+from .prompt_pass import from_pass, label_attention_of, label_record
 from .runner import PromptSet, decomposed, prompt_set, study_result
 
 
@@ -47,33 +48,29 @@ class LabelAttention:
 def label_attention_sweep(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> LabelAttention:
     """Attention of the last position on each label and summed over true and over false
     labels, every head, and the model's predictions."""
-    parts: dict[str, list[torch.Tensor]] = {"true": [], "false": [], "predictions": [], "per_label": []}
-    for rows, dec in decomposed(m, ps, batch_size, record=["pattern"]):
-        positions, T = ps.positions[rows].to(dec.pattern.device), dec.input_ids.shape[1]
-        for name, true in (("true", True), ("false", False)):
-            parts[name].append(label_attention(dec, positions.mask(T, true)).float().cpu())
-        parts["predictions"].append(dec.predictions.cpu())
-        parts["per_label"].append(attention_at(dec, positions.labels).float().cpu())
-    return LabelAttention(**{k: torch.cat(v) for k, v in parts.items()})
+    parts = [label_attention_of(dec, ps.positions[rows]) for rows, dec in decomposed(m, ps, batch_size, record=["pattern"])]
+    return LabelAttention(**{k: torch.cat([p[k] for p in parts]) for k in parts[0]})
 
 
 def attention_on_labels(m: ICLModel, ps: PromptSet) -> LabelAttention:
-    """`label_attention_sweep` on a prompt set, cached on disk."""
-    compute = lambda: asdict(label_attention_sweep(m, ps))  # noqa: E731
-    return LabelAttention(**study_result("label-attention", m, ps, compute))
+    """`label_attention_sweep` on a prompt set, from its one cached pass (`prompt_pass`)."""
+    return LabelAttention(**from_pass("label-attention", m, ps))
 
 
 @torch.no_grad()
 def label_increase_sweep(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 8) -> torch.Tensor:
     """[N, S, K]: the position-level increase (`heads_position_increase`) of each label
     position's subvalue in each head, toward the model's prediction; prompt order of the
-    labels as in `LabelAttention.per_label` (NaN past a prompt's labels). Fig. 7's y-axis."""
-    readout = Readout(m.arch)
-    out = torch.full((len(ps), len(heads), ps.positions.labels.shape[1]), torch.nan)
-    for rows, dec in decomposed(m, ps, batch_size, record=["pattern", "values"]):
-        batch = ps.positions[rows]
-        increase = heads_position_increase(readout, dec, heads, batch.labels.clamp(min=0), dec.predictions)
-        out[rows] = increase.cpu().masked_fill(~batch.valid[:, None], torch.nan)
+    labels as in `LabelAttention.per_label` (NaN past a prompt's labels). Fig. 7's y-axis.
+    Read from the prompt set's `LabelRecord`, batch_size prompts at a time: no model pass."""
+    readout, record = Readout(m.arch), label_record(m, ps)
+    K = ps.positions.labels.shape[1]
+    out = torch.full((len(ps), len(heads), K), torch.nan)
+    for start in range(0, len(ps), batch_size):
+        rows = slice(start, start + batch_size)
+        dec = record.decomposition(m, rows)
+        increase = heads_position_increase(readout, dec, heads, torch.arange(K).expand(len(dec.scale), K), record.predictions[rows])
+        out[rows] = increase.cpu().masked_fill(~ps.positions[rows].valid[:, None], torch.nan)
     return out
 
 

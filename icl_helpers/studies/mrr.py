@@ -14,21 +14,21 @@ from ..core.heads import Head, same_layer_random_heads
 from ..core.projections import label_value_ranks
 from ..data.prompts import prompt_label_ids
 from ..model.loading import ICLModel
-from .runner import PromptSet, decomposed, study_result
+from .prompt_pass import label_record
+from .runner import PromptSet, study_result
 
 
 @torch.no_grad()
 def label_value_ranks_sweep(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 8) -> torch.Tensor:
     """[N, S, K]: rank (1 = top) of each label's own token in bs of its value in each head,
-    for the K label positions of each prompt, in prompt order (nan-padded if K varies)."""
-    readout = Readout(m.arch)
-    K = ps.positions.labels.shape[1]
-    out = torch.full((len(ps), len(heads), K), torch.nan)
-    for rows, dec in decomposed(m, ps, batch_size, record=["values"]):
-        batch = ps.positions[rows]
-        # Rank only at the label positions: keep just their values and tokens, [B, K].
-        at_labels = dec.at_positions(batch.labels.clamp(min=0))
-        out[rows] = label_value_ranks(readout, at_labels, list(heads), batch.valid).cpu()
+    for the K label positions of each prompt, in prompt order (nan-padded if K varies). Read
+    from the prompt set's `LabelRecord` (the values at its label positions), batch_size prompts
+    at a time: no model pass."""
+    readout, record = Readout(m.arch), label_record(m, ps)
+    out = torch.full((len(ps), len(heads), ps.positions.labels.shape[1]), torch.nan)
+    for start in range(0, len(ps), batch_size):
+        rows = slice(start, start + batch_size)
+        out[rows] = label_value_ranks(readout, record.decomposition(m, rows), list(heads), ps.positions[rows].valid).cpu()
     return out
 
 

@@ -1,0 +1,128 @@
+"""One pass of a prompt set through the model, for every study that reads its last position.
+
+`prompt_pass` decomposes each batch once, recording the attention rows and the values,
+and keeps from it three results: the located scores of every head and layer ("locate",
+Figs. 2-4), the last position's attention on the labels ("label-attention", Figs. 6-11)
+and a `LabelRecord` ("label-record"): what the label-position analyses (Fig. 5's label
+value ranks, Fig. 7's position-level increase) need, for any heads, without the model.
+`from_pass` caches what a pass recorded: locating a prompt set stores all three, so each
+located prompt set goes through the model once however many of them the studies ask for.
+Shapes: N prompts, L layers, H heads, H_kv key/value heads, K label positions, d width.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Iterator, Sequence
+
+import torch
+
+from ..core.attribution import Readout
+from ..core.decompose import Decomposition, decompose
+from ..core.interventions import intervening
+from ..core.locate import LocateResult, group_size, score_decompositions
+from ..core.projections import attention_at, label_attention
+from ..data.positions import LabelPositions
+from ..errors import check_batch_size
+from ..model.loading import ICLModel
+from ..progress import progress_bar
+from .runner import PromptSet, Tensors, cached, result_file, study_result
+
+KINDS = ("locate", "label-attention", "label-record")
+
+
+@dataclass
+class LabelRecord:
+    """The last position's residuals and every head's attention on, and value at, each label
+    position: enough to score or project label subvalues of any head without the model."""
+
+    resid: torch.Tensor  # [N, L+1, d]: layer inputs x_0 .. x_{L-1} and f = x_L
+    scale: torch.Tensor  # [N]: the final norm's sigma
+    predictions: torch.Tensor  # [N] long: the model's next token
+    label_ids: torch.Tensor  # [N, K] long: the token at each label position (that of position 0 past a prompt's labels)
+    pattern: torch.Tensor  # [N, L, H, K]: attention of the last position on each label position
+    values: torch.Tensor  # [N, L, H_kv, K, dh]: values at each label position
+
+    def decomposition(self, m: ICLModel, rows: slice = slice(None)) -> Decomposition:
+        """Prompts `rows` as a decomposition whose positions are the K label positions (as
+        `Decomposition.at_positions` gives), for `label_value_ranks` and `heads_position_increase`."""
+        return Decomposition(m.arch, input_ids=self.label_ids[rows], last=None, logits=None, scale=self.scale[rows],
+                             resid=self.resid[rows], pattern=self.pattern[rows], values=self.values[rows])
+
+
+def label_attention_of(dec: Decomposition, positions: LabelPositions) -> Tensors:
+    """`label_attention.LabelAttention`'s fields for one batch: attention from the last position
+    summed over the true and over the false labels [B, L, H], on each label [B, L, H, K]
+    (NaN past a prompt's labels), and the predictions [B], on the CPU."""
+    positions, T = positions.to(dec.input_ids.device), dec.input_ids.shape[1]
+    return {"true": label_attention(dec, positions.mask(T, True)).float().cpu(),
+            "false": label_attention(dec, positions.mask(T, False)).float().cpu(),
+            "predictions": dec.predictions.cpu(),
+            "per_label": attention_at(dec, positions.labels).float().cpu()}
+
+
+def _record_of(dec: Decomposition, positions: LabelPositions) -> Tensors:
+    """`LabelRecord`'s fields for one batch, on the CPU."""
+    at = dec.at_positions(positions.labels.clamp(min=0).to(dec.input_ids.device))
+    return {"resid": dec.resid.cpu(), "scale": dec.scale.cpu(), "predictions": dec.predictions.cpu(),
+            "label_ids": at.input_ids.cpu(), "pattern": at.pattern.cpu(), "values": at.values.cpu()}
+
+
+@torch.no_grad()
+def prompt_pass(m: ICLModel, ps: PromptSet, kinds: Sequence[str] = KINDS, batch_size: int = 32) -> dict[str, Tensors]:
+    """Results `kinds` (of `KINDS`) of a prompt set, from one pass through the model in batches;
+    the located scores are taken a group at a time, as `core.locate.locate` does."""
+    check_batch_size(batch_size)
+    group, readout = group_size(m.arch, batch_size), Readout(m.arch)
+    record = ["pattern"] + ["values"] * ("label-record" in kinds)
+    bar = progress_bar(-(-len(ps) // batch_size), f"{ps.dataset} ({ps.variant})")
+    kept: dict[str, list[Tensors]] = {kind: [] for kind in ("label-attention", "label-record") if kind in kinds}
+    of = {"label-attention": label_attention_of, "label-record": _record_of}
+    scores = []
+
+    def batches(rows: range) -> Iterator[Decomposition]:
+        for start in rows:
+            dec = decompose(m, ps.texts[start : start + batch_size], record=record)
+            for kind, parts in kept.items():
+                parts.append(of[kind](dec, ps.positions[start : start + batch_size]))
+            bar.update()
+            yield dec
+
+    for g in range(0, len(ps), group):
+        n = min(group, len(ps) - g)
+        decs = batches(range(g, g + n, batch_size))  # each batch recorded as it is decomposed
+        if "locate" in kinds:
+            scores.append(score_decompositions(readout, m.arch, decs, n, None))
+        else:
+            for _ in decs:
+                pass
+    bar.close()
+    results = {kind: {k: torch.cat([b[k] for b in parts]) for k in parts[0]} for kind, parts in kept.items()}
+    if scores:
+        results["locate"] = asdict(LocateResult(*(torch.cat(p) for p in zip(*scores))))
+    return results
+
+
+def from_pass(kind: str, m: ICLModel, ps: PromptSet, batch_size: int = 32) -> Tensors:
+    """Result `kind` of `prompt_pass` on a prompt set, cached on disk. Locating a prompt set
+    (the balanced sets every study reads) records all of `KINDS` in its pass and stores those
+    not yet stored; a label-only kind (as the prompt variants of Figs. 8-11 need) is recorded
+    alone, with no scoring of heads."""
+    kinds = KINDS if kind == "locate" else (kind,)
+    done: dict[str, Tensors] = {}
+
+    def compute() -> Tensors:
+        done.update(prompt_pass(m, ps, kinds, batch_size))
+        return done[kind]
+
+    result = study_result(kind, m, ps, compute)
+    if done and not intervening(m):
+        for other in set(kinds) - {kind}:
+            if not result_file(other, m, ps).exists():
+                cached(result_file(other, m, ps), lambda: done[other])
+    return result
+
+
+def label_record(m: ICLModel, ps: PromptSet) -> LabelRecord:
+    """The `LabelRecord` of a prompt set (from its one cached pass)."""
+    record = from_pass("label-record", m, ps)
+    return LabelRecord(**{f.name: record[f.name] for f in fields(LabelRecord)})
