@@ -9,13 +9,15 @@ rows and real tokens (attention mask) by report step, and the distinct prompts a
 rows. A study two claims share is cached, so it is charged to the first claim that needs it. Two floors are given for the same distinct prompts: "arithmetic", their matrix
 products (2 x the parameters of the layers a token, attention scores, and the unembedding
 of the last position) at this machine's measured matrix throughput; and "forward", a plain
-batched forward pass over them, timed. Results print as Markdown (see RESULTS.md).
+batched forward pass over them, timed with the eager attention the suite runs (it reads
+attention weights) and with SDPA. Peak resident memory is read after loading and after the suite. Results print as Markdown (see RESULTS.md).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -62,6 +64,11 @@ def matmul_gflops(d: int = 1024, repeats: int = 20) -> float:
     return 2 * d**3 / best / 1e9
 
 
+def peak_mb() -> float:
+    """This process's peak resident memory so far (MB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def _timed(fn) -> float:
     start = time.perf_counter()
     fn()
@@ -96,6 +103,7 @@ def run(n: int, sentence_n: int, ids: list[str]) -> dict:
     started = time.perf_counter()
     m = load_model("smollm2-135m", device="cpu")
     load = time.perf_counter() - started
+    peak_load = peak_mb()
     counter = PassCounter(m)
     clock = [time.perf_counter()]
 
@@ -110,18 +118,23 @@ def run(n: int, sentence_n: int, ids: list[str]) -> dict:
     counter.by_step = {k: v for k, v in counter.by_step.items() if k != "load" or v["calls"]}
     suite = sum(r["seconds"] for r in counter.by_step.values())
     counter.handle.remove()
+    peak_suite = peak_mb()
     distinct = sorted(counter.distinct, key=len)
     tokens = sum(map(len, distinct))
     gflops = matmul_gflops()
     arithmetic = sum(prompt_flops(m, len(p)) for p in distinct) / gflops / 1e9
     forward = forward_seconds(m, distinct)
+    m.model.set_attn_implementation("sdpa")  # what the pass would cost without reading attention weights
+    forward_sdpa = forward_seconds(m, distinct)
+    m.model.set_attn_implementation("eager")
     return {
         "n": n, "sentence_n": sentence_n, "claims": len(findings), "torch_threads": torch.get_num_threads(),
         "load_seconds": load, "suite_seconds": suite, "steps": counter.by_step,
         "rows": sum(r["rows"] for r in counter.by_step.values()),
         "tokens": sum(r["tokens"] for r in counter.by_step.values()),
         "distinct_prompts": len(distinct), "distinct_tokens": tokens, "matmul_gflops": gflops,
-        "floor_arithmetic_seconds": arithmetic, "floor_forward_seconds": forward,
+        "floor_arithmetic_seconds": arithmetic, "floor_forward_seconds": forward, "floor_forward_sdpa_seconds": forward_sdpa,
+        "peak_mb_after_load": peak_load, "peak_mb_after_suite": peak_suite,
     }
 
 
@@ -138,7 +151,10 @@ def markdown(r: dict) -> str:
               f"Floor, arithmetic ({r['matmul_gflops']:.0f} GFLOP/s measured): {r['floor_arithmetic_seconds']:.1f} s, the "
               f"suite {r['suite_seconds'] / r['floor_arithmetic_seconds']:.1f}x it. Floor, one plain forward pass a distinct "
               f"prompt (timed): {r['floor_forward_seconds']:.1f} s, the suite "
-              f"{r['suite_seconds'] / r['floor_forward_seconds']:.1f}x it."]
+              f"{r['suite_seconds'] / r['floor_forward_seconds']:.1f}x it. The same pass with SDPA attention (no "
+              f"attention weights): {r['floor_forward_sdpa_seconds']:.1f} s.",
+              f"Peak resident memory: {r['peak_mb_after_load']:.0f} MB after loading the model, "
+              f"{r['peak_mb_after_suite']:.0f} MB after the suite."]
     return "\n".join(lines)
 
 
