@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from icl_helpers import UsageError
-from icl_helpers.core.decompose import concat, decompose
+from icl_helpers.core.decompose import concat, decompose, length_order
 from tests.conftest import PROMPTS, close
 
 
@@ -117,6 +117,19 @@ def test_at_positions_keeps_the_chosen_positions_of_every_position_field(full):
     assert at.z is full.z and at.queries is full.queries  # last-position fields untouched
     both = concat([at, at])
     assert torch.equal(both.values, torch.cat([at.values, at.values])) and both.neurons.shape[0] == 2 * len(PROMPTS)
+
+
+def test_select_takes_prompts_in_the_order_given(full):
+    picked = full.select(torch.tensor([2, 0]))
+    assert torch.equal(picked.input_ids, full.input_ids[[2, 0]]) and torch.equal(picked.logits, full.logits[[2, 0]])
+    assert torch.equal(picked.values, full.values[[2, 0]]) and torch.equal(picked.scale, full.scale[[2, 0]])
+
+
+def test_length_order_goes_from_the_shortest_prompt_and_argsort_restores_prompt_order():
+    prompts = ["ccc", "a", "bb", "dddd", "e"]
+    order = length_order(prompts)
+    assert order.tolist() == [1, 4, 2, 0, 3]  # ties keep prompt order
+    assert [[prompts[i] for i in order][j] for j in order.argsort()] == prompts
 
 
 def test_an_unknown_quantity_is_refused(small):

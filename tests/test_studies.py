@@ -41,6 +41,14 @@ def test_label_attention_sweep_matches_one_batch(small, ps):
     close(true[:, 0], att.true[:, 2, 3])
 
 
+def test_decomposed_batches_prompts_of_similar_length_each_once(small, ps):
+    """MIXED_TEXTS are 49, 46 and 57 characters long: in twos, the two shortest go first."""
+    batches = [(rows.tolist(), dec.input_ids.shape[1]) for rows, dec in runner.decomposed(small, ps, batch_size=2)]
+    assert [rows for rows, _ in batches] == [[1, 0], [2]]
+    lengths = small.encode(TEXTS)["attention_mask"].sum(1).tolist()
+    assert [width for _, width in batches] == [max(lengths[0], lengths[1]), lengths[2]]  # padded to their own longest
+
+
 def test_label_increase_sweep_matches_one_batch(small, ps):
     """Fig. 7's increase at each label position, batched in twos, against every position's
     increase in one batch, head by head."""

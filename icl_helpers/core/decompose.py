@@ -10,7 +10,7 @@ Prompts are right-padded, so padding changes no number at real positions.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import Iterable, Literal
+from typing import Iterable, Literal, Sequence
 
 import torch
 
@@ -75,6 +75,11 @@ class Decomposition:
         return replace(self, input_ids=take(self.input_ids, 1), pattern=take(self.pattern, 3),
                        values=take(self.values, 3), attn_all=take(self.attn_all, 2))
 
+    def select(self, rows: torch.Tensor) -> "Decomposition":
+        """The prompts `rows` [n] of this decomposition, in that order."""
+        return replace(self, **{f.name: getattr(self, f.name)[rows.to(self.input_ids.device)] for f in fields(self)
+                                if f.name != "arch" and getattr(self, f.name) is not None})
+
     def require(self, name: str) -> torch.Tensor:
         """The recorded field `name`, or a ValueError saying how to record it."""
         value = getattr(self, name)
@@ -104,6 +109,12 @@ class Decomposition:
         """[B, d]: q_{l,h} @ W_K^{l,h}, the last query mapped back to the key-input space."""
         q = self.require("queries")[:, layer, head]
         return q @ self.arch.W_K(layer)[self.arch.kv_head(head)].to(q)
+
+
+def length_order(prompts: Sequence[str]) -> torch.Tensor:
+    """[N] long: prompt indices from the shortest prompt (in characters) to the longest, so
+    that consecutive prompts batched together pad little; `.argsort()` restores prompt order."""
+    return torch.tensor(sorted(range(len(prompts)), key=lambda i: len(prompts[i])), dtype=torch.long)
 
 
 def concat(parts: list[Decomposition]) -> Decomposition:

@@ -12,7 +12,7 @@ from ..model.adapters import Arch
 from ..model.loading import ICLModel
 from ..progress import progress_bar
 from .attribution import Readout, layer_head_increase
-from .decompose import Decomposition, decompose
+from .decompose import Decomposition, decompose, length_order
 from .heads import Head, at_heads, top_heads
 
 GROUP_FLOATS = 2**27  # floats of last-position vectors (z, residuals) one scoring pass may hold
@@ -52,10 +52,11 @@ def locate(
     """Score every attention layer, FFN layer and head of every prompt.
 
     targets: [N] token ids to score; default, each prompt's predicted token.
-    The prompts run through the model in batches of `batch_size`. Their last-position
-    vectors are then scored a group at a time, as many prompts as GROUP_FLOATS allows (all
-    of them, for a few thousand prompts of a small model), in one pass over the vocabulary
-    that folds W_O into the readout once: memory stays bounded for any number of prompts.
+    The prompts run through the model in batches of `batch_size` prompts of similar length
+    (the results are in prompt order). Their last-position vectors are then scored a group
+    at a time, as many prompts as GROUP_FLOATS allows (all of them, for a few thousand
+    prompts of a small model), in one pass over the vocabulary that folds W_O into the
+    readout once: memory stays bounded for any number of prompts.
     """
     prompts = check_prompts(prompts)
     warn_without_demonstration(prompts)
@@ -63,13 +64,16 @@ def locate(
     check_batch_size(batch_size)
     group = group_size(m.arch, batch_size)
     readout = Readout(m.arch)
+    order = length_order(prompts)  # batches of similar length, results put back in prompt order
+    prompts = [prompts[i] for i in order]
+    targets = None if targets is None else targets[order.to(targets.device)]
     bar = progress_bar(-(-len(prompts) // batch_size), "locate", progress)
     parts = [
         _score_group(m, readout, prompts[g : g + group], None if targets is None else targets[g : g + group], batch_size, bar)
         for g in range(0, len(prompts), group)
     ]
     bar.close()
-    return LocateResult(*(torch.cat(p) for p in zip(*parts)))
+    return LocateResult(*(torch.cat(p)[order.argsort()] for p in zip(*parts)))
 
 
 def check_targets(targets: torch.Tensor | list[int], n: int, vocab: int) -> torch.Tensor:

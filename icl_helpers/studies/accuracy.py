@@ -14,6 +14,7 @@ from typing import Callable, ContextManager, Sequence
 import pandas as pd
 import torch
 
+from ..core.decompose import length_order
 from ..data.prompts import prompt_label_ids
 from ..errors import UsageError, check_batch_size, check_prompts
 from ..model.loading import ICLModel
@@ -81,7 +82,7 @@ def accuracy(
     if (ids[:, 0] == ids[:, 1]).any():
         raise UsageError("A prompt's true and false labels share their first token: choose label words that start differently.")
     check_batch_size(batch_size)
-    order = sorted(range(n), key=lambda i: len(prompts[i]))  # similar lengths share a batch: little padding
+    order = length_order(prompts).tolist()  # similar lengths share a batch: little padding
     top, pair, prob = torch.empty(n, dtype=torch.long), torch.empty(n, 2), torch.empty(n)
     bar = progress_bar(-(-n // batch_size), "accuracy", progress)
     for start in range(0, n, batch_size):

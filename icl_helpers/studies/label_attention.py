@@ -21,7 +21,7 @@ from ..data.prompts import prompt_label_ids
 from ..model.loading import ICLModel
 from ..stats import spearman
 from .in_context_heads import in_context_heads
-from .prompt_pass import from_pass, label_attention_of, label_record
+from .prompt_pass import from_pass, label_record, prompt_pass
 from .runner import PromptSet, decomposed, prompt_set, study_result
 
 
@@ -47,9 +47,8 @@ class LabelAttention:
 @torch.no_grad()
 def label_attention_sweep(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> LabelAttention:
     """Attention of the last position on each label and summed over true and over false
-    labels, every head, and the model's predictions."""
-    parts = [label_attention_of(dec, ps.positions[rows]) for rows, dec in decomposed(m, ps, batch_size, record=["pattern"])]
-    return LabelAttention(**{k: torch.cat([p[k] for p in parts]) for k in parts[0]})
+    labels, every head, and the model's predictions (not cached: `attention_on_labels` is)."""
+    return LabelAttention(**prompt_pass(m, ps, ("label-attention",), batch_size)["label-attention"])
 
 
 def attention_on_labels(m: ICLModel, ps: PromptSet) -> LabelAttention:
@@ -125,10 +124,11 @@ def prompt_attention(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> Prompt
     """The last position's attention rows of every prompt of a set, with its label masks."""
     T = int(ps.positions.last.max()) + 1
     pattern = torch.zeros(len(ps), m.arch.n_layers, m.arch.n_heads, T)
-    tokens = []
+    tokens: list[list[str]] = [[] for _ in range(len(ps))]
     for rows, dec in decomposed(m, ps, batch_size, record=["pattern"]):
         pattern[rows, ..., : dec.pattern.shape[-1]] = dec.pattern.float().cpu()
-        tokens += [token_strings(m.tokenizer, ids[: int(last) + 1].tolist()) for ids, last in zip(dec.input_ids, dec.last)]
+        for row, ids, last in zip(rows.tolist(), dec.input_ids, dec.last):
+            tokens[row] = token_strings(m.tokenizer, ids[: int(last) + 1].tolist())
     return PromptAttention(tokens, pattern, ps.positions.mask(T, True), ps.positions.mask(T, False))
 
 

@@ -17,7 +17,7 @@ from typing import Iterator, Sequence
 import torch
 
 from ..core.attribution import Readout
-from ..core.decompose import Decomposition, decompose
+from ..core.decompose import Decomposition, decompose, length_order
 from ..core.interventions import intervening
 from ..core.locate import LocateResult, group_size, score_decompositions
 from ..core.projections import attention_at, label_attention
@@ -25,7 +25,7 @@ from ..data.positions import LabelPositions
 from ..errors import check_batch_size
 from ..model.loading import ICLModel
 from ..progress import progress_bar
-from .runner import PromptSet, Tensors, cached, result_file, study_result
+from .runner import PromptSet, Tensors, cached, in_prompt_order, result_file, study_result
 
 KINDS = ("locate", "label-attention", "label-record")
 
@@ -69,21 +69,23 @@ def _record_of(dec: Decomposition, positions: LabelPositions) -> Tensors:
 
 @torch.no_grad()
 def prompt_pass(m: ICLModel, ps: PromptSet, kinds: Sequence[str] = KINDS, batch_size: int = 32) -> dict[str, Tensors]:
-    """Results `kinds` (of `KINDS`) of a prompt set, from one pass through the model in batches;
-    the located scores are taken a group at a time, as `core.locate.locate` does."""
+    """Results `kinds` (of `KINDS`) of a prompt set, in prompt order, from one pass through the
+    model in batches of prompts of similar length (`length_order`); the located scores are
+    taken a group at a time, as `core.locate.locate` does."""
     check_batch_size(batch_size)
     group, readout = group_size(m.arch, batch_size), Readout(m.arch)
     record = ["pattern"] + ["values"] * ("label-record" in kinds)
     bar = progress_bar(-(-len(ps) // batch_size), f"{ps.dataset} ({ps.variant})")
     kept: dict[str, list[Tensors]] = {kind: [] for kind in ("label-attention", "label-record") if kind in kinds}
     of = {"label-attention": label_attention_of, "label-record": _record_of}
-    scores = []
+    order, texts, scores = length_order(ps.texts), ps.texts, []
 
-    def batches(rows: range) -> Iterator[Decomposition]:
-        for start in rows:
-            dec = decompose(m, ps.texts[start : start + batch_size], record=record)
+    def batches(starts: range) -> Iterator[Decomposition]:
+        for start in starts:
+            rows = order[start : start + batch_size]
+            dec = decompose(m, [texts[i] for i in rows], record=record)
             for kind, parts in kept.items():
-                parts.append(of[kind](dec, ps.positions[start : start + batch_size]))
+                parts.append(of[kind](dec, ps.positions[rows]))
             bar.update()
             yield dec
 
@@ -96,9 +98,11 @@ def prompt_pass(m: ICLModel, ps: PromptSet, kinds: Sequence[str] = KINDS, batch_
             for _ in decs:
                 pass
     bar.close()
-    results = {kind: {k: torch.cat([b[k] for b in parts]) for k in parts[0]} for kind, parts in kept.items()}
+    rows = list(order.split(batch_size))
+    results = {kind: in_prompt_order(parts, rows) for kind, parts in kept.items()}
     if scores:
-        results["locate"] = asdict(LocateResult(*(torch.cat(p) for p in zip(*scores))))
+        restore = order.argsort()
+        results["locate"] = asdict(LocateResult(*(torch.cat(p)[restore] for p in zip(*scores))))
     return results
 
 

@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Iterator
 
 import torch
 
-from ..core.decompose import Decomposition, decompose
+from ..core.decompose import Decomposition, decompose, length_order
 from ..core.interventions import intervening
 from ..data.datasets import dataset_records
 from ..data.positions import LabelPositions, find_positions
@@ -75,15 +75,24 @@ def prompt_set_from_texts(m: ICLModel, texts: list[str], name: str = "custom",
 
 
 def decomposed(m: ICLModel, ps: PromptSet, batch_size: int = 32, record: Iterable[str] = ()
-               ) -> Iterator[tuple[slice, Decomposition]]:
-    """(rows, decomposition of those prompts) for consecutive batches of a prompt set."""
+               ) -> Iterator[tuple[torch.Tensor, Decomposition]]:
+    """(rows [b], decomposition of those prompts) for batches of a prompt set's prompts of
+    similar length (`length_order`): every prompt once, not in prompt order."""
     check_batch_size(batch_size)
     bar = progress_bar(-(-len(ps) // batch_size), f"{ps.dataset} ({ps.variant})")
+    order, texts = length_order(ps.texts), ps.texts
     for start in range(0, len(ps), batch_size):
-        rows = slice(start, start + batch_size)
-        yield rows, decompose(m, ps.texts[rows], record=record)
+        rows = order[start : start + batch_size]
+        yield rows, decompose(m, [texts[i] for i in rows], record=record)
         bar.update()
     bar.close()
+
+
+def in_prompt_order(parts: list[Tensors], rows: list[torch.Tensor]) -> Tensors:
+    """The batches' tensors ([b, ...] each, from `decomposed`'s batches `rows`) concatenated
+    in prompt order."""
+    restore = torch.cat(rows).argsort()
+    return {k: torch.cat([p[k] for p in parts])[restore] for k in parts[0]}
 
 
 # --- disk cache --------------------------------------------------------------------------
