@@ -5,12 +5,15 @@ the floor: one forward pass for each distinct prompt.
     .venv/bin/python bench/bench_suite.py --n 64 --sentence-n 16 --json results.json
 
 Every forward pass of the model is counted (a pre-hook on its base model): calls, prompt
-rows and real tokens (attention mask) by report step, and the distinct prompts among those
-rows. A study two claims share is cached, so it is charged to the first claim that needs it. Two floors are given for the same distinct prompts: "arithmetic", their matrix
-products (2 x the parameters of the layers a token, attention scores, and the unembedding
-of the last position) at this machine's measured matrix throughput; and "forward", a plain
-batched forward pass over them, timed with the eager attention the suite runs (it reads
-attention weights) and with SDPA. Peak resident memory is read after loading and after the suite. Results print as Markdown (see RESULTS.md).
+rows, real tokens (attention mask) and tokens with padding by report step, and the
+distinct prompts among those rows. A study two claims share is cached, so it is charged to
+the first claim that needs it. Two floors are given for the same distinct prompts:
+"arithmetic", their matrix products (2 x the parameters of the layers a token, attention
+scores, and the unembedding of the last position) at this machine's measured matrix
+throughput; and "forward", a plain batched forward pass over them (sorted by length),
+timed with the eager attention the suite runs (it reads attention weights) and with SDPA.
+Peak resident memory is read after loading and after the suite. Results print as Markdown
+(see RESULTS.md).
 """
 from __future__ import annotations
 
@@ -35,9 +38,12 @@ from icl_helpers.studies.report import report  # noqa: E402
 BATCH = 32
 
 
+EMPTY_ROW = {"seconds": 0.0, "calls": 0, "rows": 0, "tokens": 0, "padded": 0}  # a step's counts
+
+
 class PassCounter:
     """Counts every forward pass of a model by the step that is running: calls, prompt rows,
-    real tokens, and the distinct prompts (token sequences) seen over the whole run."""
+    real tokens, tokens with padding, and the distinct prompts (token sequences) seen over the whole run."""
 
     def __init__(self, m: ICLModel):
         self.step = "load"
@@ -49,10 +55,11 @@ class PassCounter:
         ids = kwargs.get("input_ids", args[0] if args else None)
         mask = kwargs.get("attention_mask")
         mask = torch.ones_like(ids) if mask is None else mask
-        row = self.by_step.setdefault(self.step, {"seconds": 0.0, "calls": 0, "rows": 0, "tokens": 0})
+        row = self.by_step.setdefault(self.step, dict(EMPTY_ROW))
         row["calls"] += 1
         row["rows"] += ids.shape[0]
         row["tokens"] += int(mask.sum())
+        row["padded"] += ids.numel()
         self.distinct.update(tuple(i[k.bool()].tolist()) for i, k in zip(ids.cpu(), mask.cpu()))
 
 
@@ -109,7 +116,7 @@ def run(n: int, sentence_n: int, ids: list[str]) -> dict:
 
     def progress(step: str) -> None:
         now = time.perf_counter()
-        counter.by_step.setdefault(counter.step, {"seconds": 0.0, "calls": 0, "rows": 0, "tokens": 0})["seconds"] += now - clock[0]
+        counter.by_step.setdefault(counter.step, dict(EMPTY_ROW))["seconds"] += now - clock[0]
         clock[0], counter.step = now, step.split(":")[0]
         print(f"... {now - started:7.1f} s {step}", flush=True)
 
@@ -132,6 +139,7 @@ def run(n: int, sentence_n: int, ids: list[str]) -> dict:
         "load_seconds": load, "suite_seconds": suite, "steps": counter.by_step,
         "rows": sum(r["rows"] for r in counter.by_step.values()),
         "tokens": sum(r["tokens"] for r in counter.by_step.values()),
+        "padded_tokens": sum(r["padded"] for r in counter.by_step.values()),
         "distinct_prompts": len(distinct), "distinct_tokens": tokens, "matmul_gflops": gflops,
         "floor_arithmetic_seconds": arithmetic, "floor_forward_seconds": forward, "floor_forward_sdpa_seconds": forward_sdpa,
         "peak_mb_after_load": peak_load, "peak_mb_after_suite": peak_suite,
@@ -141,11 +149,12 @@ def run(n: int, sentence_n: int, ids: list[str]) -> dict:
 def markdown(r: dict) -> str:
     lines = [f"N = {r['n']} word / {r['sentence_n']} sentence prompts, {r['claims']} claims, "
              f"{r['torch_threads']} torch threads; model load {r['load_seconds']:.1f} s (not in the suite's time).", "",
-             "| step | seconds | share | forward calls | prompt rows | tokens |", "|---|---|---|---|---|---|"]
+             "| step | seconds | share | forward calls | prompt rows | tokens | with padding |", "|---|---|---|---|---|---|---|"]
     for step, row in sorted(r["steps"].items(), key=lambda kv: -kv[1]["seconds"]):
         lines.append(f"| {step} | {row['seconds']:.1f} | {row['seconds'] / r['suite_seconds']:.0%} | {row['calls']} | "
-                     f"{row['rows']} | {row['tokens']} |")
-    lines += ["", f"Suite {r['suite_seconds']:.0f} s. Forward passes: {r['rows']} prompt rows ({r['tokens']} tokens) for "
+                     f"{row['rows']} | {row['tokens']} | {row['padded']} |")
+    lines += ["", f"Suite {r['suite_seconds']:.0f} s. Forward passes: {r['rows']} prompt rows ({r['tokens']} tokens, "
+              f"{r['padded_tokens']} with padding) for "
               f"{r['distinct_prompts']} distinct prompts ({r['distinct_tokens']} tokens): "
               f"{r['rows'] / r['distinct_prompts']:.1f} passes a prompt, {r['tokens'] / r['distinct_tokens']:.1f} a token.",
               f"Floor, arithmetic ({r['matmul_gflops']:.0f} GFLOP/s measured): {r['floor_arithmetic_seconds']:.1f} s, the "
