@@ -52,13 +52,13 @@ class Projections:
 @torch.no_grad()
 def projections(m: ICLModel, ps: PromptSet, batch_size: int = 8) -> Projections:
     """Record every prompt of `ps` for `Projections.table`, in batches."""
-    parts, order = [], []
+    parts, seen = [], []
     for rows, dec in decomposed(m, ps, batch_size, record=RECORD):
         positions = ps.positions[rows]
         at = torch.cat([positions.labels.clamp(min=0), positions.last[:, None]], 1)  # [b, K + 1]
         parts.append(dec.at_positions(at))
-        order.append(rows)
-    return Projections(ps, concat(parts).select(torch.cat(order).argsort()), Readout(m.arch), m.tokenizer)
+        seen.append(rows)
+    return Projections(ps, concat(parts).select(torch.cat(seen).argsort()), Readout(m.arch), m.tokenizer)
 
 
 def label_value_hits(table: pd.DataFrame) -> float:

@@ -87,11 +87,11 @@ def neuron_increase_sweep(m: ICLModel, ps: PromptSet, layers: Sequence[int], bat
     """[N, F, d_mlp]: the neuron-level increase of every neuron of each FFN layer toward the
     model's prediction (`neuron_increase`). The last positions of all prompts are scored
     together: W_out is folded into the readout once a layer, not once a batch."""
-    parts, rows = [], []
-    for batch, dec in decomposed(m, ps, batch_size, record=["neurons"]):
+    parts, seen = [], []
+    for rows, dec in decomposed(m, ps, batch_size, record=["neurons"]):
         parts.append(dec.at_positions(dec.last[:, None]))
-        rows.append(batch)
-    dec, readout = concat(parts).select(torch.cat(rows).argsort()), Readout(m.arch)
+        seen.append(rows)
+    dec, readout = concat(parts).select(torch.cat(seen).argsort()), Readout(m.arch)
     return torch.stack([neuron_increase(readout, dec, l, dec.predictions) for l in layers], 1).cpu()
 
 
