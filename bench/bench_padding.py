@@ -1,12 +1,13 @@
-"""Padding benchmark (issue 16): one pass of a sentence prompt set, batches in prompt order
-against batches of similar length (`core.decompose.length_order`, what every pass does now),
-at two batch sizes.
+"""Padding benchmark (issue 16): one pass of a sentence prompt set in batches of 32 in
+prompt order (the passes before) against `core.decompose.length_batches` (every pass now:
+similar lengths together, at most 32 prompts and BATCH_TOKENS tokens with padding a batch).
 
     .venv/bin/python bench/bench_padding.py --dataset agnews --n 200
 
-Every run decomposes the same prompts, recording the attention rows (what the label
+Both runs decompose the same prompts, recording the attention rows (what the label
 attention and locate's pass record), on the bundled model; each is timed once after a
-warm-up batch. Prints real tokens, and tokens with padding and seconds for each run.
+warm-up batch. Prints real tokens, and for each run its batches, tokens with padding and
+seconds.
 """
 from __future__ import annotations
 
@@ -20,15 +21,17 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from icl_helpers import ICLModel, load_model  # noqa: E402
-from icl_helpers.core.decompose import decompose, length_order  # noqa: E402
+from icl_helpers.core.decompose import BATCH_TOKENS, decompose, length_batches  # noqa: E402
 from icl_helpers.studies.runner import prompt_set  # noqa: E402
 
+BATCH = 32
 
-def run(texts: list[str], order: list[int], batch_size: int, m: ICLModel) -> tuple[int, float]:
-    """(tokens with padding, seconds) of decomposing texts in batches taken in `order`."""
+
+def run(texts: list[str], batches: list[torch.Tensor], m: ICLModel) -> tuple[int, float]:
+    """(tokens with padding, seconds) of decomposing texts in `batches` of prompt indices."""
     padded, start = 0, time.perf_counter()
-    for i in range(0, len(order), batch_size):
-        dec = decompose(m, [texts[j] for j in order[i : i + batch_size]], record=["pattern"])
+    for rows in batches:
+        dec = decompose(m, [texts[i] for i in rows], record=["pattern"])
         padded += dec.input_ids.numel()
     return padded, time.perf_counter() - start
 
@@ -43,11 +46,12 @@ def main() -> None:
     real = int(m.encode(texts)["attention_mask"].sum())
     decompose(m, texts[:8], record=["pattern"])  # warm-up
     print(f"{args.dataset}, N = {args.n}, {torch.get_num_threads()} torch threads; {real} real tokens\n\n"
-          "| batches | batch size | tokens with padding | seconds |\n|---|---|---|---|")
-    for batch_size in (32, 8):
-        for name, order in (("prompt order", list(range(len(texts)))), ("by length", length_order(texts).tolist())):
-            padded, seconds = run(texts, order, batch_size, m)
-            print(f"| {name} | {batch_size} | {padded} | {seconds:.1f} |", flush=True)
+          "| batches | count | tokens with padding | seconds |\n|---|---|---|---|")
+    runs = {f"{BATCH} a batch, prompt order": list(torch.arange(len(texts)).split(BATCH)),
+            f"length_batches ({BATCH}, {BATCH_TOKENS} tokens)": length_batches(m, texts, BATCH)}
+    for name, batches in runs.items():
+        padded, seconds = run(texts, batches, m)
+        print(f"| {name} | {len(batches)} | {padded} | {seconds:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -42,11 +42,12 @@ def test_label_attention_sweep_matches_one_batch(small, ps):
 
 
 def test_decomposed_batches_prompts_of_similar_length_each_once(small, ps):
-    """MIXED_TEXTS are 49, 46 and 57 characters long: in twos, the two shortest go first."""
+    """In twos, the two shortest of the three prompts go first, each batch padded to its own longest."""
+    lengths = small.encode(TEXTS)["attention_mask"].sum(1)
+    shortest = lengths.argsort(stable=True).tolist()
+    assert shortest != [0, 1, 2]  # not prompt order, so a result left in batch order would show
     batches = [(rows.tolist(), dec.input_ids.shape[1]) for rows, dec in runner.decomposed(small, ps, batch_size=2)]
-    assert [rows for rows, _ in batches] == [[1, 0], [2]]
-    lengths = small.encode(TEXTS)["attention_mask"].sum(1).tolist()
-    assert [width for _, width in batches] == [max(lengths[0], lengths[1]), lengths[2]]  # padded to their own longest
+    assert batches == [(shortest[:2], int(lengths[shortest[1]])), (shortest[2:], int(lengths[shortest[2]]))]
 
 
 def test_label_increase_sweep_matches_one_batch(small, ps):

@@ -111,10 +111,21 @@ class Decomposition:
         return q @ self.arch.W_K(layer)[self.arch.kv_head(head)].to(q)
 
 
-def length_order(prompts: Sequence[str]) -> torch.Tensor:
-    """[N] long: prompt indices from the shortest prompt (in characters) to the longest, so
-    that consecutive prompts batched together pad little; `.argsort()` restores prompt order."""
-    return torch.tensor(sorted(range(len(prompts)), key=lambda i: len(prompts[i])), dtype=torch.long)
+BATCH_TOKENS = 2048  # tokens with padding a batch of long prompts may hold (see bench/RESULTS.md, padding)
+
+
+def length_batches(m: ICLModel, prompts: Sequence[str], batch_size: int) -> list[torch.Tensor]:
+    """Batches of prompt indices [b], shortest prompts (in tokens) first: at most batch_size
+    prompts and BATCH_TOKENS tokens with padding a batch (a longer prompt alone), so a batch
+    pads little and its eager attention stays small. Every prompt once; `torch.cat(batches)
+    .argsort()` restores prompt order."""
+    lengths = [len(ids) for ids in m.tokenizer(list(prompts))["input_ids"]]
+    batches: list[list[int]] = []
+    for i in sorted(range(len(prompts)), key=lengths.__getitem__):
+        if not batches or len(batches[-1]) == batch_size or (len(batches[-1]) + 1) * lengths[i] > BATCH_TOKENS:
+            batches.append([])
+        batches[-1].append(i)
+    return [torch.tensor(b, dtype=torch.long) for b in batches]
 
 
 def concat(parts: list[Decomposition]) -> Decomposition:

@@ -12,7 +12,7 @@ from ..model.adapters import Arch
 from ..model.loading import ICLModel
 from ..progress import progress_bar
 from .attribution import Readout, layer_head_increase
-from .decompose import Decomposition, decompose, length_order
+from .decompose import Decomposition, decompose, length_batches
 from .heads import Head, at_heads, top_heads
 
 GROUP_FLOATS = 2**27  # floats of last-position vectors (z, residuals) one scoring pass may hold
@@ -62,18 +62,17 @@ def locate(
     warn_without_demonstration(prompts)
     targets = None if targets is None else check_targets(targets, len(prompts), m.arch.W_U().shape[0])
     check_batch_size(batch_size)
-    group = group_size(m.arch, batch_size)
     readout = Readout(m.arch)
-    order = length_order(prompts)  # batches of similar length, results put back in prompt order
-    prompts = [prompts[i] for i in order]
-    targets = None if targets is None else targets[order.to(targets.device)]
-    bar = progress_bar(-(-len(prompts) // batch_size), "locate", progress)
-    parts = [
-        _score_group(m, readout, prompts[g : g + group], None if targets is None else targets[g : g + group], batch_size, bar)
-        for g in range(0, len(prompts), group)
-    ]
+    batches = length_batches(m, prompts, batch_size)  # similar lengths together; results back in prompt order
+    bar = progress_bar(len(batches), "locate", progress)
+    parts = []
+    for group in scoring_groups(batches, group_size(m.arch, batch_size)):
+        rows = torch.cat(group)
+        parts.append(score_decompositions(readout, m.arch, _decompositions(m, prompts, group, bar), len(rows),
+                                          None if targets is None else targets[rows.to(targets.device)]))
     bar.close()
-    return LocateResult(*(torch.cat(p)[order.argsort()] for p in zip(*parts)))
+    restore = torch.cat(batches).argsort()
+    return LocateResult(*(torch.cat(p)[restore] for p in zip(*parts)))
 
 
 def check_targets(targets: torch.Tensor | list[int], n: int, vocab: int) -> torch.Tensor:
@@ -93,8 +92,8 @@ def check_targets(targets: torch.Tensor | list[int], n: int, vocab: int) -> torc
 
 
 def group_size(arch: Arch, batch_size: int) -> int:
-    """How many prompts one scoring pass takes: a multiple of batch_size whose last-position
-    vectors (z, residuals) fit in GROUP_FLOATS."""
+    """How many prompts one scoring pass takes (at least batch_size): as many as whose
+    last-position vectors (z, residuals) fit in GROUP_FLOATS."""
     per_prompt = arch.n_layers * arch.n_heads * arch.d_head + (arch.n_layers + 1) * arch.d_model
     return max(1, GROUP_FLOATS // per_prompt // batch_size) * batch_size
 
@@ -118,12 +117,21 @@ def score_decompositions(readout: Readout, arch: Arch, decs: Iterator[Decomposit
     return head.cpu(), attn.cpu(), ffn.cpu(), w.cpu()
 
 
-def _score_group(
-    m: ICLModel, readout: Readout, prompts: list[str], targets: torch.Tensor | None, batch_size: int, bar: tqdm
-) -> tuple[torch.Tensor, ...]:
-    """`score_decompositions` of prompts decomposed in batches of batch_size."""
-    def batches() -> Iterator[Decomposition]:
-        for start in range(0, len(prompts), batch_size):
-            yield decompose(m, prompts[start : start + batch_size])
-            bar.update(1)
-    return score_decompositions(readout, m.arch, batches(), len(prompts), targets)
+def scoring_groups(batches: list[torch.Tensor], size: int) -> Iterator[list[torch.Tensor]]:
+    """Consecutive batches [b] of prompt indices, as many at a time as hold at most `size`
+    prompts together (one batch at least): what one scoring pass takes."""
+    group: list[torch.Tensor] = []
+    for batch in batches:
+        if group and sum(map(len, group)) + len(batch) > size:
+            yield group
+            group = []
+        group.append(batch)
+    if group:
+        yield group
+
+
+def _decompositions(m: ICLModel, prompts: list[str], batches: list[torch.Tensor], bar: tqdm) -> Iterator[Decomposition]:
+    """The decomposition of each batch of prompts, in turn."""
+    for rows in batches:
+        yield decompose(m, [prompts[i] for i in rows])
+        bar.update(1)

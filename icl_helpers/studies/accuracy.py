@@ -14,7 +14,7 @@ from typing import Callable, ContextManager, Sequence
 import pandas as pd
 import torch
 
-from ..core.decompose import length_order
+from ..core.decompose import length_batches
 from ..data.prompts import prompt_label_ids
 from ..errors import UsageError, check_batch_size, check_prompts
 from ..model.loading import ICLModel
@@ -68,7 +68,8 @@ def accuracy(
     within: Callable[[list[int]], ContextManager] | None = None,
     progress: bool = True,
 ) -> Accuracy:
-    """Run the prompts in batches (by length) and read the logits at each one's last real position.
+    """Run the prompts in batches of similar length (`length_batches`) and read the logits at
+    each one's last real position.
 
     true_ids, false_ids: [N] label token ids (or one id for all prompts), e.g. from
     `prompt_label_ids`. Only the last position of each prompt is projected to the vocabulary.
@@ -82,11 +83,11 @@ def accuracy(
     if (ids[:, 0] == ids[:, 1]).any():
         raise UsageError("A prompt's true and false labels share their first token: choose label words that start differently.")
     check_batch_size(batch_size)
-    order = length_order(prompts).tolist()  # similar lengths share a batch: little padding
+    batches = length_batches(m, prompts, batch_size)  # similar lengths share a batch: little padding
     top, pair, prob = torch.empty(n, dtype=torch.long), torch.empty(n, 2), torch.empty(n)
-    bar = progress_bar(-(-n // batch_size), "accuracy", progress)
-    for start in range(0, n, batch_size):
-        rows = order[start : start + batch_size]
+    bar = progress_bar(len(batches), "accuracy", progress)
+    for batch in batches:
+        rows = batch.tolist()
         enc = m.encode([prompts[i] for i in rows])
         last = enc["attention_mask"].sum(1) - 1  # [b]
         with within(rows) if within else nullcontext():

@@ -17,9 +17,9 @@ from typing import Iterator, Sequence
 import torch
 
 from ..core.attribution import Readout
-from ..core.decompose import Decomposition, decompose, length_order
+from ..core.decompose import Decomposition, decompose, length_batches
 from ..core.interventions import intervening
-from ..core.locate import LocateResult, group_size, score_decompositions
+from ..core.locate import LocateResult, group_size, score_decompositions, scoring_groups
 from ..core.projections import attention_at, label_attention
 from ..data.positions import LabelPositions
 from ..errors import check_batch_size
@@ -70,38 +70,36 @@ def _record_of(dec: Decomposition, positions: LabelPositions) -> Tensors:
 @torch.no_grad()
 def prompt_pass(m: ICLModel, ps: PromptSet, kinds: Sequence[str] = KINDS, batch_size: int = 32) -> dict[str, Tensors]:
     """Results `kinds` (of `KINDS`) of a prompt set, in prompt order, from one pass through the
-    model in batches of prompts of similar length (`length_order`); the located scores are
+    model in batches of prompts of similar length (`length_batches`); the located scores are
     taken a group at a time, as `core.locate.locate` does."""
     check_batch_size(batch_size)
     group, readout = group_size(m.arch, batch_size), Readout(m.arch)
     record = ["pattern"] + ["values"] * ("label-record" in kinds)
-    bar = progress_bar(-(-len(ps) // batch_size), f"{ps.dataset} ({ps.variant})")
+    all_batches = length_batches(m, ps.texts, batch_size)
+    bar = progress_bar(len(all_batches), f"{ps.dataset} ({ps.variant})")
     kept: dict[str, list[Tensors]] = {kind: [] for kind in ("label-attention", "label-record") if kind in kinds}
     of = {"label-attention": label_attention_of, "label-record": _record_of}
-    order, texts, scores = length_order(ps.texts), ps.texts, []
+    texts, scores = ps.texts, []
 
-    def batches(starts: range) -> Iterator[Decomposition]:
-        for start in starts:
-            rows = order[start : start + batch_size]
+    def recorded(batches: list[torch.Tensor]) -> Iterator[Decomposition]:
+        for rows in batches:
             dec = decompose(m, [texts[i] for i in rows], record=record)
             for kind, parts in kept.items():
                 parts.append(of[kind](dec, ps.positions[rows]))
             bar.update()
             yield dec
 
-    for g in range(0, len(ps), group):
-        n = min(group, len(ps) - g)
-        decs = batches(range(g, g + n, batch_size))  # each batch recorded as it is decomposed
+    for batches in scoring_groups(all_batches, group):
+        decs = recorded(batches)  # each batch recorded as it is decomposed
         if "locate" in kinds:
-            scores.append(score_decompositions(readout, m.arch, decs, n, None))
+            scores.append(score_decompositions(readout, m.arch, decs, sum(map(len, batches)), None))
         else:
             for _ in decs:
                 pass
     bar.close()
-    rows = list(order.split(batch_size))
-    results = {kind: in_prompt_order(parts, rows) for kind, parts in kept.items()}
+    results = {kind: in_prompt_order(parts, all_batches) for kind, parts in kept.items()}
     if scores:
-        restore = order.argsort()
+        restore = torch.cat(all_batches).argsort()
         results["locate"] = asdict(LocateResult(*(torch.cat(p)[restore] for p in zip(*scores))))
     return results
 

@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Iterator
 
 import torch
 
-from ..core.decompose import Decomposition, decompose, length_order
+from ..core.decompose import Decomposition, decompose, length_batches
 from ..core.interventions import intervening
 from ..data.datasets import dataset_records
 from ..data.positions import LabelPositions, find_positions
@@ -77,12 +77,12 @@ def prompt_set_from_texts(m: ICLModel, texts: list[str], name: str = "custom",
 def decomposed(m: ICLModel, ps: PromptSet, batch_size: int = 32, record: Iterable[str] = ()
                ) -> Iterator[tuple[torch.Tensor, Decomposition]]:
     """(rows [b], decomposition of those prompts) for batches of a prompt set's prompts of
-    similar length (`length_order`): every prompt once, not in prompt order."""
+    similar length (`length_batches`): every prompt once, not in prompt order."""
     check_batch_size(batch_size)
-    bar = progress_bar(-(-len(ps) // batch_size), f"{ps.dataset} ({ps.variant})")
-    order, texts = length_order(ps.texts), ps.texts
-    for start in range(0, len(ps), batch_size):
-        rows = order[start : start + batch_size]
+    texts = ps.texts
+    batches = length_batches(m, texts, batch_size)
+    bar = progress_bar(len(batches), f"{ps.dataset} ({ps.variant})")
+    for rows in batches:
         yield rows, decompose(m, [texts[i] for i in rows], record=record)
         bar.update()
     bar.close()
