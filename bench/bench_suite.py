@@ -10,7 +10,7 @@ distinct prompts among those rows. A study two claims share is cached, so it is 
 the first claim that needs it. Two floors are given for the same distinct prompts:
 "arithmetic", their matrix products (2 x the parameters of the layers a token, attention
 scores, and the unembedding of the last position) at this machine's measured matrix
-throughput; and "forward", a plain batched forward pass over them (sorted by length),
+throughput; and "forward", a plain forward pass over them in the suite's batches,
 timed with the eager attention the suite runs (it reads attention weights) and with SDPA.
 Peak resident memory is read after loading and after the suite. Results print as Markdown
 (see RESULTS.md).
@@ -33,9 +33,10 @@ sys.path.insert(0, str(REPO))
 
 from icl_helpers import ICLModel, load_model  # noqa: E402
 from icl_helpers.claims import CLAIMS  # noqa: E402
+from icl_helpers.core.decompose import token_batches  # noqa: E402
 from icl_helpers.studies.report import report  # noqa: E402
 
-BATCH = 32
+BATCH = 32  # prompts a batch at most, as every pass of the suite
 
 
 EMPTY_ROW = {"seconds": 0.0, "calls": 0, "rows": 0, "tokens": 0, "padded": 0}  # a step's counts
@@ -93,12 +94,12 @@ def prompt_flops(m: ICLModel, tokens: int) -> float:
 
 @torch.no_grad()
 def forward_seconds(m: ICLModel, prompts: list[tuple[int, ...]]) -> float:
-    """A plain forward pass over `prompts` (batches of similar length, right-padded), logits at the last position."""
-    prompts = sorted(prompts, key=len)
+    """A plain forward pass over `prompts` in the suite's batches (`token_batches`: similar
+    lengths, right-padded), logits at the last position."""
     pad = m.tokenizer.pad_token_id or 0
     start = time.perf_counter()
-    for i in range(0, len(prompts), BATCH):
-        batch = prompts[i:i + BATCH]
+    for rows in token_batches(list(map(len, prompts)), BATCH):
+        batch = [prompts[i] for i in rows]
         width = max(map(len, batch))
         ids = torch.tensor([list(p) + [pad] * (width - len(p)) for p in batch])
         mask = torch.tensor([[1] * len(p) + [0] * (width - len(p)) for p in batch])
