@@ -5,6 +5,7 @@ import os
 import warnings
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 import torch
 
@@ -16,7 +17,7 @@ from icl_helpers.core.interventions import ablated
 from icl_helpers.core.locate import LocateResult, locate
 from icl_helpers.core.projections import label_value_ranks
 from icl_helpers.data.prompts import prompt_label_ids
-from icl_helpers.studies import accuracy, in_context_heads, label_attention, mrr, prompt_pass, runner
+from icl_helpers.studies import accuracy, in_context_heads, label_attention, mrr, projection, prompt_pass, runner
 from tests.conftest import MIXED_TEXTS as TEXTS
 from tests.conftest import STUDY_HEADS as HEADS
 from tests.conftest import close, small_model
@@ -167,6 +168,39 @@ def test_located_is_cached_under_its_key(small, tmp_path, monkeypatch):
     in_context_heads.located(small, runner.prompt_set(small, "animal_country", n=2))  # another N: other files
     assert len(list((tmp_path / "results").glob("*.pt"))) == 6
     assert len(list((tmp_path / "results").glob("*.sha256"))) == 6  # each file's size and checksum beside it
+
+
+def test_accuracy_table_has_a_cell_per_direction_and_label(small):
+    table = accuracy.accuracy_table(small, ["sentiment_number"], n=4)
+    assert table.index.tolist() == ["sentiment/number", "number/sentiment"]
+    assert table.columns.tolist() == [("top-1", "foo"), ("top-1", "bar"), ("ranked", "foo"), ("ranked", "bar")]
+    assert ((table >= 0) & (table <= 1)).all().all()
+
+
+def test_projection_table_has_a_row_per_vector(small, ps):
+    proj = projection.projections(small, ps, batch_size=2)
+    table = proj.table(0, (1, 2), k=5)
+    assert table["vector"].tolist() == ["label value"] * 4 + ["label key"] * 4 + ["last query"]
+    assert table["token"].tolist() == [" bar", " bar", " foo", " foo"] * 2 + [" :"]
+    assert table["position"].tolist() == [2, 5, 8, 11] * 2 + [13]
+    assert all(len(t) == 5 and all(isinstance(w, str) and w.strip() for w in t) for t in table["top tokens"])
+    short = proj.table(2, (1, 2), k=5)  # 2 labels, padded to 4 in the batch
+    assert short["vector"].tolist() == ["label value"] * 2 + ["label key"] * 2 + ["last query"]
+
+
+def test_projections_of_a_batch_equal_one_prompt_at_a_time(small, ps):
+    batched = projection.projections(small, ps, batch_size=3)
+    for i, text in enumerate(TEXTS):
+        alone = projection.projections(small, runner.prompt_set_from_texts(small, [text]))
+        for head in ((0, 1), (2, 3)):
+            assert batched.table(i, head, k=8).equals(alone.table(0, head, k=8))
+
+
+def test_projection_hits_count_label_words():
+    table = pd.DataFrame({"vector": ["label value", "label value", "label key"],
+                          "token": [" bar", " foo", " bar"],
+                          "top tokens": [("BAR", " Bar", "bars"), (" one", "two"), (" bar",)]})
+    assert projection.label_value_hits(table) == 0.5
 
 
 def test_label_attention_alone_is_recorded_without_scoring_heads(small, ps, tmp_path, monkeypatch):
