@@ -212,6 +212,12 @@ def test_label_attention_alone_is_recorded_without_scoring_heads(small, ps, tmp_
     close(att.true, label_attention.label_attention_sweep(small, ps).true)
 
 
+def test_an_unknown_kind_of_pass_is_refused_before_any_pass(small, ps, monkeypatch):
+    monkeypatch.setattr(prompt_pass, "decompose", lambda *a, **k: pytest.fail("ran the model"))
+    with pytest.raises(UsageError, match="records locate, label-attention, label-record, not attention"):
+        prompt_pass.prompt_pass(small, ps, kinds=("locate", "attention"))
+
+
 def test_a_located_prompt_set_runs_through_the_model_once(small, ps, tmp_path, monkeypatch):
     """After `located`, label attention, Fig. 7's increases and Fig. 5's ranks of any heads
     come without a model pass, and equal those of their own passes."""

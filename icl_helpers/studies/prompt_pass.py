@@ -22,7 +22,7 @@ from ..core.interventions import intervening
 from ..core.locate import LocateResult, group_size, score_decompositions, scoring_groups
 from ..core.projections import attention_at, label_attention
 from ..data.positions import LabelPositions
-from ..errors import check_batch_size
+from ..errors import UsageError, check_batch_size
 from ..model.loading import ICLModel
 from ..progress import progress_bar
 from .runner import PromptSet, Tensors, cached, in_prompt_order, result_file, study_result
@@ -73,13 +73,16 @@ def prompt_pass(m: ICLModel, ps: PromptSet, kinds: Sequence[str] = KINDS, batch_
     model in batches of prompts of similar length (`length_batches`); the located scores are
     taken a group at a time, as `core.locate.locate` does."""
     check_batch_size(batch_size)
-    group, readout = group_size(m.arch, batch_size), Readout(m.arch)
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown:
+        raise UsageError(f"A prompt pass records {', '.join(KINDS)}, not {', '.join(unknown)}.")
     record = ["pattern"] + ["values"] * ("label-record" in kinds)
     all_batches = length_batches(m, ps.texts, batch_size)
     bar = progress_bar(len(all_batches), f"{ps.dataset} ({ps.variant})")
     kept: dict[str, list[Tensors]] = {kind: [] for kind in ("label-attention", "label-record") if kind in kinds}
     of = {"label-attention": label_attention_of, "label-record": _record_of}
     texts, scores = ps.texts, []
+    readout = Readout(m.arch) if "locate" in kinds else None  # the unembedding's folded copy: only to score heads
 
     def recorded(batches: list[torch.Tensor]) -> Iterator[Decomposition]:
         for rows in batches:
@@ -89,7 +92,7 @@ def prompt_pass(m: ICLModel, ps: PromptSet, kinds: Sequence[str] = KINDS, batch_
             bar.update()
             yield dec
 
-    for batches in scoring_groups(all_batches, group):
+    for batches in scoring_groups(all_batches, group_size(m.arch, batch_size)):
         decs = recorded(batches)  # each batch recorded as it is decomposed
         if "locate" in kinds:
             scores.append(score_decompositions(readout, m.arch, decs, sum(map(len, batches)), None))
