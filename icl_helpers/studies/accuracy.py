@@ -18,6 +18,7 @@ from ..core.decompose import length_batches
 from ..data.prompts import prompt_label_ids
 from ..errors import UsageError, check_batch_size, check_prompts
 from ..model.loading import ICLModel
+from ..model.prefix import block_inputs, resumed
 from ..progress import progress_bar
 from .runner import PromptSet, prompt_set
 
@@ -58,14 +59,27 @@ class Accuracy:
         return self.top1_hits.double().mean().item()
 
 
-@torch.no_grad()
+Within = Callable[[list[int]], ContextManager]  # a context a batch runs in, given its prompts' indices
+
+
+@dataclass(frozen=True)
+class Run:
+    """One way to run every batch: inside within(rows) (None: the plain model), given the
+    indices of the batch's prompts in the order it holds them (e.g. an intervention that
+    needs their label positions). start: the first block the run may change (0, any).
+    Runs of one batch that change only blocks start.. share the blocks before, run once."""
+
+    within: Within | None = None
+    start: int = 0
+
+
 def accuracy(
     m: ICLModel,
     prompts: Sequence[str],
     true_ids: torch.Tensor | int,
     false_ids: torch.Tensor | int,
     batch_size: int = 32,
-    within: Callable[[list[int]], ContextManager] | None = None,
+    within: Within | None = None,
     progress: bool = True,
 ) -> Accuracy:
     """Run the prompts in batches of similar length (`length_batches`) and read the logits at
@@ -73,31 +87,55 @@ def accuracy(
 
     true_ids, false_ids: [N] label token ids (or one id for all prompts), e.g. from
     `prompt_label_ids`. Only the last position of each prompt is projected to the vocabulary.
-    within(rows): a context each batch runs in, given the indices of its prompts in the
-    order the batch holds them (e.g. an intervention that needs their label positions).
+    within(rows): a context each batch runs in (see `Run`).
     progress: a bar for a long run (off where a caller shows its own).
     """
+    return accuracies(m, prompts, true_ids, false_ids, [Run(within)], batch_size, "accuracy" if progress else None)[0]
+
+
+@torch.no_grad()
+def accuracies(
+    m: ICLModel,
+    prompts: Sequence[str],
+    true_ids: torch.Tensor | int,
+    false_ids: torch.Tensor | int,
+    runs: Sequence[Run],
+    batch_size: int = 32,
+    progress: str | None = "accuracy",
+) -> list[Accuracy]:
+    """`accuracy` of the prompts under each of `runs`, a batch at a time: each batch is
+    encoded once, and the blocks before a run's `start` are computed once for all the runs
+    (recorded on the batch's first run that leaves them unchanged, the plain one first,
+    `model.prefix`); a run then computes only blocks start..L-1. progress: the label of a
+    bar over batches and runs (None: no bar)."""
     prompts = check_prompts(prompts)
     n = len(prompts)
     ids = torch.stack([torch.as_tensor(i, dtype=torch.long).expand(n) for i in (true_ids, false_ids)], 1)  # [N, 2]
     if (ids[:, 0] == ids[:, 1]).any():
         raise UsageError("A prompt's true and false labels share their first token: choose label words that start differently.")
     check_batch_size(batch_size)
+    L = m.arch.n_layers
+    starts = [L if run.within is None else min(max(run.start, 0), L) for run in runs]  # the plain model changes nothing
+    shared = sorted({s for s in starts if 0 < s < L})  # block inputs worth keeping
     batches = length_batches(m, prompts, batch_size)  # similar lengths share a batch: little padding
-    top, pair, prob = torch.empty(n, dtype=torch.long), torch.empty(n, 2), torch.empty(n)
-    bar = progress_bar(len(batches), "accuracy", progress)
+    out = [(torch.empty(n, dtype=torch.long), torch.empty(n, 2), torch.empty(n)) for _ in runs]  # top, pair, prob
+    bar = progress_bar(len(batches) * len(runs), progress or "", progress is not None)
     for batch in batches:
         rows = batch.tolist()
         enc = m.encode([prompts[i] for i in rows])
         last = enc["attention_mask"].sum(1) - 1  # [b]
-        with within(rows) if within else nullcontext():
-            logits = m.model(**enc, logits_to_keep=last[:, None]).logits[:, 0].float()  # [b, V]
-        top[rows] = logits.argmax(-1).cpu()
-        pair[rows] = logits.gather(1, ids[rows].to(logits.device)).cpu()  # [b, 2]
-        prob[rows] = (pair[rows, 0] - logits.logsumexp(-1).cpu()).exp()
-        bar.update()
+        inputs: dict[int, torch.Tensor] = {}  # block inputs x_s [b, T, d] of this batch, unchanged by the runs so far
+        for run, start, (top, pair, prob) in zip(runs, starts, out):
+            pass_from = (resumed(m, start, inputs[start]) if start in inputs
+                         else block_inputs(m, [s for s in shared if s <= start and s not in inputs], inputs))
+            with run.within(rows) if run.within else nullcontext(), pass_from:
+                logits = m.model(**enc, logits_to_keep=last[:, None]).logits[:, 0].float()  # [b, V]
+            top[rows] = logits.argmax(-1).cpu()
+            pair[rows] = logits.gather(1, ids[rows].to(logits.device)).cpu()  # [b, 2]
+            prob[rows] = (pair[rows, 0] - logits.logsumexp(-1).cpu()).exp()
+            bar.update()
     bar.close()
-    return Accuracy(pair[:, 0], pair[:, 1], top, ids[:, 0].clone(), prob)
+    return [Accuracy(pair[:, 0], pair[:, 1], top, ids[:, 0].clone(), prob) for top, pair, prob in out]
 
 
 def prompt_accuracy(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> Accuracy:

@@ -9,7 +9,9 @@ top-1, ranked (true above false) and the true label's probability.
 An intervention is given per batch as `Intervene`: a function from the batch's
 `LabelPositions` to a context manager (`core.interventions.ablated`, `balanced_labels`,
 `position_free_labels`, or several under `applied`). Accuracy comes from
-`studies.accuracy.accuracy`, run one batch at a time inside the batch's intervention.
+`studies.accuracy.accuracies`, a batch at a time, each run inside the batch's intervention:
+the blocks below an intervention's lowest layer (`first_layer`) are computed once a batch
+for all the runs (`model.prefix`), so ablating heads of layers 23-29 costs a quarter of a pass.
 
 A bias is measured against one *biased* label per prompt (after Zhao et al. 2021): the
 majority label of an imbalanced prompt, or the label of the demonstration next to the
@@ -44,8 +46,7 @@ from ..data.prompts import (
 )
 from ..errors import UsageError
 from ..model.loading import ICLModel
-from ..progress import progress_bar
-from .accuracy import Accuracy, accuracy
+from .accuracy import Accuracy, Run, Within, accuracies
 
 Intervene = Callable[[LabelPositions], ContextManager[None]]
 IN_CONTEXT, RANDOM = "top in-context heads", "random heads"  # the `heads` column of `AblationRuns.curves`
@@ -56,12 +57,26 @@ def intervened_accuracy(
     m: ICLModel, prompts: Sequence[Prompt], intervene: Intervene | None = None, batch_size: int = 32
 ) -> Accuracy:
     """`accuracy` of the prompts, each batch run inside `intervene(its label positions)`."""
-    def within(rows: list[int]) -> ContextManager[None]:
-        return intervene(find_positions(m.tokenizer, [prompts[i] for i in rows]))
+    return intervened_accuracies(m, prompts, [(intervene, 0)], batch_size)[0]
+
+
+def intervened_accuracies(m: ICLModel, prompts: Sequence[Prompt], runs: Sequence[tuple[Intervene | None, int]],
+                          batch_size: int = 32, progress: str | None = None) -> list[Accuracy]:
+    """`accuracies` of the prompts under each (intervene, first layer it changes) of `runs`
+    (None: the plain model), each batch run inside `intervene(its label positions)`; the
+    blocks before an intervention's first layer run once a batch for all the runs.
+    progress: a bar's label (None: no bar)."""
+    def within(intervene: Intervene) -> Within:
+        return lambda rows: intervene(find_positions(m.tokenizer, [prompts[i] for i in rows]))
 
     true_ids, false_ids = prompt_label_ids(m.tokenizer, prompts)
-    return accuracy(m, [p.text for p in prompts], true_ids, false_ids, batch_size, within if intervene else None,
-                    progress=False)
+    return accuracies(m, [p.text for p in prompts], true_ids, false_ids,
+                      [Run(within(i), start) if i else Run() for i, start in runs], batch_size, progress)
+
+
+def first_layer(heads: Sequence[Head]) -> int:
+    """The first layer an intervention on `heads` changes (their lowest; 0 for none)."""
+    return min((l for l, _ in heads), default=0)
 
 
 def check_ablation(ablation: str) -> None:
@@ -136,16 +151,15 @@ def ablation_runs(
     if not ks or min(ks) < 1 or max(ks) > len(top):
         raise UsageError(f"Numbers of heads to ablate must lie between 1 and the {len(top)} heads given, not {list(ks)}.")
     draws = [same_layer_random_heads(top, m.arch.n_heads, seed + d) for d in range(n_random)]
-    bar = progress_bar(1 + (1 + n_random) * len(ks), f"ablation ({len(prompts)} prompts)")
+    sets = [top[:k] for k in ks] + [d[:k] for k in ks for d in draws]
 
-    def run(heads: Sequence[Head]) -> Accuracy:
-        acc = intervened_accuracy(m, prompts, (lambda labels: ablated(m, heads, means)) if heads else None, batch_size)
-        bar.update()
-        return acc
+    def ablate(heads: Sequence[Head]) -> Intervene:
+        return lambda labels: ablated(m, heads, means)
 
-    runs = AblationRuns(run([]), {k: run(top[:k]) for k in ks}, {k: [run(d[:k]) for d in draws] for k in ks})
-    bar.close()
-    return runs
+    accs = intervened_accuracies(m, prompts, [(None, 0)] + [(ablate(h), first_layer(h)) for h in sets], batch_size,
+                                 f"ablation ({len(prompts)} prompts)")
+    plain, top_k, random = accs[0], accs[1 : 1 + len(ks)], iter(accs[1 + len(ks) :])
+    return AblationRuns(plain, dict(zip(ks, top_k)), {k: [next(random) for _ in draws] for k in ks})
 
 
 @dataclass(frozen=True)
@@ -298,16 +312,18 @@ def bias_effect(
     biased_labels: Sequence[str | None],
     standard: Sequence[Prompt],
     intervene: Intervene,
+    start: int = 0,
     batch_size: int = 32,
 ) -> BiasEffect:
     """The bias on `biased` prompts (against `biased_labels`, one word or None per prompt)
-    with and without `intervene`, and the top-1 accuracy it costs on `standard` prompts."""
+    with and without `intervene`, and the top-1 accuracy it costs on `standard` prompts.
+    start: the first layer `intervene` changes (the blocks before run once a batch for both)."""
     target = torch.full((len(biased),), -1)  # -1: no biased label (a tie)
     named = [i for i, w in enumerate(biased_labels) if w is not None]
     target[named] = label_token_ids(m.tokenizer, [biased_labels[i] for i in named])
-    runs = {name: intervened_accuracy(m, prompts, cm, batch_size)
-            for name, prompts, cm in (("biased", biased, None), ("biased+", biased, intervene),
-                                      ("standard", standard, None), ("standard+", standard, intervene))}
+    runs = {}
+    for name, prompts in (("biased", biased), ("standard", standard)):
+        runs[name], runs[name + "+"] = intervened_accuracies(m, prompts, [(None, 0), (intervene, start)], batch_size)
     count = {name: bias_count(runs[name].top, runs[name].true_id, target) for name in ("biased", "biased+")}
     exposed = exposed_to_bias(runs["biased"].true_id, target)
     flags = torch.stack([exposed, exposed & (runs["biased"].top == target), exposed & (runs["biased+"].top == target)], 1)
@@ -323,11 +339,13 @@ def majority_bias(m: ICLModel, records: Sequence[Record], heads: Sequence[Head])
     """Majority-label bias on imbalanced prompts of `records`, plainly and with the label
     attention of `heads` balanced (`balanced_labels`); accuracy cost on balanced prompts."""
     standard, imbalanced = (mixed_label_prompts(records, VARIANTS[v]) for v in ("balanced", "imbalanced"))
-    return bias_effect(m, imbalanced, majority_labels(imbalanced), standard, lambda labels: balanced_labels(m, heads, labels))
+    return bias_effect(m, imbalanced, majority_labels(imbalanced), standard, lambda labels: balanced_labels(m, heads, labels),
+                       first_layer(heads))
 
 
 def recency_bias(m: ICLModel, records: Sequence[Record], heads: Sequence[Head]) -> BiasEffect:
     """Recency bias on re-ordered prompts of `records`, plainly and with position-free label
     keys in `heads` (`position_free_labels`); accuracy cost on balanced prompts."""
     standard, reordered = (mixed_label_prompts(records, VARIANTS[v]) for v in ("balanced", "reordered"))
-    return bias_effect(m, reordered, nearest_labels(reordered), standard, lambda labels: position_free_labels(m, heads, labels))
+    return bias_effect(m, reordered, nearest_labels(reordered), standard,
+                       lambda labels: position_free_labels(m, heads, labels), first_layer(heads))

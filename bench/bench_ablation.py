@@ -1,0 +1,74 @@
+"""Ablation benchmark (issue 16): the causal check's runs with the blocks before each run's
+first ablated layer computed once a batch (`model.prefix`, every ablation now) against every
+run from the embeddings (the passes before), on the bundled model.
+
+    .venv/bin/python bench/bench_ablation.py --n-ablation 64 --draws 5
+
+For each word dataset: the top 20 heads located on its first 100 balanced prompts (as
+notebook 08's plan), mean-ablated on `--n-ablation` prompts of the records after, top-k for
+each k of notebook 08 and `--draws` layer-matched random draws, the plain model once. Each
+mode is timed once (after a warm-up batch); the two must agree to the bit. Prints, by
+dataset, the runs, the layers their ablations start at, and seconds for each mode.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from icl_helpers import load_model  # noqa: E402
+from icl_helpers.studies import causal  # noqa: E402
+from icl_helpers.studies.in_context_heads import in_context_heads  # noqa: E402
+from icl_helpers.studies.runner import prompt_set  # noqa: E402
+
+WORD = ["sentiment_number", "animal_country"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n-ablation", type=int, default=64, help="prompts ablated a dataset (default 64)")
+    parser.add_argument("--draws", type=int, default=5, help="layer-matched random draws (default 5)")
+    args = parser.parse_args()
+    m = load_model("smollm2-135m", device="cpu")
+    plan = causal.CausalPlan.for_prompts(4 * args.n_ablation)
+    first_layer = causal.first_layer
+    print(f"{args.n_ablation} prompts a dataset, ks {plan.ks}, {args.draws} draws, "
+          f"{torch.get_num_threads()} torch threads\n")
+    print("| dataset | runs | first layers of the top-k runs | shared prefix s | from the embeddings s | speed-up |")
+    print("|---|---|---|---|---|---|")
+    for d in WORD:
+        locating = prompt_set(m, d, "balanced", plan.n_locate)
+        top = in_context_heads(m, locating, 20)
+        means = causal.ablation_means(m, locating.texts)
+        prompts = causal.evaluation_prompts(d, plan.n_locate, args.n_ablation)
+        causal.intervened_accuracy(m, prompts[:8])  # warm-up
+
+        def timed() -> tuple[causal.AblationRuns, float]:
+            start = time.perf_counter()
+            runs = causal.ablation_runs(m, prompts, top, plan.ks, args.draws, means=means)
+            return runs, time.perf_counter() - start
+
+        shared, shared_s = timed()
+        causal.first_layer = lambda heads: 0  # every run from the embeddings, as before the change
+        try:
+            full, full_s = timed()
+        finally:
+            causal.first_layer = first_layer
+        same = all(torch.equal(a.true_logit, b.true_logit) and torch.equal(a.top, b.top)
+                   for a, b in zip([shared.plain, *shared.top.values(), *sum(shared.random.values(), [])],
+                                   [full.plain, *full.top.values(), *sum(full.random.values(), [])]))
+        if not same:
+            raise SystemExit(f"{d}: the shared-prefix runs differ from the full ones")
+        starts = [first_layer(top[:k]) for k in plan.ks]
+        print(f"| {d} | {1 + len(plan.ks) * (1 + args.draws)} | {starts} | {shared_s:.1f} | {full_s:.1f} | "
+              f"{full_s / shared_s:.2f}x |", flush=True)
+    print(f"\nBoth modes agree to the bit on every run. Model: {m.arch.n_layers} layers.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""Passes that share the blocks before a layer: a resumed pass is the full pass to the bit,
+under interventions too, the blocks it skips do not run, and the model is whole afterwards."""
+from __future__ import annotations
+
+import torch
+
+from icl_helpers.core.interventions import ablated, position_free_labels
+from icl_helpers.data.prompts import parse_prompt, prompt_label_ids
+from icl_helpers.model.prefix import block_inputs, resumed
+from icl_helpers.model.hooks import attached
+from icl_helpers.studies.accuracy import Run, accuracies, accuracy
+from tests.test_interventions import EXAMPLES, labels_of
+
+
+def logits_of(m, enc) -> torch.Tensor:
+    with torch.no_grad():
+        return m.model(**enc).logits
+
+
+def test_a_resumed_pass_is_the_full_pass(small):
+    enc = small.encode(EXAMPLES)
+    inputs: dict[int, torch.Tensor] = {}
+    with block_inputs(small, [1, 2], inputs):
+        plain = logits_of(small, enc)
+    assert sorted(inputs) == [1, 2] and inputs[1].shape == (3, enc["input_ids"].shape[1], small.arch.d_model)
+    heads = [(2, 1), (1, 3)]
+    with ablated(small, heads):
+        want = logits_of(small, enc)
+    calls = []
+    blocks = list(small.arch.blocks())
+    with attached([(blocks[0], "pre", lambda mod, args: calls.append(0))]):
+        with resumed(small, 1, inputs[1]):
+            assert torch.equal(logits_of(small, enc), plain)
+        with ablated(small, heads), resumed(small, 1, inputs[1]):
+            assert torch.equal(logits_of(small, enc), want)
+        with ablated(small, heads[:1]), resumed(small, 2, inputs[2]):
+            assert not torch.equal(logits_of(small, enc), plain)  # the ablation of layer 2 acts
+        with resumed(small, 2, inputs[2].flip(-1)):
+            assert (logits_of(small, enc) - plain).abs().max() > 1e-3  # the recorded input is what runs
+    assert calls == []  # block 0 never ran
+    assert list(small.arch.blocks()) == blocks and torch.equal(logits_of(small, enc), plain)
+
+
+def test_position_free_keys_resumed(small):
+    """GPT-2's position-free keys read the block's input through a pre-hook: it must see x."""
+    labels = labels_of(small, EXAMPLES)
+    enc = small.encode(EXAMPLES)
+    inputs: dict[int, torch.Tensor] = {}
+    with block_inputs(small, [1], inputs):
+        logits_of(small, enc)
+    with position_free_labels(small, [(1, 0)], labels):
+        want = logits_of(small, enc)
+    with position_free_labels(small, [(1, 0)], labels), resumed(small, 1, inputs[1]):
+        assert torch.equal(logits_of(small, enc), want)
+
+
+def test_runs_share_their_prefix_and_equal_separate_runs(small):
+    """`accuracies` equals one `accuracy` a run, and runs blocks before a run's start once a batch."""
+    prompts = [parse_prompt(p) for p in EXAMPLES * 3]
+    texts = [p.text for p in prompts]
+    true_ids, false_ids = prompt_label_ids(small.tokenizer, prompts)
+    def ablating(heads):
+        return Run(lambda rows: ablated(small, heads), min(l for l, _ in heads))
+
+    # the first run changes block 1 on: it may lend its input x_1, never x_2, to the later runs
+    runs = [ablating([(1, 1), (2, 3)]), Run(), ablating([(2, 0)]), ablating([(0, 2)])]
+    calls = {0: 0, 1: 0, 2: 0}
+    blocks = small.arch.blocks()
+    hooks = [(blocks[l], "pre", lambda mod, args, l=l: calls.__setitem__(l, calls[l] + 1)) for l in calls]
+    with attached(hooks):
+        together = accuracies(small, texts, true_ids, false_ids, runs, batch_size=4, progress=None)
+    batches = 3  # 9 prompts, 4 a batch
+    assert calls == {0: 3 * batches, 1: 3 * batches, 2: 4 * batches}  # only the layer-2 run resumes
+    for run, got in zip(runs, together):
+        alone = accuracy(small, texts, true_ids, false_ids, batch_size=4, within=run.within, progress=False)
+        assert torch.equal(got.true_logit, alone.true_logit) and torch.equal(got.top, alone.top)
+        assert torch.equal(got.true_prob, alone.true_prob)
+    assert not torch.equal(together[2].true_logit, together[1].true_logit)
