@@ -11,7 +11,9 @@ the first claim that needs it. Two floors are given for the same distinct prompt
 "arithmetic", their matrix products (2 x the parameters of the layers a token, attention
 scores, and the unembedding of the last position) at this machine's measured matrix
 throughput; and "forward", a plain forward pass over them in the suite's batches,
-timed with the eager attention the suite runs (it reads attention weights) and with SDPA.
+timed with the eager attention the suite runs (it reads attention weights) and, with
+`--sdpa`, with SDPA. `--scale-to` extrapolates each step and its floor linearly to a larger
+size (the paper's by default); `--from-json` prints a recorded run again.
 Peak resident memory is read after loading and after the suite. Results print as Markdown
 (see RESULTS.md).
 """
@@ -37,6 +39,10 @@ from icl_helpers.core.decompose import token_batches  # noqa: E402
 from icl_helpers.studies.report import report  # noqa: E402
 
 BATCH = 32  # prompts a batch at most, as every pass of the suite
+# How each step's work grows with the suite's size, for the extrapolation to paper scale:
+# with the sentence prompts a dataset, with none (one prompt), else with the word prompts.
+SENTENCE_STEPS = ("fig12_15", "fig10_11", "app_b_mrr", "app_b_attention", "app_d")
+ONE_PROMPT_STEPS = ("table1", "table3")
 
 
 EMPTY_ROW = {"seconds": 0.0, "calls": 0, "rows": 0, "tokens": 0, "padded": 0}  # a step's counts
@@ -49,7 +55,7 @@ class PassCounter:
     def __init__(self, m: ICLModel):
         self.step = "load"
         self.by_step: dict[str, dict[str, float]] = {}
-        self.distinct: set[tuple[int, ...]] = set()
+        self.distinct: dict[tuple[int, ...], str] = {}  # each distinct prompt -> the step that first ran it
         self.handle = m.model.base_model.register_forward_pre_hook(self._count, with_kwargs=True)
 
     def _count(self, module, args, kwargs) -> None:
@@ -61,7 +67,8 @@ class PassCounter:
         row["rows"] += ids.shape[0]
         row["tokens"] += int(mask.sum())
         row["padded"] += ids.numel()
-        self.distinct.update(tuple(i[k.bool()].tolist()) for i, k in zip(ids.cpu(), mask.cpu()))
+        for i, k in zip(ids.cpu(), mask.cpu()):
+            self.distinct.setdefault(tuple(i[k.bool()].tolist()), self.step)
 
 
 def matmul_gflops(d: int = 1024, repeats: int = 20) -> float:
@@ -107,7 +114,7 @@ def forward_seconds(m: ICLModel, prompts: list[tuple[int, ...]]) -> float:
     return time.perf_counter() - start
 
 
-def run(n: int, sentence_n: int, ids: list[str]) -> dict:
+def run(n: int, sentence_n: int, ids: list[str], sdpa: bool) -> dict:
     started = time.perf_counter()
     m = load_model("smollm2-135m", device="cpu")
     load = time.perf_counter() - started
@@ -130,11 +137,16 @@ def run(n: int, sentence_n: int, ids: list[str]) -> dict:
     distinct = sorted(counter.distinct, key=len)
     tokens = sum(map(len, distinct))
     gflops = matmul_gflops()
-    arithmetic = sum(prompt_flops(m, len(p)) for p in distinct) / gflops / 1e9
+    by_step: dict[str, float] = {}  # the arithmetic floor of the distinct prompts each step ran first
+    for p, step in counter.distinct.items():
+        by_step[step] = by_step.get(step, 0.0) + prompt_flops(m, len(p)) / gflops / 1e9
+    arithmetic = sum(by_step.values())
     forward = forward_seconds(m, distinct)
-    m.model.set_attn_implementation("sdpa")  # what the pass would cost without reading attention weights
-    forward_sdpa = forward_seconds(m, distinct)
-    m.model.set_attn_implementation("eager")
+    forward_sdpa = None
+    if sdpa:
+        m.model.set_attn_implementation("sdpa")  # what the pass would cost without reading attention weights
+        forward_sdpa = forward_seconds(m, distinct)
+        m.model.set_attn_implementation("eager")
     return {
         "n": n, "sentence_n": sentence_n, "claims": len(findings), "torch_threads": torch.get_num_threads(),
         "load_seconds": load, "suite_seconds": suite, "steps": counter.by_step,
@@ -142,7 +154,7 @@ def run(n: int, sentence_n: int, ids: list[str]) -> dict:
         "tokens": sum(r["tokens"] for r in counter.by_step.values()),
         "padded_tokens": sum(r["padded"] for r in counter.by_step.values()),
         "distinct_prompts": len(distinct), "distinct_tokens": tokens, "matmul_gflops": gflops,
-        "floor_arithmetic_seconds": arithmetic, "floor_forward_seconds": forward, "floor_forward_sdpa_seconds": forward_sdpa,
+        "floor_arithmetic_seconds": arithmetic, "floor_arithmetic_by_step": by_step, "floor_forward_seconds": forward, "floor_forward_sdpa_seconds": forward_sdpa,
         "peak_mb_after_load": peak_load, "peak_mb_after_suite": peak_suite,
     }
 
@@ -161,10 +173,38 @@ def markdown(r: dict) -> str:
               f"Floor, arithmetic ({r['matmul_gflops']:.0f} GFLOP/s measured): {r['floor_arithmetic_seconds']:.1f} s, the "
               f"suite {r['suite_seconds'] / r['floor_arithmetic_seconds']:.1f}x it. Floor, one plain forward pass a distinct "
               f"prompt (timed): {r['floor_forward_seconds']:.1f} s, the suite "
-              f"{r['suite_seconds'] / r['floor_forward_seconds']:.1f}x it. The same pass with SDPA attention (no "
-              f"attention weights): {r['floor_forward_sdpa_seconds']:.1f} s.",
+              f"{r['suite_seconds'] / r['floor_forward_seconds']:.1f}x it."
+              + (f" The same pass with SDPA attention (no attention weights): {r['floor_forward_sdpa_seconds']:.1f} s."
+                 if r.get("floor_forward_sdpa_seconds") else ""),
               f"Peak resident memory: {r['peak_mb_after_load']:.0f} MB after loading the model, "
               f"{r['peak_mb_after_suite']:.0f} MB after the suite."]
+    return "\n".join(lines)
+
+
+def growth(step: str, r: dict, n: int, sentence_n: int) -> float:
+    """How many times a step's work grows from run r's size to n word / sentence_n sentence prompts."""
+    if step in ONE_PROMPT_STEPS:
+        return 1.0
+    return sentence_n / r["sentence_n"] if step in SENTENCE_STEPS else n / r["n"]
+
+
+def extrapolated(r: dict, n: int, sentence_n: int) -> str:
+    """Run r's steps and floors, each grown linearly to n word / sentence_n sentence prompts
+    (`growth`), as Markdown: an extrapolation, not a measurement."""
+    floors = r.get("floor_arithmetic_by_step", {})
+    lines = [f"Extrapolated linearly from this run to {n} word / {sentence_n} sentence prompts (each step by the "
+             "prompts it grows with; not measured):", "",
+             "| step | grows | seconds | arithmetic floor s |", "|---|---|---|---|"]
+    total = floor = 0.0
+    for step, row in sorted(r["steps"].items(), key=lambda kv: -kv[1]["seconds"] * growth(kv[0], r, n, sentence_n)):
+        g = growth(step, r, n, sentence_n)
+        total, floor = total + g * row["seconds"], floor + g * floors.get(step, 0.0)
+        lines.append(f"| {step} | {g:.3g}x | {g * row['seconds']:.0f} | {g * floors.get(step, 0.0):.0f} |")
+    if not floors:
+        return "\n".join(lines + ["", f"Suite about {total / 3600:.1f} h (this run recorded no floor by step)."])
+    forward = r["floor_forward_seconds"] * floor / r["floor_arithmetic_seconds"]
+    lines += ["", f"Suite about {total / 3600:.1f} h; arithmetic floor {floor / 60:.0f} min (the suite {total / floor:.1f}x "
+              f"it); timed floor, grown as the arithmetic one, {forward / 60:.0f} min (the suite {total / forward:.1f}x it)."]
     return "\n".join(lines)
 
 
@@ -174,17 +214,25 @@ def main() -> None:
     parser.add_argument("--sentence-n", type=int, default=16, help="prompts a sentence dataset (default 16)")
     parser.add_argument("--json", type=Path, help="write the measurements here")
     parser.add_argument("--ids", nargs="+", default=list(CLAIMS), help="claims to run (default: all)")
+    parser.add_argument("--scale-to", type=int, nargs=2, default=[1000, 200], metavar=("N", "SENTENCE_N"),
+                        help="extrapolate to this size (default: the paper's scale, 1000 200)")
+    parser.add_argument("--sdpa", action="store_true", help="also time the floor pass with SDPA attention")
+    parser.add_argument("--from-json", type=Path, help="print a recorded run (and its extrapolation) instead of running")
     args = parser.parse_args()
+    if args.from_json:
+        r = json.loads(args.from_json.read_text())
+        print(markdown(r) + "\n\n" + extrapolated(r, *args.scale_to))
+        return
     with tempfile.TemporaryDirectory() as cache:  # results computed afresh; the converted model is reused
         model_cache = Path(os.environ.get("ICL_HELPERS_CACHE", Path.home() / ".cache" / "icl_helpers"))
         for entry in model_cache.glob("*"):
             if entry.name != "results":
                 os.symlink(entry, Path(cache) / entry.name)
         os.environ["ICL_HELPERS_CACHE"] = cache
-        r = run(args.n, args.sentence_n, args.ids)
+        r = run(args.n, args.sentence_n, args.ids, args.sdpa)
     if args.json:
         args.json.write_text(json.dumps(r, indent=1))
-    print(markdown(r))
+    print(markdown(r) + "\n\n" + extrapolated(r, *args.scale_to))
 
 
 if __name__ == "__main__":

@@ -31,14 +31,20 @@ def test_label_masks_point_at_labels(small, dec, labels):
 
 
 def test_label_value_ranks_equal_a_full_sort(small, dec, labels):
+    """Against a float64 full sort: every rank equal, but where a token's logit lies within
+    float32 rounding of the label's own (it may then count either way, by one at most)."""
     r = Readout(small.arch)
     ranks = label_value_ranks(r, dec, HEADS, labels)
     assert torch.isnan(ranks[:, 0][~labels]).all()
     for s, (l, h) in enumerate(HEADS):
-        logits = r.logits(dec.value_outputs(l, h), torch.ones(len(PROMPTS)))  # [B, T, V]
+        v = dec.values[:, l, small.arch.kv_head(h)].double() @ small.arch.W_O(l)[h].double()  # [B, T, d]
+        logits = v @ r.G.double().T  # [B, T, V]
         own = logits.gather(-1, dec.input_ids.unsqueeze(-1))
         want = (logits > own).sum(-1) + 1
-        assert torch.equal(ranks[:, s][labels], want[labels].float())
+        near = ((logits - own).abs() < 1e-5 * own.abs().clamp(min=1)).sum(-1) - 1  # ties within rounding, not itself
+        got = ranks[:, s][labels]
+        assert ((got - want[labels]).abs() <= near[labels]).all()
+        assert (got == want[labels]).float().mean() > 0.9
 
 
 def test_label_attention_sums_the_pattern(small, dec, labels):

@@ -57,11 +57,12 @@ def attention_on_labels(m: ICLModel, ps: PromptSet) -> LabelAttention:
 
 
 @torch.no_grad()
-def label_increase_sweep(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 8) -> torch.Tensor:
+def label_increase_sweep(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 1024) -> torch.Tensor:
     """[N, S, K]: the position-level increase (`heads_position_increase`) of each label
     position's subvalue in each head, toward the model's prediction; prompt order of the
     labels as in `LabelAttention.per_label` (NaN past a prompt's labels). Fig. 7's y-axis.
-    Read from the prompt set's `LabelRecord`, batch_size prompts at a time: no model pass."""
+    Read from the prompt set's `LabelRecord`, batch_size prompts a call to
+    `heads_position_increase` (which folds W_O into the readout once a call): no model pass."""
     readout, record = Readout(m.arch), label_record(m, ps)
     K = ps.positions.labels.shape[1]
     out = torch.full((len(ps), len(heads), K), torch.nan)

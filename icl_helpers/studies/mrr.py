@@ -19,11 +19,11 @@ from .runner import PromptSet, study_result
 
 
 @torch.no_grad()
-def label_value_ranks_sweep(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 8) -> torch.Tensor:
+def label_value_ranks_sweep(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 1024) -> torch.Tensor:
     """[N, S, K]: rank (1 = top) of each label's own token in bs of its value in each head,
     for the K label positions of each prompt, in prompt order (nan-padded if K varies). Read
     from the prompt set's `LabelRecord` (the values at its label positions), batch_size prompts
-    at a time: no model pass."""
+    a call to `label_value_ranks` (which folds W_O into the readout once a call): no model pass."""
     readout, record = Readout(m.arch), label_record(m, ps)
     out = torch.full((len(ps), len(heads), ps.positions.labels.shape[1]), torch.nan)
     for start in range(0, len(ps), batch_size):
