@@ -45,7 +45,7 @@ SENTENCE_STEPS = ("fig12_15", "fig10_11", "app_b_mrr", "app_b_attention", "app_d
 ONE_PROMPT_STEPS = ("table1", "table3")
 
 
-EMPTY_ROW = {"seconds": 0.0, "calls": 0, "rows": 0, "tokens": 0, "padded": 0}  # a step's counts
+EMPTY_ROW = {"seconds": 0.0, "calls": 0, "rows": 0, "tokens": 0, "padded": 0, "peak_mb": 0.0}  # a step's counts
 
 
 class PassCounter:
@@ -124,7 +124,9 @@ def run(n: int, sentence_n: int, ids: list[str], sdpa: bool) -> dict:
 
     def progress(step: str) -> None:
         now = time.perf_counter()
-        counter.by_step.setdefault(counter.step, dict(EMPTY_ROW))["seconds"] += now - clock[0]
+        row = counter.by_step.setdefault(counter.step, dict(EMPTY_ROW))
+        row["seconds"] += now - clock[0]
+        row["peak_mb"] = peak_mb()  # the process's peak so far: where it grows, this step raised it
         clock[0], counter.step = now, step.split(":")[0]
         print(f"... {now - started:7.1f} s {step}", flush=True)
 
@@ -162,10 +164,11 @@ def run(n: int, sentence_n: int, ids: list[str], sdpa: bool) -> dict:
 def markdown(r: dict) -> str:
     lines = [f"N = {r['n']} word / {r['sentence_n']} sentence prompts, {r['claims']} claims, "
              f"{r['torch_threads']} torch threads; model load {r['load_seconds']:.1f} s (not in the suite's time).", "",
-             "| step | seconds | share | forward calls | prompt rows | tokens | with padding |", "|---|---|---|---|---|---|---|"]
+             "| step | seconds | share | forward calls | prompt rows | tokens | with padding | peak MB so far |",
+             "|---|---|---|---|---|---|---|---|"]
     for step, row in sorted(r["steps"].items(), key=lambda kv: -kv[1]["seconds"]):
         lines.append(f"| {step} | {row['seconds']:.1f} | {row['seconds'] / r['suite_seconds']:.0%} | {row['calls']} | "
-                     f"{row['rows']} | {row['tokens']} | {row['padded']} |")
+                     f"{row['rows']} | {row['tokens']} | {row['padded']} | {row.get('peak_mb', 0):.0f} |")
     lines += ["", f"Suite {r['suite_seconds']:.0f} s. Forward passes: {r['rows']} prompt rows ({r['tokens']} tokens, "
               f"{r['padded_tokens']} with padding) for "
               f"{r['distinct_prompts']} distinct prompts ({r['distinct_tokens']} tokens): "

@@ -157,3 +157,10 @@ def test_curve_table_and_ends():
     ends = curve_ends(table, 2).loc["d"]
     assert (ends["plain"], ends["top-k ablated"], ends["random: mean"]) == pytest.approx((0.9, 0.1, 0.7))
     assert ends["random: sd"] == pytest.approx(0.1414, abs=1e-4)
+
+
+@pytest.mark.parametrize("dataset", ["sentiment_number", "animal_country"])
+def test_the_causal_checks_locating_prompts_open_the_located_set(dataset):
+    """The report reads the heads of the first n/2 balanced prompts from the located n."""
+    half, whole = (build_prompts(dataset_records(dataset, n)) for n in (10, 21))
+    assert [p.text for p in half] == [p.text for p in whole[:10]]

@@ -13,7 +13,7 @@ import torch
 
 from .. import claims
 from ..claims import Finding, not_tested
-from ..core.heads import Head, at_heads, check_heads, head_name, parse_heads
+from ..core.heads import Head, at_heads, check_heads, head_name, parse_heads, top_heads
 from ..core.locate import LocateResult
 from ..data.datasets import dataset_records
 from ..errors import UsageError
@@ -210,14 +210,15 @@ def bias(id: str, measure: Callable, paper: float) -> Callable[[Studies], Findin
 def causal_finding(s: Studies) -> Finding:
     """Per word dataset, the top K heads located on its first n/2 balanced prompts (or the heads
     given), mean-ablated on prompts of its other n/2 records, against RANDOM_DRAWS layer-matched
-    draws; pooled."""
+    draws; pooled. The first n/2 balanced prompts are the first half of the dataset's located
+    set (a word dataset's records come in one order), so their scores are read, not recomputed."""
     n = s.n
     if n < 2:
         return not_tested("causal", "needs at least 2 prompts a word dataset: half locate the heads, half evaluate them")
     runs = []
     for d in WORD:
         locating = prompt_set(s.m, d, "balanced", n // 2, s.seed)
-        heads = in_context_heads(s.m, locating, K, s.given)
+        heads = list(s.given) if s.given else top_heads(s.loc(d).head[: n // 2].mean(0), K)
         k = len(heads)  # K, every head of a smaller model, or the heads given
         runs.append(causal.ablation_runs(s.m, causal.evaluation_prompts(d, n // 2, n - n // 2, s.seed), heads, [k],
                                          RANDOM_DRAWS, s.seed, causal.ablation_means(s.m, locating.texts)))
