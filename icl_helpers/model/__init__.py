@@ -1,4 +1,5 @@
-"""Models: loading (hub, local, bundled), per-family adapters with their activation sites, hooks."""
+"""Models: loading (hub, local, bundled), per-family adapters with their activation sites, hooks,
+passes that share the blocks below an intervention (`prefix`)."""
 from .adapters import Arch, Site
 from .loading import BUNDLED, ICLModel, bundled_model_dir, load_model
 
