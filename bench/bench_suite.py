@@ -14,7 +14,7 @@ throughput; and "forward", a plain forward pass over them in the suite's batches
 timed with the eager attention the suite runs (it reads attention weights) and, with
 `--sdpa`, with SDPA. `--scale-to` extrapolates each step and its floor linearly to a larger
 size (the paper's by default); `--from-json` prints a recorded run again.
-Peak resident memory is read after loading and after the suite. Results print as Markdown
+Peak resident memory is read after loading, after each step and after the suite. Results print as Markdown
 (see RESULTS.md).
 """
 from __future__ import annotations
