@@ -222,6 +222,10 @@ def main() -> None:
     parser.add_argument("--sdpa", action="store_true", help="also time the floor pass with SDPA attention")
     parser.add_argument("--from-json", type=Path, help="print a recorded run (and its extrapolation) instead of running")
     args = parser.parse_args()
+    if min(args.scale_to) < 1:
+        parser.error("--scale-to takes two positive numbers of prompts, e.g. 1000 200")
+    if args.from_json and not args.from_json.is_file():
+        parser.error(f"--from-json: no file {args.from_json}; give a JSON that --json wrote")
     if args.from_json:
         r = json.loads(args.from_json.read_text())
         print(markdown(r) + "\n\n" + extrapolated(r, *args.scale_to))

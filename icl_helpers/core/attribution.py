@@ -222,14 +222,13 @@ def heads_position_increase(readout: Readout, dec: Decomposition, heads: Sequenc
     layer's input x_l. Needs decompose(..., record=["pattern", "values"]).
     """
     layers = torch.tensor([l for l, _ in heads])
-    kv = torch.tensor([dec.arch.kv_head(h) for _, h in heads])
     S, K = len(heads), positions.shape[1]
     at = positions.to(dec.resid.device)[:, None].expand(-1, S, -1)  # [B, S, K]
     alpha = dec.require("pattern")[:, layers, [h for _, h in heads]].gather(-1, at)  # [B, S, K]
-    values = dec.require("values")[:, layers, kv]  # [B, S, T, dh]
+    values = dec.head_values(list(heads))  # [B, S, T, dh]
     v = values.gather(2, at.unsqueeze(-1).expand(-1, -1, -1, values.shape[-1]))  # [B, S, K, dh]
     u = _scaled(alpha.unsqueeze(-1) * v, 1 / dec.scale.float())
-    W_O = torch.stack([dec.arch.W_O(l)[h] for l, h in heads]).to(u)  # [S, dh, d]
+    W_O = dec.arch.W_O_heads(list(heads), u)  # [S, dh, d]
     return readout.increase(dec.resid[:, layers], lambda WG, rows: torch.einsum("bskh,shv->bskv", u[rows], WG), K,
                             target, dec.scale, prepare=lambda G_c: W_O @ G_c)
 

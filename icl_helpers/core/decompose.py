@@ -96,6 +96,12 @@ class Decomposition:
         v = self.require("values")[:, layer, self.arch.kv_head(head)]
         return v @ self.arch.W_O(layer)[head].to(v)
 
+    def head_values(self, heads: list[tuple[int, int]]) -> torch.Tensor:
+        """[B, S, T, dh]: the values v_{l,h,p} each listed (layer, head) reads, every position
+        (its key/value head's, with grouped-query attention; needs values)."""
+        layers = torch.tensor([l for l, _ in heads])
+        return self.require("values")[:, layers, torch.tensor([self.arch.kv_head(h) for _, h in heads])]
+
     def position_terms(self, layer: int, head: int) -> torch.Tensor:
         """[B, T, d]: alpha_{l,h}(t, p) v_{l,h,p} W_O^{l,h}; sums over p to head_{l,h}."""
         alpha = self.require("pattern")[:, layer, head]

@@ -104,11 +104,9 @@ def label_value_ranks(readout: Readout, dec: Decomposition, heads: list[Head], l
     once a chunk for all the prompts (d/dh times fewer operations a prompt), a block of
     prompts at a time.
     """
-    arch = dec.arch
-    v = dec.require("values")[:, torch.tensor([l for l, _ in heads]), torch.tensor([arch.kv_head(h) for _, h in heads])]
-    v = v.float().transpose(0, 1)  # [S, B, T, dh]
+    v = dec.head_values(heads).float().transpose(0, 1)  # [S, B, T, dh]
     S, B, T, dh = v.shape
-    W_O = torch.stack([arch.W_O(l)[h] for l, h in heads]).to(v)  # [S, dh, d]
+    W_O = dec.arch.W_O_heads(heads, v)  # [S, dh, d]
     own = readout.G[dec.input_ids]  # [B, T, d]: readout row of each position's token
     own_logit = torch.einsum("sbtk,skd,btd->sbt", v, W_O, own)  # [S, B, T]
     higher = torch.zeros_like(own_logit)
@@ -116,8 +114,8 @@ def label_value_ranks(readout: Readout, dec: Decomposition, heads: list[Head], l
         WG = W_O @ G_c  # [S, dh, Vc]
         ids = torch.arange(start, start + G_c.shape[1], device=v.device)
         for rows in readout.blocks(B, S * T):
-            b = len(range(B)[rows])
-            logits = (v[:, rows].reshape(S, b * T, dh) @ WG).view(S, b, T, -1)  # [S, b, T, Vc]
+            block = v[:, rows]  # [S, b, T, dh]
+            logits = (block.flatten(1, 2) @ WG).view(*block.shape[:3], -1)  # [S, b, T, Vc]
             is_own = ids == dec.input_ids[rows, :, None]  # [b, T, Vc]; never outranks itself
             higher[:, rows] += ((logits > own_logit[:, rows, :, None]) & ~is_own).sum(-1)
     ranks = (higher + 1).transpose(0, 1)  # [B, S, T]

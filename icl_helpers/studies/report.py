@@ -211,17 +211,16 @@ def causal_finding(s: Studies) -> Finding:
     """Per word dataset, the top K heads located on its first n/2 balanced prompts (or the heads
     given), mean-ablated on prompts of its other n/2 records, against RANDOM_DRAWS layer-matched
     draws; pooled. The first n/2 balanced prompts are the first half of the dataset's located
-    set (a word dataset's records come in one order), so their scores are read, not recomputed."""
+    set (a word dataset's records come in one order): their scores and texts are read from it."""
     n = s.n
     if n < 2:
         return not_tested("causal", "needs at least 2 prompts a word dataset: half locate the heads, half evaluate them")
     runs = []
     for d in WORD:
-        locating = prompt_set(s.m, d, "balanced", n // 2, s.seed)
         heads = list(s.given) if s.given else top_heads(s.loc(d).head[: n // 2].mean(0), K)
         k = len(heads)  # K, every head of a smaller model, or the heads given
         runs.append(causal.ablation_runs(s.m, causal.evaluation_prompts(d, n // 2, n - n // 2, s.seed), heads, [k],
-                                         RANDOM_DRAWS, s.seed, causal.ablation_means(s.m, locating.texts)))
+                                         RANDOM_DRAWS, s.seed, causal.ablation_means(s.m, s.prompts(d).texts[: n // 2])))
     return claims.judge_causal(causal.AblationRuns.cat(runs), k, "mean", given=s.given is not None)
 
 
