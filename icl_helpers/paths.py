@@ -7,6 +7,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Callable
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA = REPO_ROOT / "data"  # word lists and word-dataset records
@@ -33,6 +34,27 @@ def user_mode(directory: bool = False) -> int:
     umask = os.umask(0)
     os.umask(umask)
     return (0o777 if directory else 0o666) & ~umask
+
+
+def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
+    """write(tmp) to a temporary file beside `path`, then rename it into place with the
+    user's umask: `path` is either its old self or the whole new file, whatever fails
+    (a full disk, an exception of any type, a kill). The temporary file never outlives a
+    failure that Python sees; one of a killed process ends in `.tmp` (see sweep_leftovers)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.chmod(tmp, user_mode())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """`text` (UTF-8) at `path`, written by `write_atomically`."""
+    write_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def sweep_leftovers(folder: Path, pattern: str, older_than: float = 3600) -> None:
