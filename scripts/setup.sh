@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # Create .venv in the checkout and install the project, pinned. Usage: scripts/setup.sh [--dev]
+# PYTHON names the interpreter (default python3); Python 3.11 to 3.13 are supported.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -x .venv/bin/python ] || python3 -m venv .venv
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$python" -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))' 2>/dev/null || {
+    echo "setup: $python is Python $("$python" -c 'import platform; print(platform.python_version())' 2>/dev/null || echo '(not found)'); this project needs 3.11 to 3.13: set PYTHON=python3.11 (or 3.12, 3.13)." >&2
+    exit 2; }
+  "$python" -m venv .venv
+fi
 req=requirements.txt
 [ "${1:-}" = "--dev" ] && req=requirements-dev.txt
 .venv/bin/python -m pip install -q --upgrade pip
