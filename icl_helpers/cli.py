@@ -158,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--n", type=_positive, default=64, help="prompts a word dataset (the paper: 1000)")
     r.add_argument("--sentence-n", type=_positive, default=16, help="prompts a sentence dataset (the paper: 1000)")
     r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--data-dir", default=None, help="sentence datasets (default: $ICL_DATA_DIR, ../shared/datasets, the hub)")
+    r.add_argument("--data-dir", default=None,
+                   help="sentence datasets (default: $ICL_DATA_DIR, else the copy `data fetch` made, else the hub)")
     r.add_argument("--markdown", help="also write the findings as one markdown table")
     r.add_argument("--heads", help="analyse these heads, e.g. 19-11,20-11 (layer-head), instead of each dataset's top 20")
     r.set_defaults(run=cmd_report)

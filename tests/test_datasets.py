@@ -3,7 +3,6 @@ import re
 import sys
 import types
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -239,6 +238,22 @@ def test_malformed_file_is_refused(tmp_path, name, content, line, what):
         ds.load_sentences(name, tmp_path)
 
 
+def test_where_the_loader_looks(small_copies, tmp_path, monkeypatch):
+    """The argument, else ICL_DATA_DIR, else the fetched copy (where it holds every dataset), else the hub (None)."""
+    monkeypatch.delenv("ICL_DATA_DIR", raising=False)
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path / "cache"))
+    fetched = tmp_path / "cache" / "datasets"
+    assert ds.fetched_dir() == fetched and ds.resolve_data_dir() is None
+    for name in list(ds.SOURCES)[:-1]:
+        (fetched / name).mkdir(parents=True)
+    assert ds.resolve_data_dir() is None  # a fetch cut short: not a data directory
+    (fetched / "ethos").mkdir()
+    assert ds.resolve_data_dir() == fetched
+    monkeypatch.setenv("ICL_DATA_DIR", str(small_copies))
+    assert ds.resolve_data_dir() == small_copies
+    assert ds.resolve_data_dir(tmp_path) == tmp_path
+
+
 def test_a_file_that_is_not_utf8(tmp_path):
     (tmp_path / "ethos").mkdir()
     (tmp_path / "ethos" / "Ethos_Dataset_Binary.csv").write_bytes("comment;isHate\ncaf\xe9;0.0\n".encode("latin-1"))
@@ -247,10 +262,10 @@ def test_a_file_that_is_not_utf8(tmp_path):
 
 
 @pytest.fixture
-def no_local_copy(monkeypatch):
-    """No data directory; a hub that answers (each test brings its own stand-in `datasets`)."""
+def no_local_copy(monkeypatch, tmp_path):
+    """No data directory, nothing fetched; a hub that answers (each test brings its own stand-in `datasets`)."""
     monkeypatch.delenv("ICL_DATA_DIR", raising=False)
-    monkeypatch.setattr(ds, "REPO_ROOT", Path("/nonexistent/checkout"))
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(hub, "reachable", lambda: True)
 
 

@@ -6,8 +6,9 @@ with `python -m icl_helpers.data.datasets`. Records alternate between the two di
 (even rows: input from the first class, odd rows: from the second).
 
 Sentence classification (Appendix A): SST-2, TREC (coarse), AG News and ETHOS, read from
-a data directory (argument, else $ICL_DATA_DIR, else ../shared/datasets beside the
-checkout), or else from the Hugging Face hub with the `datasets` package. Long texts:
+a data directory (argument, else $ICL_DATA_DIR, else the copy `python -m icl_helpers data
+fetch` downloads into the cache, `fetched_dir()`), or else from the Hugging Face hub with
+the `datasets` package. Long texts:
 every demonstration and input is cut to at most `max_chars` characters (default 400, at
 the last space before the limit; 2% of AG News and 3% of ETHOS texts are cut, no SST-2 or
 TREC text). The tests check that this keeps every K=4 prompt that any of the four datasets
@@ -28,7 +29,7 @@ from typing import Callable
 
 from .. import hub
 from ..errors import UsageError
-from ..paths import DATA, REPO_ROOT, checksum_of
+from ..paths import DATA, cache_root, checksum_of
 from .prompts import Record, demos_per_class
 
 WORD_DATASETS: dict[str, tuple[str, str]] = {
@@ -197,9 +198,15 @@ SOURCES: dict[str, _Source] = {
 }
 
 
+def fetched_dir() -> Path:
+    """Where `python -m icl_helpers data fetch` puts the datasets by default:
+    ~/.cache/icl_helpers/datasets, or datasets/ in $ICL_HELPERS_CACHE."""
+    return cache_root() / "datasets"
+
+
 def resolve_data_dir(path: str | Path | None = None) -> Path | None:
-    """The sentence-dataset directory: `path`, else $ICL_DATA_DIR, else ../shared/datasets
-    beside the checkout if it exists; None: no local copies (load from the hub)."""
+    """The sentence-dataset directory: `path`, else $ICL_DATA_DIR, else `fetched_dir()`
+    where it holds every dataset; None: no local copies (load from the hub)."""
     chosen = path or os.environ.get("ICL_DATA_DIR")
     if chosen:
         chosen = Path(chosen).expanduser()
@@ -209,8 +216,8 @@ def resolve_data_dir(path: str | Path | None = None) -> Path | None:
                 f"{', '.join(f'{n}/' for n in SOURCES)} (argument or ICL_DATA_DIR), or unset ICL_DATA_DIR to use the hub."
             )
         return chosen
-    default = REPO_ROOT.parent / "shared" / "datasets"
-    return default if default.is_dir() else None
+    fetched = fetched_dir()
+    return fetched if all((fetched / name).is_dir() for name in SOURCES) else None
 
 
 def _clean(text: str) -> str:
