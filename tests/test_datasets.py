@@ -257,7 +257,7 @@ def test_where_the_loader_looks(small_copies, tmp_path, monkeypatch):
 def test_a_file_that_is_not_utf8(tmp_path):
     (tmp_path / "ethos").mkdir()
     (tmp_path / "ethos" / "Ethos_Dataset_Binary.csv").write_bytes("comment;isHate\ncaf\xe9;0.0\n".encode("latin-1"))
-    with pytest.raises(UsageError, match=r"Ethos_Dataset_Binary\.csv is not UTF-8 text \(byte 18\): replace it with a fresh copy\.$"):
+    with pytest.raises(UsageError, match=r"Ethos_Dataset_Binary\.csv is not UTF-8 text \(byte 18\)\. Replace the file with a fresh copy\.$"):
         ds.load_sentences("ethos", tmp_path)
 
 
@@ -273,7 +273,8 @@ def test_hub_needs_the_datasets_package(no_local_copy, monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # import fails
     reason = "no local copy, and the `datasets` package (which loads them from the Hugging Face hub) is not installed"
     assert ds.unavailable() == reason
-    with pytest.raises(UsageError, match=rf"^Cannot load trec: {re.escape(reason)}\. Set ICL_DATA_DIR to a directory holding trec/"):
+    with pytest.raises(UsageError, match=rf"^Cannot load trec: {re.escape(reason)}\. Download the datasets with `python -m icl_helpers data fetch`, "
+                                         r"set ICL_DATA_DIR to a directory holding trec/"):
         ds.load_sentences("trec")
 
 
@@ -283,7 +284,8 @@ def test_unreachable_hub_is_said_at_once(no_local_copy, monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     assert ds.unavailable() == "no local copy, and the Hugging Face hub cannot be reached (offline?)"
     with pytest.raises(UsageError, match=r"^Cannot load sst2: no local copy, and the Hugging Face hub cannot be reached \(offline\?\)\. "
-                                         r"Set ICL_DATA_DIR .* or HF_HUB_OFFLINE=1 to use a copy the hub cached earlier\.$"):
+                                         r"Download the datasets with `python -m icl_helpers data fetch`, set ICL_DATA_DIR .* "
+                                         r"or HF_HUB_OFFLINE=1 to use a copy the hub cached earlier\.$"):
         ds.load_sentences("sst2")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the user's choice: the hub's own cache decides
     assert ds.unavailable() is None
@@ -318,7 +320,8 @@ def test_hub_failure_is_one_message(no_local_copy, monkeypatch):
         raise ConnectionError("Couldn't reach the hub\nmore detail")
 
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
-    with pytest.raises(UsageError, match=r"^Could not load sst2 from the Hugging Face hub \(SetFit/sst2: Couldn't reach the hub\); set ICL_DATA_DIR"):
+    with pytest.raises(UsageError, match=r"^Could not load sst2 from the Hugging Face hub \(SetFit/sst2: Couldn't reach the hub\); "
+                                         r"download the datasets with `python -m icl_helpers data fetch`, or set ICL_DATA_DIR"):
         ds.load_sentences("sst2")
 
 

@@ -50,8 +50,8 @@ def test_sentence_sections_skip_with_one_line(tmp_path, monkeypatch, capsys):
     assert sentence_datasets(["sst2", "trec"]) == []
     out = capsys.readouterr().out
     assert out.startswith("Skipping sst2, trec: no local copy, and ") and out.endswith(
-        "For these sections, set ICL_DATA_DIR to local copies (layout: data/README.md), or install `datasets` on a "
-        "machine with a network.\n") and out.count("\n") == 1
+        "For these sections, run `python -m icl_helpers data fetch` on a machine with a network, set ICL_DATA_DIR to "
+        "local copies (layout: data/README.md), or install `datasets`.\n") and out.count("\n") == 1
 
 
 def test_environment_overrides(monkeypatch):
