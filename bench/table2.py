@@ -36,7 +36,7 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--sentences", type=int, default=200, help="prompts a sentence dataset")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--data-dir", default=None, help="sentence datasets (default: $ICL_DATA_DIR or ../shared/datasets)")
+    parser.add_argument("--data-dir", default=None, help="sentence datasets (default: $ICL_DATA_DIR, else the copy `data fetch` made, else the hub)")
     args = parser.parse_args()
     start = time.time()
     m = load_model(args.model)

@@ -1,5 +1,6 @@
-"""Command line: `python -m icl_helpers locate --model NAME --prompt TEXT --json OUT` and
-`python -m icl_helpers report --model NAME --n N --sentence-n N2 --json OUT --markdown OUT.md`.
+"""Command line: `python -m icl_helpers locate --model NAME --prompt TEXT --json OUT`,
+`python -m icl_helpers report --model NAME --n N --sentence-n N2 --json OUT --markdown OUT.md`
+and `python -m icl_helpers data fetch [--to DIR]`.
 
 Every argument is checked before torch and transformers are imported or a model loads, so a
 mistake costs a moment and one line, never a finished run.
@@ -135,6 +136,12 @@ def cmd_report(args: argparse.Namespace) -> None:
           + f"; wrote {out}" + (f" and {md}" if md else ""))
 
 
+def cmd_data_fetch(args: argparse.Namespace) -> None:
+    from .data.fetch import fetch
+
+    fetch(args.to)
+
+
 def _clock(start: float) -> str:
     """Time since `start` as "m:ss"."""
     minutes, seconds = divmod(round(time.perf_counter() - start), 60)
@@ -142,7 +149,8 @@ def _clock(start: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="python -m icl_helpers", description="Locate in-context heads (locate), or test the paper's claims (report).")
+    parser = _Parser(prog="python -m icl_helpers", description="Locate in-context heads (locate), test the paper's claims (report), "
+                                                         "or download the sentence datasets (data fetch).")
     sub = parser.add_subparsers(dest="command", required=True)
     model = _Parser(add_help=False)  # the arguments both commands take
     model.add_argument("--model", default=BUNDLED, help=f"hub id, local directory or {BUNDLED} (default)")
@@ -158,10 +166,17 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--n", type=_positive, default=64, help="prompts a word dataset (the paper: 1000)")
     r.add_argument("--sentence-n", type=_positive, default=16, help="prompts a sentence dataset (the paper: 1000)")
     r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--data-dir", default=None, help="sentence datasets (default: $ICL_DATA_DIR, ../shared/datasets, the hub)")
+    r.add_argument("--data-dir", default=None,
+                   help="sentence datasets (default: $ICL_DATA_DIR, else the copy `data fetch` made, else the hub)")
     r.add_argument("--markdown", help="also write the findings as one markdown table")
     r.add_argument("--heads", help="analyse these heads, e.g. 19-11,20-11 (layer-head), instead of each dataset's top 20")
     r.set_defaults(run=cmd_report)
+    data = sub.add_parser("data", help="the sentence datasets").add_subparsers(dest="action", metavar="fetch", required=True)
+    about = "download SST-2, TREC, AG News and ETHOS from their original repositories, checked against the standard copies"
+    f = data.add_parser("fetch", help=about, description=about[0].upper() + about[1:] + ".")
+    f.add_argument("--to", metavar="DIR", help="where (default: ~/.cache/icl_helpers/datasets, or datasets/ in "
+                                               "$ICL_HELPERS_CACHE, where the loader looks)")
+    f.set_defaults(run=cmd_data_fetch)
     args = parser.parse_args(argv)
     try:
         args.run(args)

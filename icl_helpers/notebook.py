@@ -102,8 +102,8 @@ def sentence_datasets(names: list[str], data_dir: str | Path | None = None) -> l
     reason = unavailable(data_dir)
     if reason is None:
         return list(names)
-    print(f"Skipping {', '.join(names)}: {reason}. For these sections, set ICL_DATA_DIR to local copies "
-          "(layout: data/README.md), or install `datasets` on a machine with a network.")
+    print(f"Skipping {', '.join(names)}: {reason}. For these sections, run `python -m icl_helpers data fetch` on a "
+          "machine with a network, set ICL_DATA_DIR to local copies (layout: data/README.md), or install `datasets`.")
     return []
 
 

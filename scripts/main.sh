@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-# Sentence datasets: $ICL_DATA_DIR, else ../shared/datasets beside the checkout, else the
-# Hugging Face hub; with none of them those sections say what they skipped and the rest runs.
+# Sentence datasets: $ICL_DATA_DIR, else the copy `python -m icl_helpers data fetch` made in
+# the cache, else the Hugging Face hub; with none of them those sections say what they
+# skipped and the rest runs.
 # No progress bars and no saved widget state in the executed copies: both would show frozen
 # at the moment of saving. Each explorer carries a static image of its first view instead.
 export TQDM_DISABLE=1 HF_HUB_DISABLE_PROGRESS_BARS=1

@@ -18,6 +18,11 @@ from icl_helpers.paths import cache_root
 from icl_helpers.studies.runner import PromptSet, prompt_set_from_texts
 
 SHARED = Path(os.environ.get("ICL_SHARED_DIR", Path(__file__).resolve().parents[1].parent / "shared"))
+if not os.environ.get("ICL_DATA_DIR") and (SHARED / "datasets").is_dir():
+    # The developers' and CI's full copy of the sentence datasets (the product never looks
+    # there): the tests and notebooks that need the data run with it. Elsewhere those tests
+    # skip, and the notebooks use the fetched copy or the hub, or skip their sentence sections.
+    os.environ["ICL_DATA_DIR"] = str(SHARED / "datasets")
 # Real tokenizers without a model hub: the vocabulary-only GGUF files that the llama-cpp-python
 # source distribution ships (the GPT-2 one encodes text exactly as the published GPT-2 files).
 VOCAB_SDIST = "llama-cpp-python==0.3.36"

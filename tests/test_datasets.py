@@ -3,7 +3,6 @@ import re
 import sys
 import types
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -239,18 +238,34 @@ def test_malformed_file_is_refused(tmp_path, name, content, line, what):
         ds.load_sentences(name, tmp_path)
 
 
+def test_where_the_loader_looks(small_copies, tmp_path, monkeypatch):
+    """The argument, else ICL_DATA_DIR, else the fetched copy (where it holds every dataset), else the hub (None)."""
+    monkeypatch.delenv("ICL_DATA_DIR", raising=False)
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path / "cache"))
+    fetched = tmp_path / "cache" / "datasets"
+    assert ds.fetched_dir() == fetched and ds.resolve_data_dir() is None
+    for name in list(ds.SOURCES)[:-1]:
+        (fetched / name).mkdir(parents=True)
+    assert ds.resolve_data_dir() is None  # a fetch cut short: not a data directory
+    (fetched / "ethos").mkdir()
+    assert ds.resolve_data_dir() == fetched
+    monkeypatch.setenv("ICL_DATA_DIR", str(small_copies))
+    assert ds.resolve_data_dir() == small_copies
+    assert ds.resolve_data_dir(tmp_path) == tmp_path
+
+
 def test_a_file_that_is_not_utf8(tmp_path):
     (tmp_path / "ethos").mkdir()
     (tmp_path / "ethos" / "Ethos_Dataset_Binary.csv").write_bytes("comment;isHate\ncaf\xe9;0.0\n".encode("latin-1"))
-    with pytest.raises(UsageError, match=r"Ethos_Dataset_Binary\.csv is not UTF-8 text \(byte 18\): replace it with a fresh copy\.$"):
+    with pytest.raises(UsageError, match=r"Ethos_Dataset_Binary\.csv is not UTF-8 text \(byte 18\)\. Replace the file with a fresh copy\.$"):
         ds.load_sentences("ethos", tmp_path)
 
 
 @pytest.fixture
-def no_local_copy(monkeypatch):
-    """No data directory; a hub that answers (each test brings its own stand-in `datasets`)."""
+def no_local_copy(monkeypatch, tmp_path):
+    """No data directory, nothing fetched; a hub that answers (each test brings its own stand-in `datasets`)."""
     monkeypatch.delenv("ICL_DATA_DIR", raising=False)
-    monkeypatch.setattr(ds, "REPO_ROOT", Path("/nonexistent/checkout"))
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(hub, "reachable", lambda: True)
 
 
@@ -258,7 +273,8 @@ def test_hub_needs_the_datasets_package(no_local_copy, monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # import fails
     reason = "no local copy, and the `datasets` package (which loads them from the Hugging Face hub) is not installed"
     assert ds.unavailable() == reason
-    with pytest.raises(UsageError, match=rf"^Cannot load trec: {re.escape(reason)}\. Set ICL_DATA_DIR to a directory holding trec/"):
+    with pytest.raises(UsageError, match=rf"^Cannot load trec: {re.escape(reason)}\. Download the datasets with `python -m icl_helpers data fetch`, "
+                                         r"set ICL_DATA_DIR to a directory holding trec/"):
         ds.load_sentences("trec")
 
 
@@ -268,7 +284,8 @@ def test_unreachable_hub_is_said_at_once(no_local_copy, monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     assert ds.unavailable() == "no local copy, and the Hugging Face hub cannot be reached (offline?)"
     with pytest.raises(UsageError, match=r"^Cannot load sst2: no local copy, and the Hugging Face hub cannot be reached \(offline\?\)\. "
-                                         r"Set ICL_DATA_DIR .* or HF_HUB_OFFLINE=1 to use a copy the hub cached earlier\.$"):
+                                         r"Download the datasets with `python -m icl_helpers data fetch`, set ICL_DATA_DIR .* "
+                                         r"or HF_HUB_OFFLINE=1 to use a copy the hub cached earlier\.$"):
         ds.load_sentences("sst2")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the user's choice: the hub's own cache decides
     assert ds.unavailable() is None
@@ -303,7 +320,8 @@ def test_hub_failure_is_one_message(no_local_copy, monkeypatch):
         raise ConnectionError("Couldn't reach the hub\nmore detail")
 
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
-    with pytest.raises(UsageError, match=r"^Could not load sst2 from the Hugging Face hub \(SetFit/sst2: Couldn't reach the hub\); set ICL_DATA_DIR"):
+    with pytest.raises(UsageError, match=r"^Could not load sst2 from the Hugging Face hub \(SetFit/sst2: Couldn't reach the hub\); "
+                                         r"download the datasets with `python -m icl_helpers data fetch`, or set ICL_DATA_DIR"):
         ds.load_sentences("sst2")
 
 

@@ -6,8 +6,9 @@ with `python -m icl_helpers.data.datasets`. Records alternate between the two di
 (even rows: input from the first class, odd rows: from the second).
 
 Sentence classification (Appendix A): SST-2, TREC (coarse), AG News and ETHOS, read from
-a data directory (argument, else $ICL_DATA_DIR, else ../shared/datasets beside the
-checkout), or else from the Hugging Face hub with the `datasets` package. Long texts:
+a data directory (argument, else $ICL_DATA_DIR, else the copy `python -m icl_helpers data
+fetch` downloads into the cache, `fetched_dir()`), or else from the Hugging Face hub with
+the `datasets` package. Long texts:
 every demonstration and input is cut to at most `max_chars` characters (default 400, at
 the last space before the limit; 2% of AG News and 3% of ETHOS texts are cut, no SST-2 or
 TREC text). The tests check that this keeps every K=4 prompt that any of the four datasets
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import csv
 import importlib.util
+import io
 import os
 import random
 import sys
@@ -28,7 +30,7 @@ from typing import Callable
 
 from .. import hub
 from ..errors import UsageError
-from ..paths import DATA, REPO_ROOT, checksum_of
+from ..paths import DATA, cache_root, checksum_of
 from .prompts import Record, demos_per_class
 
 WORD_DATASETS: dict[str, tuple[str, str]] = {
@@ -128,6 +130,11 @@ class _Malformed(ValueError):
     """A bad line of a local file (the loader adds the file name)."""
 
 
+class _BadCopy(ValueError):
+    """A file that is not a copy of a dataset: the message names the file and says why;
+    the caller adds what to do."""
+
+
 def _sst2_line(row: list[str], classes: tuple[str, ...]) -> Example:
     label, _, text = row[0].partition(" ")
     if label not in ("0", "1") or not text.strip():
@@ -161,7 +168,8 @@ def _ethos_row(row: list[str], classes: tuple[str, ...]) -> Example:
 
 @dataclass(frozen=True)
 class _Source:
-    """Where a dataset lives: local files under <data dir>/<name>/, and on the hub."""
+    """Where a dataset lives: local files under <data dir>/<name>/, their originals at
+    <url>/<file>, and on the hub."""
 
     classes: tuple[str, ...]  # hub label i is classes[i]
     files: dict[str, str]  # split ("test", "train") -> file name
@@ -171,35 +179,50 @@ class _Source:
     hub_splits: dict[str, str]  # our split -> the hub's
     counts: dict[str, tuple[int, ...]]  # split -> examples of each class in the standard copy (local and hub alike)
     sha256: dict[str, str]  # split -> SHA-256 of the standard local file
+    url: str  # the folder of the original repository that holds the files (raw, at a fixed commit)
     hub_label: str = "label"
 
 
+# The original repositories, at the commits whose files have the SHA-256 below
+FEW_SHOT_URL = "https://raw.githubusercontent.com/tonyzhaozh/few-shot-learning/e04d8643be91c2cce63f33e07760ff75d5aa3ad0/data"
+ETHOS_URL = ("https://raw.githubusercontent.com/intelligence-csd-auth-gr/Ethos-Hate-Speech-Dataset/"
+             "705258e118ce9611ebbd5ab2a4841b0066547293/ethos/ethos_data")
 SOURCES: dict[str, _Source] = {
     "sst2": _Source(("negative", "positive"), {"train": "stsa.binary.train", "test": "stsa.binary.test"},
                     _sst2_line, None, {"path": "SetFit/sst2"}, {"train": "train", "test": "test"},
                     {"train": (3310, 3610), "test": (912, 909)},
                     {"train": "71c04bcc41291fa47454dd670df701b14ee9249156babeaac404cfe2c8d74338",
-                     "test": "6a80dc9b9a0db2d3b37f2f809304febad31c90ab67a5b4157b7d9f881c53ef5b"}),
+                     "test": "6a80dc9b9a0db2d3b37f2f809304febad31c90ab67a5b4157b7d9f881c53ef5b"},
+                    url=f"{FEW_SHOT_URL}/sst2"),
     "trec": _Source(("ABBR", "ENTY", "DESC", "HUM", "LOC", "NUM"), {"train": "train.txt", "test": "test.txt"},
                     _trec_line, None, {"path": "CogComp/trec", "revision": "refs/convert/parquet"},
                     {"train": "train", "test": "test"},
                     {"train": (86, 1250, 1162, 1223, 835, 896), "test": (9, 94, 138, 65, 81, 113)},
                     {"train": "202e3e1ad6143ed4f147f199324277e25b2573a78c08c3af1ff840b49c0779de",
-                     "test": "69b2d406aa15b3b514b6bf9b3bf1fa2c3515ce7ae744651173f8e57347bfb2a9"}, hub_label="coarse_label"),
+                     "test": "69b2d406aa15b3b514b6bf9b3bf1fa2c3515ce7ae744651173f8e57347bfb2a9"},
+                    url=f"{FEW_SHOT_URL}/trec", hub_label="coarse_label"),
     "agnews": _Source(("World", "Sports", "Business", "Sci/Tech"), {"test": "test.csv"},
                       _agnews_row, (",", ["Class Index", "Title", "Description"]), {"path": "fancyzhx/ag_news"}, {"test": "test"},
                       {"test": (1900, 1900, 1900, 1900)},
-                      {"test": "1b1b6c5f1dd034c83fec3f585611d2bc65c34fafd86685fc92cee5e6059313ef"}),
+                      {"test": "1b1b6c5f1dd034c83fec3f585611d2bc65c34fafd86685fc92cee5e6059313ef"},
+                      url=f"{FEW_SHOT_URL}/agnews"),
     "ethos": _Source(("not hate", "hate"), {"test": "Ethos_Dataset_Binary.csv"},
                      _ethos_row, (";", ["comment", "isHate"]), {"path": "iamollas/ethos", "name": "binary"}, {"test": "train"},
                      {"test": (565, 433)},
-                     {"test": "0cd0050c2592afcb5eca5876df485ca15cda9d7d16fe32c269857260fd10d96c"}),
+                     {"test": "0cd0050c2592afcb5eca5876df485ca15cda9d7d16fe32c269857260fd10d96c"},
+                     url=ETHOS_URL),
 }
 
 
+def fetched_dir() -> Path:
+    """Where `python -m icl_helpers data fetch` puts the datasets by default:
+    ~/.cache/icl_helpers/datasets, or datasets/ in $ICL_HELPERS_CACHE."""
+    return cache_root() / "datasets"
+
+
 def resolve_data_dir(path: str | Path | None = None) -> Path | None:
-    """The sentence-dataset directory: `path`, else $ICL_DATA_DIR, else ../shared/datasets
-    beside the checkout if it exists; None: no local copies (load from the hub)."""
+    """The sentence-dataset directory: `path`, else $ICL_DATA_DIR, else `fetched_dir()`
+    where it holds every dataset; None: no local copies (load from the hub)."""
     chosen = path or os.environ.get("ICL_DATA_DIR")
     if chosen:
         chosen = Path(chosen).expanduser()
@@ -209,8 +232,8 @@ def resolve_data_dir(path: str | Path | None = None) -> Path | None:
                 f"{', '.join(f'{n}/' for n in SOURCES)} (argument or ICL_DATA_DIR), or unset ICL_DATA_DIR to use the hub."
             )
         return chosen
-    default = REPO_ROOT.parent / "shared" / "datasets"
-    return default if default.is_dir() else None
+    fetched = fetched_dir()
+    return fetched if all((fetched / name).is_dir() for name in SOURCES) else None
 
 
 def _clean(text: str) -> str:
@@ -220,27 +243,39 @@ def _clean(text: str) -> str:
 
 def _read_local(path: Path, source: _Source) -> list[Example]:
     if not path.is_file():
-        raise UsageError(f"Missing file {path}: copy the dataset there (layout: data/README.md) or point ICL_DATA_DIR elsewhere.")
+        raise UsageError(f"Missing file {path}: copy the dataset there (layout: data/README.md), download it with "
+                         f"`python -m icl_helpers data fetch --to {path.parent.parent}`, or point ICL_DATA_DIR elsewhere.")
     try:
-        with path.open(encoding="utf-8", newline="") as f:
-            rows = list(csv.reader(f, delimiter=source.table[0])) if source.table else [[line] for line in f.read().splitlines()]
+        return _parse(path.read_bytes(), source, str(path))
+    except _BadCopy as err:
+        raise UsageError(f"{err}. Replace the file with a fresh copy.") from None
+
+
+def _parse(data: bytes, source: _Source, shown: str) -> list[Example]:
+    """The examples in a file's bytes; a _BadCopy naming the file as `shown` where they are
+    not UTF-8 text, the header or a row is malformed, or there is no example."""
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise UsageError(f"{path} is not UTF-8 text (byte {err.start:,}): replace it with a fresh copy.") from None
+        raise _BadCopy(f"{shown} is not UTF-8 text (byte {err.start:,})") from None
     first = 1
     if source.table:
         delimiter, header = source.table
+        rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
         if not rows or rows[0] != header:
-            raise UsageError(f"{path}:1: malformed: expected the header {delimiter.join(header)!r}. Replace the file with a fresh copy.")
+            raise _BadCopy(f"{shown}:1: malformed: expected the header {delimiter.join(header)!r}")
         rows, first = rows[1:], 2
+    else:
+        rows = [[line] for line in text.splitlines()]
     examples = []
     for i, row in enumerate(rows, first):
         try:
             example = source.parse(row, source.classes)
         except _Malformed as err:
-            raise UsageError(f"{path}:{i}: malformed: {err}. Replace the file with a fresh copy.") from None
+            raise _BadCopy(f"{shown}:{i}: malformed: {err}") from None
         examples.append(Example(_clean(example.text), example.label))
     if not examples:
-        raise UsageError(f"{path} holds no examples. Replace the file with a fresh copy.")
+        raise _BadCopy(f"{shown} holds no examples")
     return examples
 
 
@@ -265,8 +300,9 @@ def _installed(package: str) -> bool:
 def _read_hub(name: str, source: _Source) -> dict[str, list[Example]]:
     reason = unavailable()
     if reason:
-        raise UsageError(f"Cannot load {name}: {reason}. Set ICL_DATA_DIR to a directory holding {name}/ "
-                         f"(layout: data/README.md), or HF_HUB_OFFLINE=1 to use a copy the hub cached earlier.")
+        raise UsageError(f"Cannot load {name}: {reason}. Download the datasets with `python -m icl_helpers data fetch`, "
+                         f"set ICL_DATA_DIR to a directory holding {name}/ (layout: data/README.md), "
+                         f"or HF_HUB_OFFLINE=1 to use a copy the hub cached earlier.")
     import datasets as hf
 
     try:
@@ -279,7 +315,7 @@ def _read_hub(name: str, source: _Source) -> dict[str, list[Example]]:
         reason = (str(err).splitlines() or [type(err).__name__])[0]
         raise UsageError(
             f"Could not load {name} from the Hugging Face hub ({source.hub['path']}: {reason}); "
-            f"set ICL_DATA_DIR to a directory holding {name}/."
+            f"download the datasets with `python -m icl_helpers data fetch`, or set ICL_DATA_DIR to a directory holding {name}/."
         ) from None
 
 
@@ -303,23 +339,30 @@ def _check_copy(what: str, examples: list[Example], source: _Source, split: str,
     """A copy whose examples a class or (for a local file) whose bytes differ from the
     standard copy's is an error; with ICL_OWN_DATA=1 (a copy of your own, on purpose) a
     warning. Hub copies are checked by their counts alone."""
-    counts = tuple(sum(e.label == c for e in examples) for c in source.classes)
-    standard = source.counts[split]
-    if counts == standard and digest in (None, source.sha256[split]):
+    message = _difference(what, examples, source, split, digest)
+    if message is None:
         return
-    shown = ", ".join(f"{c} {n:,}" for c, n in zip(source.classes, counts))
-    if sum(counts) != sum(standard):
-        message = f"{what} holds {sum(counts):,} examples, not the standard {sum(standard):,}: the copy is cut or edited"
-    elif counts != standard:
-        message = (f"{what} holds {shown} examples a class, not the standard "
-                   f"{', '.join(f'{n:,}' for n in standard)}: the copy is edited")
-    else:
-        message = (f"{what} holds the standard examples a class ({shown}) but its bytes differ from the standard "
-                   f"copy's (SHA-256 {digest[:12]}..., not {source.sha256[split][:12]}...): the copy is edited")
     if os.environ.get("ICL_OWN_DATA") == "1":
         warnings.warn(f"{message}; using it as it is (ICL_OWN_DATA=1).", stacklevel=3)
         return
     raise UsageError(f"{message}. Replace it with a fresh copy, or set ICL_OWN_DATA=1 to use your own copy as it is.")
+
+
+def _difference(what: str, examples: list[Example], source: _Source, split: str, digest: str | None) -> str | None:
+    """How a copy (`what`) differs from the standard one: in its examples a class, or where
+    `digest` is given, in its bytes' SHA-256; None where it does not."""
+    counts = tuple(sum(e.label == c for e in examples) for c in source.classes)
+    standard = source.counts[split]
+    if counts == standard and digest in (None, source.sha256[split]):
+        return None
+    shown = ", ".join(f"{c} {n:,}" for c, n in zip(source.classes, counts))
+    if sum(counts) != sum(standard):
+        return f"{what} holds {sum(counts):,} examples, not the standard {sum(standard):,}: the copy is cut or edited"
+    if counts != standard:
+        return (f"{what} holds {shown} examples a class, not the standard "
+                f"{', '.join(f'{n:,}' for n in standard)}: the copy is edited")
+    return (f"{what} holds the standard examples a class ({shown}) but its bytes differ from the standard "
+            f"copy's (SHA-256 {digest[:12]}..., not {source.sha256[split][:12]}...): the copy is edited")
 
 
 def truncate(text: str, max_chars: int = MAX_CHARS) -> str:
