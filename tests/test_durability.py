@@ -1,0 +1,146 @@
+"""A full disk or a dying process loses nothing (issue 32, item 5).
+
+Each fault ends in one line (or, for the results cache, a warning and the right result),
+with every earlier file whole and no temporary file left. A full disk is a real tmpfs where
+this runs as root and may mount one (that variant is skipped elsewhere), or a writer
+monkeypatched to fail as a full disk makes it fail; two processes and `kill -9` are real
+second processes, which run the `*_child` functions below.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from safetensors import SafetensorError
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from icl_helpers import UsageError
+from icl_helpers.cli import main
+from icl_helpers.model import loading
+from icl_helpers.paths import REPO_ROOT, sweep_leftovers, write_atomically, write_text_atomically
+from icl_helpers.studies import runner
+
+TENSORS = {"head": torch.arange(12.0).reshape(3, 4), "targets": torch.tensor([1, 2, 3])}
+OTHER = {"head": -torch.ones(3, 4), "targets": torch.tensor([7, 8, 9])}
+EARLIER = '{"claims": ["an earlier run\'s results"]}'
+NO_SPACE = "No space left on device"
+
+
+# --- full disks: a real tmpfs, or a writer that fails as one does --------------------------------
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """make(size): a new tmpfs folder of `size` (e.g. "1m"), unmounted after the test; the
+    test is skipped where mount is refused (not root, or a sandbox)."""
+    mounted = []
+
+    def make(size: str) -> Path:
+        folder = tmp_path / f"disk{len(mounted)}"
+        folder.mkdir()
+        run = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True)
+        if run.returncode != 0:
+            pytest.skip(f"mount -t tmpfs is refused here ({run.stderr.decode().strip()}): the patched variant stands in")
+        mounted.append(folder)
+        return folder
+
+    yield make
+    for folder in mounted:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def fill(folder: Path) -> None:
+    """Take every free byte of `folder`'s disk, as another program might."""
+    with open(folder / "filler", "wb", buffering=0) as f:
+        with pytest.raises(OSError) as info:
+            while True:
+                f.write(bytes(1 << 16))
+    assert info.value.errno == errno.ENOSPC
+
+
+def raising(error: BaseException):
+    """A stand-in for a function, that raises `error`."""
+    def fail(*args, **kwargs):
+        raise error
+    return fail
+
+
+enospc = raising(OSError(errno.ENOSPC, NO_SPACE))
+
+
+def half_then_enospc(original, name: str | None = None):
+    """A Path writer that writes half of its data (to a file called `name`, or any), then
+    fails as a full disk does."""
+    def write(self, data, *args, **kwargs):
+        if name not in (None, self.name):
+            return original(self, data, *args, **kwargs)
+        original(self, data[: len(data) // 2], *args, **kwargs)
+        enospc()
+    return write
+
+
+def temporaries(folder: Path) -> list[Path]:
+    """The temporary files or folders left anywhere under `folder`."""
+    return [p for p in folder.rglob("*") if p.name.endswith(".tmp")]
+
+
+def child(function: str, *args: object) -> subprocess.Popen:
+    """A real second Python process running `function(*args)` of this module, on this checkout."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    code = f"import sys\nfrom tests.test_durability import {function}\n{function}(*sys.argv[1:])"
+    return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(condition, what: str, seconds: float = 120) -> None:
+    end = time.time() + seconds
+    while not condition():
+        assert time.time() < end, f"waited {seconds} s for {what}"
+        time.sleep(0.02)
+
+
+def finished(process: subprocess.Popen) -> str:
+    """The process's stderr, once it has ended well."""
+    out, err = process.communicate(timeout=180)
+    assert process.returncode == 0, err
+    return err
+
+
+# --- paths: the one writer and the sweep -----------------------------------------------------
+@pytest.mark.parametrize("error", [OSError(errno.ENOSPC, NO_SPACE), RuntimeError("[enforce fail at inline_container.cc:672]"),
+                                   SafetensorError("I/O error: No space left on device (os error 28)"), KeyboardInterrupt()],
+                         ids=["oserror", "torch", "safetensors", "interrupt"])
+@pytest.mark.parametrize("kind", ["file", "folder"])
+def test_a_failed_write_leaves_the_earlier_one_whole_and_no_temporary(tmp_path, error, kind):
+    path = tmp_path / "out"
+
+    def write(tmp: Path, text: str, error: BaseException | None = None) -> None:
+        if kind == "folder":
+            tmp.mkdir()
+            tmp = tmp / "weights"
+        tmp.write_text(text)
+        if error:
+            raise error
+
+    write_atomically(path, lambda tmp: write(tmp, "old"))
+    with pytest.raises(type(error)):
+        write_atomically(path, lambda tmp: write(tmp, "half of the new", error))
+    assert (path / "weights" if kind == "folder" else path).read_text() == "old"
+    assert os.listdir(tmp_path) == ["out"]
+
+
+def test_the_sweep_passes_over_leftovers_that_another_process_renames_away(tmp_path, monkeypatch):
+    """Listed, then renamed into place by their writer before the sweep looks at their age."""
+    gone = [tmp_path / ".entry.pt.123.tmp", tmp_path / ".converting-x"]
+    monkeypatch.setattr(Path, "glob", lambda self, pattern: iter(gone))
+    sweep_leftovers(tmp_path, "*")
