@@ -144,3 +144,92 @@ def test_the_sweep_passes_over_leftovers_that_another_process_renames_away(tmp_p
     gone = [tmp_path / ".entry.pt.123.tmp", tmp_path / ".converting-x"]
     monkeypatch.setattr(Path, "glob", lambda self, pattern: iter(gone))
     sweep_leftovers(tmp_path, "*")
+
+
+# --- the results cache --------------------------------------------------------------------------
+@pytest.mark.parametrize("disk", ["tmpfs", "patched-write", "patched-torch"])
+def test_a_full_disk_gives_the_cache_a_warning_and_the_right_result(disk, tiny_disk, tmp_path, monkeypatch):
+    cache = (tiny_disk("64k") if disk == "tmpfs" else tmp_path) / "results"
+    earlier = runner.cached(cache / "earlier.pt", lambda: TENSORS)
+    if disk == "tmpfs":
+        fill(cache.parent)
+    elif disk == "patched-write":
+        monkeypatch.setattr(Path, "write_bytes", half_then_enospc(Path.write_bytes))
+    else:  # what the full disk made torch.save raise, as report saw it
+        monkeypatch.setattr(torch, "save", raising(RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534")))
+    reason = r"\[enforce fail at inline_container.cc:672\] .*" if disk == "patched-torch" else rf"\[Errno 28\] {NO_SPACE}"
+    with pytest.warns(UserWarning, match=rf"^Could not write the cache file {re.escape(str(cache))}/new.pt \({reason}\); "
+                                         r"the result is not cached\.$"):
+        got = runner.cached(cache / "new.pt", lambda: OTHER)
+    assert all(torch.equal(got[k], OTHER[k]) for k in OTHER)
+    assert not (cache / "new.pt").exists() and not temporaries(cache.parent)
+    again = runner.cached(cache / "earlier.pt", lambda: pytest.fail("the earlier entry was lost"))
+    assert all(torch.equal(again[k], earlier[k]) for k in TENSORS)
+
+
+def compute_once_child(cache: str, log: str, ready: str) -> None:
+    """Ask for one entry once the other child is ready too; computing it takes until the other asks."""
+    Path(ready, f"ready-{os.getpid()}").touch()
+    wait_for(lambda: len(list(Path(ready).glob("ready-*"))) == 2, "the other child")
+
+    def compute() -> runner.Tensors:
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        wait_for(lambda: len(list(Path(ready).glob("asking-*"))) == 2, "the other child to ask")
+        time.sleep(0.5)  # it is in cached() now, waiting for the lock
+        return TENSORS
+
+    Path(ready, f"asking-{os.getpid()}").touch()
+    got = runner.cached(Path(cache) / "entry.pt", compute)
+    assert all(torch.equal(got[k], TENSORS[k]) for k in TENSORS)
+
+
+def test_two_processes_asking_for_one_entry_compute_it_once(tmp_path):
+    log = tmp_path / "computed"
+    children = [child("compute_once_child", tmp_path / "results", log, tmp_path) for _ in range(2)]
+    errs = [finished(c) for c in children]
+    assert len(log.read_text().splitlines()) == 1  # the other waited, then read its result
+    assert sum(f"Waiting for another process that is making {tmp_path}/results/entry.pt ..." in e for e in errs) == 1
+
+
+def busy_writer_child(folder: str, tag: str, rounds: str) -> None:
+    """Write entries of its own into `folder`, reading back every entry there after each write."""
+    for i in range(int(rounds)):
+        runner._write(Path(folder) / f"{tag}-{i % 4}.pt", {"x": torch.full((256,), float(i))})
+        for entry in Path(folder).glob("*.pt"):
+            got = runner._read(entry)  # raises on a mixed or half-written entry
+            assert got["x"].unique().numel() == 1
+
+
+def test_two_processes_writing_one_cache_never_mix_entries_or_fail(tmp_path):
+    """Each write sweeps the folder while the other renames its temporary files away."""
+    children = [child("busy_writer_child", tmp_path, tag, 80) for tag in "ab"]
+    for c in children:
+        finished(c)
+    assert len(list(tmp_path.glob("*.pt"))) == 8 and not temporaries(tmp_path)
+
+
+def stalled_cache_writer_child(cache: str) -> None:
+    """Compute an entry and stall halfway through writing it, to be killed there."""
+    def half_then_stall(self, data):
+        with open(self, "wb") as f:
+            f.write(bytes(data[: len(data) // 2]))
+        time.sleep(600)
+
+    Path.write_bytes = half_then_stall
+    runner.cached(Path(cache) / "entry.pt", lambda: TENSORS)
+
+
+def test_a_cache_writer_killed_midway_leaves_nothing_that_stops_the_next(tmp_path):
+    cache = tmp_path / "results"
+    writer = child("stalled_cache_writer_child", cache)
+    wait_for(lambda: any(p.stat().st_size for p in cache.glob(".entry.pt.*.tmp")) or writer.poll() is not None,
+             "the half-written entry")
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    assert temporaries(cache)  # its half-written file, fresh: no sweep by age would remove it yet
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # its lock died with it; nothing to warn of
+        got = runner.cached(cache / "entry.pt", lambda: OTHER)
+    assert all(torch.equal(got[k], OTHER[k]) for k in OTHER)
+    assert not temporaries(cache)  # removed at once, not an hour later
