@@ -233,3 +233,113 @@ def test_a_cache_writer_killed_midway_leaves_nothing_that_stops_the_next(tmp_pat
         got = runner.cached(cache / "entry.pt", lambda: OTHER)
     assert all(torch.equal(got[k], OTHER[k]) for k in OTHER)
     assert not temporaries(cache)  # removed at once, not an hour later
+
+
+# --- converting a GGUF model ----------------------------------------------------------------------
+class TinyTokenizer:
+    """What a conversion asks of a tokenizer: save_pretrained, which may fail or stall."""
+
+    def __init__(self, error: BaseException | None = None, stall: float = 0):
+        self.error, self.stall = error, stall
+
+    def save_pretrained(self, folder: Path) -> None:
+        if self.error:
+            raise self.error
+        (Path(folder) / "tokenizer.json").write_text('{"tiny": true}')
+        time.sleep(self.stall)
+
+
+def fake_conversion(patch, tokenizer: TinyTokenizer = TinyTokenizer(), before=lambda: None) -> None:
+    """Make convert_gguf load a tiny random Llama (16 kB of weights) instead of a GGUF file,
+    and take it to need 1 MB."""
+    def load(gguf: Path):
+        before()
+        config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                             num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32)
+        return LlamaForCausalLM(config), tokenizer
+
+    patch(loading, "_copy_bytes", lambda gguf: 1_000_000)
+    patch(loading, "_dequantised", load)
+
+
+@pytest.mark.parametrize("disk", ["tmpfs", "patched"])
+def test_the_bundled_model_onto_too_small_a_disk_is_one_line_before_it_loads(disk, tiny_disk, tmp_path, monkeypatch):
+    """The real GGUF's parameters counted from its header: refused in a second, not after the 20-s load."""
+    cache = tiny_disk("64m") if disk == "tmpfs" else tmp_path
+    if disk == "patched":
+        monkeypatch.setattr(shutil, "disk_usage", lambda path: SimpleNamespace(free=67_000_000))
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(cache))
+    monkeypatch.setattr(loading, "_dequantised", lambda gguf: pytest.fail("loaded the weights"))
+    with pytest.raises(UsageError) as info:
+        loading.bundled_model_dir()
+    assert re.fullmatch(rf"Converting SmolLM2-135M-Instruct\.Q4_1\.gguf needs about 5\d\d MB free in {re.escape(str(cache))}, "
+                        r"which has 6\d MB: free some space there, or set ICL_HELPERS_CACHE to a folder on a disk with room\.",
+                        str(info.value)), str(info.value)
+    assert os.listdir(cache) == ["smollm2-135m.lock"]
+
+
+@pytest.mark.parametrize("fault", ["tmpfs", "safetensors", "tokenizers", "checksums", "not-space"])
+def test_a_disk_filled_during_a_conversion_is_one_line_and_leaves_nothing(fault, tiny_disk, tmp_path, monkeypatch):
+    folder = tiny_disk("4m") if fault == "tmpfs" else tmp_path
+    (folder / "earlier").write_text("an earlier file")
+    tokenizer, before = TinyTokenizer(), lambda: None
+    if fault == "tmpfs":
+        before = lambda: fill(folder)  # another program takes the room after the check
+    elif fault == "safetensors":
+        monkeypatch.setattr("transformers.modeling_utils.safe_save_file",
+                            raising(SafetensorError(f"Error while serializing: I/O error: {NO_SPACE} (os error 28)")))
+    elif fault == "tokenizers":
+        tokenizer = TinyTokenizer(error=Exception(f"{NO_SPACE} (os error 28)"))
+    elif fault == "checksums":
+        monkeypatch.setattr(Path, "write_text", half_then_enospc(Path.write_text, "checksums.json"))
+    else:
+        tokenizer = TinyTokenizer(error=RuntimeError("not a matter of space"))
+    fake_conversion(monkeypatch.setattr, tokenizer, before)
+    if fault == "not-space":
+        with pytest.raises(RuntimeError, match="^not a matter of space$"):
+            loading.convert_gguf(tmp_path / "tiny.gguf", folder / "tiny")
+    else:
+        with pytest.raises(UsageError, match=rf"^The disk ran out of space while converting tiny\.gguf into "
+                                             rf"{re.escape(str(folder))} \(it needs about 1 MB\): free some space there, or "
+                                             r"convert into a folder on a disk with room\.$"):
+            loading.convert_gguf(tmp_path / "tiny.gguf", folder / "tiny")
+    left = {"earlier", "tiny.lock"} | ({"filler"} if fault == "tmpfs" else set())
+    assert set(os.listdir(folder)) == left and (folder / "earlier").read_text() == "an earlier file"
+
+
+def conversion_child(target: str, stall: str) -> None:
+    """Convert into `target` (a tiny fake), loading for a second, and stalling for `stall`
+    seconds once its tokenizer is written; it marks `target.started` when it loads."""
+    def started() -> None:
+        Path(target + ".started").touch()
+        time.sleep(1)
+
+    fake_conversion(lambda module, name, value: setattr(module, name, value), TinyTokenizer(stall=float(stall)), started)
+    loading.convert_gguf(Path(target).with_suffix(".gguf"), Path(target))
+
+
+def test_a_second_conversion_waits_for_the_first_and_uses_its_copy(tmp_path, monkeypatch, capfd):
+    target = tmp_path / "tiny"
+    first = child("conversion_child", target, 0)
+    wait_for(lambda: Path(f"{target}.started").exists() or first.poll() is not None, "the first conversion")
+    monkeypatch.setattr(loading, "_dequantised", lambda gguf: pytest.fail("converted a second time"))
+    assert loading.convert_gguf(tmp_path / "tiny.gguf", target) == target
+    finished(first)
+    assert loading.damage_of(target) is None
+    assert f"Waiting for another process that is making {target} ..." in capfd.readouterr().err
+
+
+def test_a_conversion_killed_midway_is_removed_at_once_by_the_next(tmp_path, monkeypatch):
+    target = tmp_path / "tiny"
+    killed = child("conversion_child", target, 600)
+    wait_for(lambda: any(tmp_path.glob(".tiny.*.tmp/tokenizer.json")) or killed.poll() is not None,
+             "the half-written conversion")
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    (orphan,) = temporaries(tmp_path)
+    assert (orphan / "model.safetensors").is_file()  # weights written, no checksums yet
+    fake_conversion(monkeypatch.setattr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert loading.convert_gguf(tmp_path / "tiny.gguf", target) == target  # its lock died with it: no wait
+    assert loading.damage_of(target) is None and not orphan.exists()
