@@ -146,6 +146,52 @@ def test_the_sweep_passes_over_leftovers_that_another_process_renames_away(tmp_p
     sweep_leftovers(tmp_path, "*")
 
 
+# --- the command line's --json and --markdown --------------------------------------------------
+@pytest.mark.parametrize("disk", ["tmpfs", "patched"])
+def test_report_onto_a_full_disk_is_one_line_before_any_study(disk, tiny_disk, tmp_path, monkeypatch, capsys):
+    folder = tiny_disk("256k") if disk == "tmpfs" else tmp_path
+    out = folder / "out.json"
+    out.write_text(EARLIER)
+    if disk == "tmpfs":
+        fill(folder)
+    else:
+        monkeypatch.setattr(os, "fsync", enospc)  # a network disk may say so only here
+    monkeypatch.setattr("icl_helpers.model.loading.load_model", lambda *a, **k: pytest.fail("loaded a model"))
+    assert main(["report", "--json", str(out)]) == 2
+    assert capsys.readouterr().err == (f"error: --json {out} cannot be written: its disk is full ({NO_SPACE}); "
+                                       "free some space there, or choose another place.\n")
+    assert out.read_text() == EARLIER and not temporaries(folder)
+
+
+@pytest.mark.parametrize("disk", ["tmpfs", "patched"])
+def test_a_disk_filled_during_the_report_keeps_the_earlier_file_and_this_runs_results(
+        disk, tiny_disk, tmp_path, monkeypatch, capsys):
+    folder = tiny_disk("2m") if disk == "tmpfs" else tmp_path  # room for the check before the run
+    out = folder / "out.json"
+    out.write_text(EARLIER)
+
+    def studies(m, *args, progress, **kwargs):
+        if disk == "tmpfs":
+            fill(folder)  # another program takes the room while the studies run
+        else:
+            monkeypatch.setattr(Path, "write_text", half_then_enospc(Path.write_text))
+        return []
+
+    monkeypatch.setattr("icl_helpers.model.loading.load_model", lambda *a, **k: None)
+    monkeypatch.setattr("icl_helpers.studies.report.report", studies)
+    assert main(["report", "--json", str(out)]) == 2
+    err = capsys.readouterr().err
+    kept = re.fullmatch(rf"error: --json {re.escape(str(out))} could not be written \({NO_SPACE}\): the earlier file "
+                        r"there is unchanged, and this run's results are in (\S+)\. Free some space there, or choose "
+                        r"another place\.\n", err)
+    assert kept, err
+    try:
+        assert json.loads(Path(kept[1]).read_text())["claims"] == []
+    finally:
+        Path(kept[1]).unlink()
+    assert out.read_text() == EARLIER and not temporaries(folder)
+
+
 # --- the results cache --------------------------------------------------------------------------
 @pytest.mark.parametrize("disk", ["tmpfs", "patched-write", "patched-torch"])
 def test_a_full_disk_gives_the_cache_a_warning_and_the_right_result(disk, tiny_disk, tmp_path, monkeypatch):
@@ -343,3 +389,4 @@ def test_a_conversion_killed_midway_is_removed_at_once_by_the_next(tmp_path, mon
         warnings.simplefilter("error")
         assert loading.convert_gguf(tmp_path / "tiny.gguf", target) == target  # its lock died with it: no wait
     assert loading.damage_of(target) is None and not orphan.exists()
+
