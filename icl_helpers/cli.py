@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tempfile
@@ -17,7 +18,9 @@ from pathlib import Path
 
 from .core.heads import heads_text, parse_heads
 from .errors import UsageError, check_prompts, warn_without_demonstration
-from .paths import BUNDLED, DTYPE_NAMES
+from .paths import BUNDLED, DTYPE_NAMES, out_of_space, write_text_atomically
+
+ROOM = 1 << 20  # the room an output file needs, checked before the run: a report's JSON or markdown is about 25 kB
 
 
 def _positive(text: str) -> int:
@@ -63,7 +66,7 @@ def read_prompts(texts: list[str] | None, file: str | None) -> list[str]:
 
 
 def check_output(file: str, flag: str = "--json") -> Path:
-    """The output path, if a file can be written there; else a UsageError saying why."""
+    """The output path, if a file of `ROOM` bytes can be written there; else a UsageError saying why."""
     path = Path(file)
     if path.is_dir():
         raise UsageError(f"{flag} {path} is a folder: give a file name, e.g. {path / 'out'}.")
@@ -71,12 +74,49 @@ def check_output(file: str, flag: str = "--json") -> Path:
     if not folder.is_dir():
         raise UsageError(f"{flag} {path}: the folder {folder} does not exist; create it first.")
     try:  # a real write, not os.access: root passes os.access even where nothing can be written
-        tempfile.TemporaryFile(dir=folder).close()
+        with tempfile.TemporaryFile(dir=folder) as probe:  # and a full one: a full disk fails here, not after the run
+            probe.write(bytes(ROOM))
+            probe.flush()
+            os.fsync(probe.fileno())
         if path.exists():
             path.open("ab").close()
-    except OSError:
+    except OSError as err:
+        if out_of_space(err):
+            raise UsageError(f"{flag} {path} cannot be written: its disk is full ({err.strerror}); "
+                             f"free some space there, or choose another place.") from None
         raise UsageError(f"{flag} {path} cannot be written: choose a writable place.") from None
     return path
+
+
+def write_output(path: Path, text: str, flag: str = "--json") -> None:
+    """`text` at `path`, atomically: an earlier file there stays whole whatever fails. A
+    failure (a full disk) is a UsageError naming the path and the reason, and the text is
+    kept in the temporary folder, where it fits there, so that no run's results are lost."""
+    try:
+        write_text_atomically(path, text)
+    except OSError as err:
+        kept = _keep_elsewhere(text, path.suffix)
+        raise UsageError(
+            f"{flag} {path} could not be written ({err.strerror or err}): "
+            + ("the earlier file there is unchanged, and " if path.exists() else "")
+            + (f"this run's results are in {kept}. " if kept else "this run's results could not be kept elsewhere either. ")
+            + ("Free some space there, or choose another place." if out_of_space(err) else "Choose a writable place.")
+        ) from None
+
+
+def _keep_elsewhere(text: str, suffix: str) -> Path | None:
+    """`text` in a new file in the temporary folder, or None where it does not fit there either."""
+    try:
+        fd, name = tempfile.mkstemp(prefix="icl_helpers-", suffix=suffix)
+    except OSError:
+        return None
+    try:
+        with open(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError:
+        os.unlink(name)
+        return None
+    return Path(name)
 
 
 def cmd_locate(args: argparse.Namespace) -> None:
@@ -101,7 +141,7 @@ def cmd_locate(args: argparse.Namespace) -> None:
         "top_heads": [list(h) for h in top],
         "top_head_increase": result.head_scores(top).tolist(),
     }
-    out.write_text(json.dumps(report, indent=1))
+    write_output(out, json.dumps(report, indent=1))
     best = ", ".join(f"{l}.{h} ({s:.2f})" for (l, h), s in zip(top[:5], report["top_head_increase"]))
     print(f"{len(prompts)} prompts; top heads (layer.head, mean increase): {best}; wrote {out}")
 
@@ -121,16 +161,16 @@ def cmd_report(args: argparse.Namespace) -> None:
     findings = report(m, args.n, args.sentence_n, args.seed, args.data_dir, heads=heads,
                       progress=lambda step: print(f"... {_clock(start)} {step}", flush=True))  # the log is the profile
     given = {"heads": heads_text(heads)} if heads else {}
-    out.write_text(json.dumps({"model": args.model, "n": args.n, "sentence_n": args.sentence_n, "seed": args.seed, **given,
-                               "claims": [f.to_dict() for f in findings]}, indent=1))
+    write_output(out, json.dumps({"model": args.model, "n": args.n, "sentence_n": args.sentence_n, "seed": args.seed,
+                                  **given, "claims": [f.to_dict() for f in findings]}, indent=1))
     if md:
-        md.write_text(f"# {args.model}: the paper's claims, tested\n\n{args.n} prompts a word dataset, {args.sentence_n} "
-                      f"a sentence dataset, seed {args.seed}; 95% bootstrap intervals over prompts. The last "
-                      "column judges the label-flow claims again on the prompts the model answers correctly (top-1 "
-                      "the true label on the balanced prompt, as the paper's Appendix A), in the heads located on all "
-                      "prompts." + (f" Heads analysed: {given['heads']} in every dataset, instead of each one's top 20."
-                                    if heads else "") + "\n\n"
-                      + claims.markdown(findings))
+        intro = (f"# {args.model}: the paper's claims, tested\n\n{args.n} prompts a word dataset, {args.sentence_n} "
+                 f"a sentence dataset, seed {args.seed}; 95% bootstrap intervals over prompts. The last "
+                 "column judges the label-flow claims again on the prompts the model answers correctly (top-1 "
+                 "the true label on the balanced prompt, as the paper's Appendix A), in the heads located on all "
+                 "prompts." + (f" Heads analysed: {given['heads']} in every dataset, instead of each one's top 20."
+                               if heads else ""))
+        write_output(md, intro + "\n\n" + claims.markdown(findings), "--markdown")
     counts = {v: sum(f.verdict == v for f in findings) for v in dict.fromkeys(f.verdict for f in findings)}
     print(f"{len(findings)} claims in {_clock(start)}: " + ", ".join(f"{c} {v}" for v, c in counts.items())
           + f"; wrote {out}" + (f" and {md}" if md else ""))

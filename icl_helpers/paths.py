@@ -1,13 +1,23 @@
 """Where the package finds the checkout's data and keeps its caches, how cache files are
-checked and given permissions, and the names the command line needs before torch loads."""
+checked, written, locked and given permissions, and the names the command line needs
+before torch loads."""
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import re
 import shutil
+import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
+
+try:
+    import fcntl
+except ImportError:  # Windows: no locks, so two processes may compute the same entry twice
+    fcntl = None
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA = REPO_ROOT / "data"  # word lists and word-dataset records
@@ -37,32 +47,92 @@ def user_mode(directory: bool = False) -> int:
 
 
 def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
-    """write(tmp) to a temporary file beside `path`, then rename it into place with the
-    user's umask: `path` is either its old self or the whole new file, whatever fails
-    (a full disk, an exception of any type, a kill). The temporary file never outlives a
-    failure that Python sees; one of a killed process ends in `.tmp` (see sweep_leftovers)."""
+    """write(tmp) to a temporary file (or folder) beside `path`, then rename it into place
+    with the user's umask: `path` is either its old self or the whole new one, whatever
+    fails (a full disk, an exception of any type, a kill). The temporary one never outlives
+    a failure that Python sees; one of a killed process is `remove_orphans`' to find."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temporary_of(path)
     try:
         write(tmp)
-        os.chmod(tmp, user_mode())
+        os.chmod(tmp, user_mode(tmp.is_dir()))
         os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        remove(tmp)
         raise
 
 
 def write_text_atomically(path: Path, text: str) -> None:
-    """`text` (UTF-8) at `path`, written by `write_atomically`."""
-    write_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    """`text` (UTF-8, with \\n line ends) at `path`, written by `write_atomically`."""
+    write_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8", newline="\n"))
+
+
+def temporary_of(path: Path) -> Path:
+    """The temporary name this process writes `path` under: `.NAME.PID.tmp` beside it."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def remove(path: Path) -> None:
+    """Delete a file, or a folder with all it holds; one that is already gone is no error."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def out_of_space(err: BaseException) -> bool:
+    """Whether an exception of any type says the disk (or the user's quota) is full: an
+    OSError's errno, or the words safetensors and tokenizers put in their own exceptions."""
+    return (getattr(err, "errno", None) in (errno.ENOSPC, errno.EDQUOT)
+            or re.search(r"No space left on device|Disk quota exceeded|os error (28|122)\b", str(err)) is not None)
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[bool]:
+    """Hold an exclusive lock on `path` while inside (an flock on the file `NAME.lock`
+    beside it, which stays): another process that asks for it waits, with one line on
+    stderr, until this one is done. The lock dies with its process, so a killed holder
+    never blocks a later run. Yields False, and locks nothing, where no lock file can be
+    made (a read-only place, or Windows)."""
+    lock = path.with_name(path.name + ".lock")
+    fd = None
+    if fcntl is not None:
+        try:
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock, os.O_RDONLY | os.O_CREAT, 0o666)  # read-only will do: a lock another user made
+        except OSError:
+            pass
+    if fd is None:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"Waiting for another process that is making {path} ...", file=sys.stderr, flush=True)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield True
+    finally:
+        os.close(fd)
+
+
+def remove_orphans(path: Path) -> None:
+    """Remove the temporary files (or folders) that writers of `path` left beside it. Call
+    it holding `locked(path)`: no live writer of `path` has one then, so each is a killed
+    process's, removed at once rather than an hour later."""
+    name = re.compile(rf"\.{re.escape(path.name)}\.\d+\.tmp")
+    for orphan in path.parent.glob(".*.tmp"):
+        if name.fullmatch(orphan.name):
+            remove(orphan)
 
 
 def sweep_leftovers(folder: Path, pattern: str, older_than: float = 3600) -> None:
-    """Remove files and folders matching `pattern` in `folder` older than an hour: the
-    temporary output of a process that was killed before it could clean up."""
+    """Remove files and folders matching `pattern` in `folder` untouched for `older_than`
+    seconds: temporary output of a killed process that no lock tells apart from a live
+    one's. One that another process renames or removes meanwhile is passed over."""
     for leftover in folder.glob(pattern):
-        if time.time() - leftover.lstat().st_mtime > older_than:
-            if leftover.is_dir():
-                shutil.rmtree(leftover, ignore_errors=True)
-            else:
-                leftover.unlink(missing_ok=True)
+        try:
+            if time.time() - leftover.lstat().st_mtime > older_than:
+                remove(leftover)
+        except FileNotFoundError:
+            pass

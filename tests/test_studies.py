@@ -167,7 +167,7 @@ def test_located_is_cached_under_its_key(small, tmp_path, monkeypatch):
     monkeypatch.setattr(prompt_pass, "prompt_pass", run)
     in_context_heads.located(small, runner.prompt_set(small, "animal_country", n=2))  # another N: other files
     assert len(list((tmp_path / "results").glob("*.pt"))) == 6
-    assert len(list((tmp_path / "results").glob("*.sha256"))) == 6  # each file's size and checksum beside it
+    assert {p.suffix for p in (tmp_path / "results").iterdir()} == {".pt", ".lock"}  # one file an entry, its checksum inside
 
 
 def test_accuracy_table_has_a_cell_per_direction_and_label(small):
@@ -349,7 +349,7 @@ def test_nothing_is_cached_while_an_intervention_is_active(fresh, tmp_path):
     assert torch.equal(in_context_heads.located(m, ps).head, plain.head)
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "flipped", "no checksum"])
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "flipped", "wrong checksum"])
 def test_a_damaged_entry_is_rebuilt_with_a_warning(fresh, tmp_path, damage):
     m, ps = fresh
     good = in_context_heads.located(m, ps)
@@ -359,16 +359,33 @@ def test_a_damaged_entry_is_rebuilt_with_a_warning(fresh, tmp_path, damage):
         path.write_bytes(b"not a cache file")
     elif damage == "truncated":
         path.write_bytes(data[: len(data) // 2])
-    elif damage == "flipped":  # same size, one byte changed
-        path.write_bytes(data[:-100] + bytes([data[-100] ^ 1]) + data[-99:])
-    else:
-        path.with_suffix(".sha256").unlink()
+    elif damage == "flipped":  # same size, one byte of the stored values changed
+        at = data.find(torch.load(path, weights_only=True)["tensors"]["head"].numpy().tobytes())
+        assert at > 0
+        path.write_bytes(data[:at] + bytes([data[at] ^ 1]) + data[at + 1:])
+    else:  # whole, but not the tensors its checksum was taken of
+        stored = torch.load(path, weights_only=True)
+        stored["tensors"]["head"][0, 0, 0] += 1
+        torch.save(stored, path)
     with pytest.warns(UserWarning, match=rf"^Rebuilding the damaged cache file {path}"):
         again = in_context_heads.located(m, ps)
     assert torch.equal(again.head, good.head)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # rebuilt: read back without a word
         assert torch.equal(in_context_heads.located(m, ps).head, good.head)
+
+
+def test_an_older_versions_entry_is_rebuilt_without_a_warning(fresh, tmp_path):
+    """A bare torch.save of the tensors with its size and checksum in a .sha256 file beside it."""
+    m, ps = fresh
+    good = in_context_heads.located(m, ps)
+    (path,) = (tmp_path / "results").glob("locate__*.pt")
+    torch.save(torch.load(path, weights_only=True)["tensors"], path)
+    path.with_suffix(".sha256").write_text("1234 0123abcd\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert torch.equal(in_context_heads.located(m, ps).head, good.head)
+    assert runner._read(path) is not None and not path.with_suffix(".sha256").exists()
 
 
 def test_an_unwritable_cache_gives_the_result_and_a_warning(fresh, tmp_path):

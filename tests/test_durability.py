@@ -1,0 +1,392 @@
+"""A full disk or a dying process loses nothing (issue 32, item 5).
+
+Each fault ends in one line (or, for the results cache, a warning and the right result),
+with every earlier file whole and no temporary file left. A full disk is a real tmpfs where
+this runs as root and may mount one (that variant is skipped elsewhere), or a writer
+monkeypatched to fail as a full disk makes it fail; two processes and `kill -9` are real
+second processes, which run the `*_child` functions below.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from safetensors import SafetensorError
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from icl_helpers import UsageError
+from icl_helpers.cli import main
+from icl_helpers.model import loading
+from icl_helpers.paths import REPO_ROOT, sweep_leftovers, write_atomically, write_text_atomically
+from icl_helpers.studies import runner
+
+TENSORS = {"head": torch.arange(12.0).reshape(3, 4), "targets": torch.tensor([1, 2, 3])}
+OTHER = {"head": -torch.ones(3, 4), "targets": torch.tensor([7, 8, 9])}
+EARLIER = '{"claims": ["an earlier run\'s results"]}'
+NO_SPACE = "No space left on device"
+
+
+# --- full disks: a real tmpfs, or a writer that fails as one does --------------------------------
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """make(size): a new tmpfs folder of `size` (e.g. "1m"), unmounted after the test; the
+    test is skipped where mount is refused (not root, or a sandbox)."""
+    mounted = []
+
+    def make(size: str) -> Path:
+        folder = tmp_path / f"disk{len(mounted)}"
+        folder.mkdir()
+        run = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True)
+        if run.returncode != 0:
+            pytest.skip(f"mount -t tmpfs is refused here ({run.stderr.decode().strip()}): the patched variant stands in")
+        mounted.append(folder)
+        return folder
+
+    yield make
+    for folder in mounted:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def fill(folder: Path) -> None:
+    """Take every free byte of `folder`'s disk, as another program might."""
+    with open(folder / "filler", "wb", buffering=0) as f:
+        with pytest.raises(OSError) as info:
+            while True:
+                f.write(bytes(1 << 16))
+    assert info.value.errno == errno.ENOSPC
+
+
+def raising(error: BaseException):
+    """A stand-in for a function, that raises `error`."""
+    def fail(*args, **kwargs):
+        raise error
+    return fail
+
+
+enospc = raising(OSError(errno.ENOSPC, NO_SPACE))
+
+
+def half_then_enospc(original, name: str | None = None):
+    """A Path writer that writes half of its data (to a file called `name`, or any), then
+    fails as a full disk does."""
+    def write(self, data, *args, **kwargs):
+        if name not in (None, self.name):
+            return original(self, data, *args, **kwargs)
+        original(self, data[: len(data) // 2], *args, **kwargs)
+        enospc()
+    return write
+
+
+def temporaries(folder: Path) -> list[Path]:
+    """The temporary files or folders left anywhere under `folder`."""
+    return [p for p in folder.rglob("*") if p.name.endswith(".tmp")]
+
+
+def child(function: str, *args: object) -> subprocess.Popen:
+    """A real second Python process running `function(*args)` of this module, on this checkout."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    code = f"import sys\nfrom tests.test_durability import {function}\n{function}(*sys.argv[1:])"
+    return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(condition, what: str, seconds: float = 120) -> None:
+    end = time.time() + seconds
+    while not condition():
+        assert time.time() < end, f"waited {seconds} s for {what}"
+        time.sleep(0.02)
+
+
+def finished(process: subprocess.Popen) -> str:
+    """The process's stderr, once it has ended well."""
+    out, err = process.communicate(timeout=180)
+    assert process.returncode == 0, err
+    return err
+
+
+# --- paths: the one writer and the sweep -----------------------------------------------------
+@pytest.mark.parametrize("error", [OSError(errno.ENOSPC, NO_SPACE), RuntimeError("[enforce fail at inline_container.cc:672]"),
+                                   SafetensorError("I/O error: No space left on device (os error 28)"), KeyboardInterrupt()],
+                         ids=["oserror", "torch", "safetensors", "interrupt"])
+@pytest.mark.parametrize("kind", ["file", "folder"])
+def test_a_failed_write_leaves_the_earlier_one_whole_and_no_temporary(tmp_path, error, kind):
+    path = tmp_path / "out"
+
+    def write(tmp: Path, text: str, error: BaseException | None = None) -> None:
+        if kind == "folder":
+            tmp.mkdir()
+            tmp = tmp / "weights"
+        tmp.write_text(text)
+        if error:
+            raise error
+
+    write_atomically(path, lambda tmp: write(tmp, "old"))
+    with pytest.raises(type(error)):
+        write_atomically(path, lambda tmp: write(tmp, "half of the new", error))
+    assert (path / "weights" if kind == "folder" else path).read_text() == "old"
+    assert os.listdir(tmp_path) == ["out"]
+
+
+def test_the_sweep_passes_over_leftovers_that_another_process_renames_away(tmp_path, monkeypatch):
+    """Listed, then renamed into place by their writer before the sweep looks at their age."""
+    gone = [tmp_path / ".entry.pt.123.tmp", tmp_path / ".converting-x"]
+    monkeypatch.setattr(Path, "glob", lambda self, pattern: iter(gone))
+    sweep_leftovers(tmp_path, "*")
+
+
+# --- the command line's --json and --markdown --------------------------------------------------
+@pytest.mark.parametrize("disk", ["tmpfs", "patched"])
+def test_report_onto_a_full_disk_is_one_line_before_any_study(disk, tiny_disk, tmp_path, monkeypatch, capsys):
+    folder = tiny_disk("256k") if disk == "tmpfs" else tmp_path
+    out = folder / "out.json"
+    out.write_text(EARLIER)
+    if disk == "tmpfs":
+        fill(folder)
+    else:
+        monkeypatch.setattr(os, "fsync", enospc)  # a network disk may say so only here
+    monkeypatch.setattr("icl_helpers.model.loading.load_model", lambda *a, **k: pytest.fail("loaded a model"))
+    assert main(["report", "--json", str(out)]) == 2
+    assert capsys.readouterr().err == (f"error: --json {out} cannot be written: its disk is full ({NO_SPACE}); "
+                                       "free some space there, or choose another place.\n")
+    assert out.read_text() == EARLIER and not temporaries(folder)
+
+
+@pytest.mark.parametrize("disk", ["tmpfs", "patched"])
+def test_a_disk_filled_during_the_report_keeps_the_earlier_file_and_this_runs_results(
+        disk, tiny_disk, tmp_path, monkeypatch, capsys):
+    folder = tiny_disk("2m") if disk == "tmpfs" else tmp_path  # room for the check before the run
+    out = folder / "out.json"
+    out.write_text(EARLIER)
+
+    def studies(m, *args, progress, **kwargs):
+        if disk == "tmpfs":
+            fill(folder)  # another program takes the room while the studies run
+        else:
+            monkeypatch.setattr(Path, "write_text", half_then_enospc(Path.write_text))
+        return []
+
+    monkeypatch.setattr("icl_helpers.model.loading.load_model", lambda *a, **k: None)
+    monkeypatch.setattr("icl_helpers.studies.report.report", studies)
+    assert main(["report", "--json", str(out)]) == 2
+    err = capsys.readouterr().err
+    kept = re.fullmatch(rf"error: --json {re.escape(str(out))} could not be written \({NO_SPACE}\): the earlier file "
+                        r"there is unchanged, and this run's results are in (\S+)\. Free some space there, or choose "
+                        r"another place\.\n", err)
+    assert kept, err
+    try:
+        assert json.loads(Path(kept[1]).read_text())["claims"] == []
+    finally:
+        Path(kept[1]).unlink()
+    assert out.read_text() == EARLIER and not temporaries(folder)
+
+
+# --- the results cache --------------------------------------------------------------------------
+@pytest.mark.parametrize("disk", ["tmpfs", "patched-write", "patched-torch"])
+def test_a_full_disk_gives_the_cache_a_warning_and_the_right_result(disk, tiny_disk, tmp_path, monkeypatch):
+    cache = (tiny_disk("64k") if disk == "tmpfs" else tmp_path) / "results"
+    earlier = runner.cached(cache / "earlier.pt", lambda: TENSORS)
+    if disk == "tmpfs":
+        fill(cache.parent)
+    elif disk == "patched-write":
+        monkeypatch.setattr(Path, "write_bytes", half_then_enospc(Path.write_bytes))
+    else:  # what the full disk made torch.save raise, as report saw it
+        monkeypatch.setattr(torch, "save", raising(RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534")))
+    reason = r"\[enforce fail at inline_container.cc:672\] .*" if disk == "patched-torch" else rf"\[Errno 28\] {NO_SPACE}"
+    with pytest.warns(UserWarning, match=rf"^Could not write the cache file {re.escape(str(cache))}/new.pt \({reason}\); "
+                                         r"the result is not cached\.$"):
+        got = runner.cached(cache / "new.pt", lambda: OTHER)
+    assert all(torch.equal(got[k], OTHER[k]) for k in OTHER)
+    assert not (cache / "new.pt").exists() and not temporaries(cache.parent)
+    again = runner.cached(cache / "earlier.pt", lambda: pytest.fail("the earlier entry was lost"))
+    assert all(torch.equal(again[k], earlier[k]) for k in TENSORS)
+
+
+def compute_once_child(cache: str, log: str, ready: str) -> None:
+    """Ask for one entry once the other child is ready too; computing it takes until the other asks."""
+    Path(ready, f"ready-{os.getpid()}").touch()
+    wait_for(lambda: len(list(Path(ready).glob("ready-*"))) == 2, "the other child")
+
+    def compute() -> runner.Tensors:
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        wait_for(lambda: len(list(Path(ready).glob("asking-*"))) == 2, "the other child to ask")
+        time.sleep(0.5)  # it is in cached() now, waiting for the lock
+        return TENSORS
+
+    Path(ready, f"asking-{os.getpid()}").touch()
+    got = runner.cached(Path(cache) / "entry.pt", compute)
+    assert all(torch.equal(got[k], TENSORS[k]) for k in TENSORS)
+
+
+def test_two_processes_asking_for_one_entry_compute_it_once(tmp_path):
+    log = tmp_path / "computed"
+    children = [child("compute_once_child", tmp_path / "results", log, tmp_path) for _ in range(2)]
+    errs = [finished(c) for c in children]
+    assert len(log.read_text().splitlines()) == 1  # the other waited, then read its result
+    assert sum(f"Waiting for another process that is making {tmp_path}/results/entry.pt ..." in e for e in errs) == 1
+
+
+def busy_writer_child(folder: str, tag: str, rounds: str) -> None:
+    """Write entries of its own into `folder`, reading back every entry there after each write."""
+    for i in range(int(rounds)):
+        runner._write(Path(folder) / f"{tag}-{i % 4}.pt", {"x": torch.full((256,), float(i))})
+        for entry in Path(folder).glob("*.pt"):
+            got = runner._read(entry)  # raises on a mixed or half-written entry
+            assert got["x"].unique().numel() == 1
+
+
+def test_two_processes_writing_one_cache_never_mix_entries_or_fail(tmp_path):
+    """Each write sweeps the folder while the other renames its temporary files away."""
+    children = [child("busy_writer_child", tmp_path, tag, 80) for tag in "ab"]
+    for c in children:
+        finished(c)
+    assert len(list(tmp_path.glob("*.pt"))) == 8 and not temporaries(tmp_path)
+
+
+def stalled_cache_writer_child(cache: str) -> None:
+    """Compute an entry and stall halfway through writing it, to be killed there."""
+    def half_then_stall(self, data):
+        with open(self, "wb") as f:
+            f.write(bytes(data[: len(data) // 2]))
+        time.sleep(600)
+
+    Path.write_bytes = half_then_stall
+    runner.cached(Path(cache) / "entry.pt", lambda: TENSORS)
+
+
+def test_a_cache_writer_killed_midway_leaves_nothing_that_stops_the_next(tmp_path):
+    cache = tmp_path / "results"
+    writer = child("stalled_cache_writer_child", cache)
+    wait_for(lambda: any(p.stat().st_size for p in cache.glob(".entry.pt.*.tmp")) or writer.poll() is not None,
+             "the half-written entry")
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    assert temporaries(cache)  # its half-written file, fresh: no sweep by age would remove it yet
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # its lock died with it; nothing to warn of
+        got = runner.cached(cache / "entry.pt", lambda: OTHER)
+    assert all(torch.equal(got[k], OTHER[k]) for k in OTHER)
+    assert not temporaries(cache)  # removed at once, not an hour later
+
+
+# --- converting a GGUF model ----------------------------------------------------------------------
+class TinyTokenizer:
+    """What a conversion asks of a tokenizer: save_pretrained, which may fail or stall."""
+
+    def __init__(self, error: BaseException | None = None, stall: float = 0):
+        self.error, self.stall = error, stall
+
+    def save_pretrained(self, folder: Path) -> None:
+        if self.error:
+            raise self.error
+        (Path(folder) / "tokenizer.json").write_text('{"tiny": true}')
+        time.sleep(self.stall)
+
+
+def fake_conversion(patch, tokenizer: TinyTokenizer = TinyTokenizer(), before=lambda: None) -> None:
+    """Make convert_gguf load a tiny random Llama (16 kB of weights) instead of a GGUF file,
+    and take it to need 1 MB."""
+    def load(gguf: Path):
+        before()
+        config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                             num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32)
+        return LlamaForCausalLM(config), tokenizer
+
+    patch(loading, "_copy_bytes", lambda gguf: 1_000_000)
+    patch(loading, "_dequantised", load)
+
+
+@pytest.mark.parametrize("disk", ["tmpfs", "patched"])
+def test_the_bundled_model_onto_too_small_a_disk_is_one_line_before_it_loads(disk, tiny_disk, tmp_path, monkeypatch):
+    """The real GGUF's parameters counted from its header: refused in a second, not after the 20-s load."""
+    cache = tiny_disk("64m") if disk == "tmpfs" else tmp_path
+    if disk == "patched":
+        monkeypatch.setattr(shutil, "disk_usage", lambda path: SimpleNamespace(free=67_000_000))
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(cache))
+    monkeypatch.setattr(loading, "_dequantised", lambda gguf: pytest.fail("loaded the weights"))
+    with pytest.raises(UsageError) as info:
+        loading.bundled_model_dir()
+    assert re.fullmatch(rf"Converting SmolLM2-135M-Instruct\.Q4_1\.gguf needs about 5\d\d MB free in {re.escape(str(cache))}, "
+                        r"which has 6\d MB: free some space there, or set ICL_HELPERS_CACHE to a folder on a disk with room\.",
+                        str(info.value)), str(info.value)
+    assert os.listdir(cache) == ["smollm2-135m.lock"]
+
+
+@pytest.mark.parametrize("fault", ["tmpfs", "safetensors", "tokenizers", "checksums", "not-space"])
+def test_a_disk_filled_during_a_conversion_is_one_line_and_leaves_nothing(fault, tiny_disk, tmp_path, monkeypatch):
+    folder = tiny_disk("4m") if fault == "tmpfs" else tmp_path
+    (folder / "earlier").write_text("an earlier file")
+    tokenizer, before = TinyTokenizer(), lambda: None
+    if fault == "tmpfs":
+        before = lambda: fill(folder)  # another program takes the room after the check
+    elif fault == "safetensors":
+        monkeypatch.setattr("transformers.modeling_utils.safe_save_file",
+                            raising(SafetensorError(f"Error while serializing: I/O error: {NO_SPACE} (os error 28)")))
+    elif fault == "tokenizers":
+        tokenizer = TinyTokenizer(error=Exception(f"{NO_SPACE} (os error 28)"))
+    elif fault == "checksums":
+        monkeypatch.setattr(Path, "write_text", half_then_enospc(Path.write_text, "checksums.json"))
+    else:
+        tokenizer = TinyTokenizer(error=RuntimeError("not a matter of space"))
+    fake_conversion(monkeypatch.setattr, tokenizer, before)
+    if fault == "not-space":
+        with pytest.raises(RuntimeError, match="^not a matter of space$"):
+            loading.convert_gguf(tmp_path / "tiny.gguf", folder / "tiny")
+    else:
+        with pytest.raises(UsageError, match=rf"^The disk ran out of space while converting tiny\.gguf into "
+                                             rf"{re.escape(str(folder))} \(it needs about 1 MB\): free some space there, or "
+                                             r"convert into a folder on a disk with room\.$"):
+            loading.convert_gguf(tmp_path / "tiny.gguf", folder / "tiny")
+    left = {"earlier", "tiny.lock"} | ({"filler"} if fault == "tmpfs" else set())
+    assert set(os.listdir(folder)) == left and (folder / "earlier").read_text() == "an earlier file"
+
+
+def conversion_child(target: str, stall: str) -> None:
+    """Convert into `target` (a tiny fake), loading for a second, and stalling for `stall`
+    seconds once its tokenizer is written; it marks `target.started` when it loads."""
+    def started() -> None:
+        Path(target + ".started").touch()
+        time.sleep(1)
+
+    fake_conversion(lambda module, name, value: setattr(module, name, value), TinyTokenizer(stall=float(stall)), started)
+    loading.convert_gguf(Path(target).with_suffix(".gguf"), Path(target))
+
+
+def test_a_second_conversion_waits_for_the_first_and_uses_its_copy(tmp_path, monkeypatch, capfd):
+    target = tmp_path / "tiny"
+    first = child("conversion_child", target, 0)
+    wait_for(lambda: Path(f"{target}.started").exists() or first.poll() is not None, "the first conversion")
+    monkeypatch.setattr(loading, "_dequantised", lambda gguf: pytest.fail("converted a second time"))
+    assert loading.convert_gguf(tmp_path / "tiny.gguf", target) == target
+    finished(first)
+    assert loading.damage_of(target) is None
+    assert f"Waiting for another process that is making {target} ..." in capfd.readouterr().err
+
+
+def test_a_conversion_killed_midway_is_removed_at_once_by_the_next(tmp_path, monkeypatch):
+    target = tmp_path / "tiny"
+    killed = child("conversion_child", target, 600)
+    wait_for(lambda: any(tmp_path.glob(".tiny.*.tmp/tokenizer.json")) or killed.poll() is not None,
+             "the half-written conversion")
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    (orphan,) = temporaries(tmp_path)
+    assert (orphan / "model.safetensors").is_file()  # weights written, no checksums yet
+    fake_conversion(monkeypatch.setattr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert loading.convert_gguf(tmp_path / "tiny.gguf", target) == target  # its lock died with it: no wait
+    assert loading.damage_of(target) is None and not orphan.exists()
+
