@@ -29,7 +29,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from icl_helpers import UsageError
 from icl_helpers.cli import main
 from icl_helpers.model import loading
-from icl_helpers.paths import REPO_ROOT, sweep_leftovers, write_atomically, write_text_atomically
+from icl_helpers.paths import BUNDLED, REPO_ROOT, sweep_leftovers, write_atomically, write_text_atomically
 from icl_helpers.studies import runner
 
 TENSORS = {"head": torch.arange(12.0).reshape(3, 4), "targets": torch.tensor([1, 2, 3])}
@@ -317,7 +317,7 @@ def test_the_bundled_model_onto_too_small_a_disk_is_one_line_before_it_loads(dis
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(cache))
     monkeypatch.setattr(loading, "_dequantised", lambda gguf: pytest.fail("loaded the weights"))
     with pytest.raises(UsageError) as info:
-        loading.bundled_model_dir()
+        loading.offline_model_dir(BUNDLED)
     assert re.fullmatch(rf"Converting SmolLM2-135M-Instruct\.Q4_1\.gguf needs about 5\d\d MB free in {re.escape(str(cache))}, "
                         r"which has 6\d MB: free some space there, or set ICL_HELPERS_CACHE to a folder on a disk with room\.",
                         str(info.value)), str(info.value)

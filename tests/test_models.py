@@ -18,7 +18,7 @@ from icl_helpers import ICLModel, UsageError, hub, load_model
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.locate import locate
 from icl_helpers.model import loading
-from icl_helpers.paths import checksum_of, sweep_leftovers
+from icl_helpers.paths import BUNDLED, checksum_of, sweep_leftovers
 
 
 def test_local_directory_round_trip(small, tmp_path):
@@ -197,16 +197,16 @@ def _zero_the_last_weights(folder: Path) -> None:
 ], ids=["weight-zeroed", "config-deleted"])
 def test_a_damaged_bundled_model_is_converted_again(damage, complaint, tmp_path, monkeypatch):
     """A weight zeroed, or config.json deleted, in the cached copy: warned once, converted afresh, whole again."""
-    whole = loading.bundled_model_dir()
+    whole = loading.offline_model_dir(BUNDLED)
     shutil.copytree(whole, tmp_path / "smollm2-135m")
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     damage(tmp_path / "smollm2-135m")
     with pytest.warns(UserWarning, match=rf"cache .*smollm2-135m {complaint}; converting it again"):
-        target = loading.bundled_model_dir()
+        target = loading.offline_model_dir(BUNDLED)
     assert checksum_of(target / "model.safetensors") == checksum_of(whole / "model.safetensors")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the next use finds the new copy whole: no second conversion
-        assert loading.bundled_model_dir() == target
+        assert loading.offline_model_dir(BUNDLED) == target
     assert oct(target.stat().st_mode & 0o077) != "0o0"  # not private to one user: the umask decides
 
 

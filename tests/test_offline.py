@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from icl_helpers.errors import UsageError
-from icl_helpers.model.offline import OFFLINE_MODELS, SETUP, OfflineModel, assemble_gguf
+from icl_helpers.model.offline import OFFLINE_MODELS, SETUP, OfflineModel, assemble_gguf, check_gguf
 
 PARTS = [b"GGUF" + bytes(range(256)) * 3, b"second part " * 50, b"end"]
 
@@ -65,3 +65,15 @@ def test_registry_sizes_match_the_installed_parts() -> None:
         except UsageError:
             continue
         assert sum(p.stat().st_size for p in paths) == model.size, model.name
+
+
+@pytest.mark.parametrize("damage", ["cut", "edited"])
+def test_a_damaged_single_file_is_refused(fake: OfflineModel, damage: str) -> None:
+    path = fake.part_paths()[0]
+    single = OfflineModel(**{**fake.__dict__, "parts": fake.parts[:1], "size": len(PARTS[0]),
+                             "sha256": hashlib.sha256(PARTS[0]).hexdigest()})
+    check_gguf(single, path)  # whole: no complaint
+    path.write_bytes(PARTS[0][:-1] if damage == "cut" else PARTS[0][:-1] + b"X")
+    with pytest.raises(UsageError, match="size or SHA-256 differs") as err:
+        check_gguf(single, path)
+    assert SETUP in str(err.value)

@@ -7,7 +7,8 @@ from transformers import AutoTokenizer
 from icl_helpers import ICLModel, UsageError
 from icl_helpers.data.positions import find_positions, from_encoding, from_offsets
 from icl_helpers.data.prompts import Record, Variant, build_prompt, label_token_ids, parse_prompt
-from icl_helpers.model.loading import bundled_model_dir
+from icl_helpers.model.loading import offline_model_dir
+from icl_helpers.paths import BUNDLED
 from tests.conftest import small_model, vocab_tokenizer
 
 RECORD = Record("one", "number", "sentiment", ("eight", "two"), ("love", "like"))
@@ -30,7 +31,7 @@ def as_lists(pos):
 
 @pytest.fixture(scope="module")
 def smollm_tokenizer():
-    return AutoTokenizer.from_pretrained(bundled_model_dir())
+    return AutoTokenizer.from_pretrained(offline_model_dir(BUNDLED))
 
 
 @pytest.fixture(scope="module", params=["gpt2", "smollm2", "llama-spm", "llama-bpe"])

