@@ -7,12 +7,11 @@
   original total, so a class's weight no longer grows with its number of demonstrations
   (majority-label bias).
 * `position_free_labels`: in chosen heads, the last position's scores to label keys are
-  computed without the keys' position term (recency bias). RoPE: every label key is
-  rotated to one common position (by default the prompt's last label position).
-  Absolute position embeddings (GPT-2) **(choice)**: the label key is recomputed from the
-  layer input minus the position embedding of its own position, x_p - wpe[p], through
-  ln_1 and the key projection; position information that earlier layers wrote into x_p
-  stays.
+  computed without the keys' position term (recency bias), with the keys the adapter's
+  `position_free_keys` gives. RoPE: every label key is rotated to one common position (by
+  default the prompt's last label position). Absolute position embeddings (GPT-2)
+  **(choice)**: the label key is recomputed from the layer input minus the position
+  embedding of its own position; position information that earlier layers wrote stays.
 
 Each is a context manager that changes nothing outside its `with` block: hooks are
 removed, and the attention function (registered through transformers'
@@ -31,10 +30,9 @@ import torch
 from torch import nn
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
-from transformers.models.llama.modeling_llama import rotate_half
 
 from ..data.positions import LabelPositions
-from ..model.adapters import Arch, GPT2Arch
+from ..model.adapters import Arch
 from ..model.hooks import Hook, attached
 from ..model.loading import ICLModel
 from .heads import Head, head_mask
@@ -179,44 +177,6 @@ class PositionFreeLabels(LabelEdit):
         return self._set_last_row(scores, row, is_label[:, None].expand_as(row))
 
 
-class RotaryKeys:
-    """RoPE keys (already rotated to their own positions) rotated on to `target` [B]."""
-
-    def __init__(self, rotary: nn.Module, target: torch.Tensor):
-        self.rotary = rotary
-        self.target = target
-
-    def __call__(self, key: torch.Tensor) -> torch.Tensor:
-        T = key.shape[2]
-        offset = self.target.to(key.device)[:, None] - torch.arange(T, device=key.device)  # [B, T]
-        cos, sin = self.rotary(key, offset)  # [B, T, dh], times the rotary's attention scaling
-        scale = getattr(self.rotary, "attention_scaling", 1.0)
-        cos, sin = cos[:, None] / scale, sin[:, None] / scale
-        return key * cos + rotate_half(key) * sin
-
-
-class AbsoluteKeys:
-    """GPT-2 keys recomputed from the layer input minus its position embedding.
-
-    `x` [B, T, d], the layer input, is set by a pre-hook on the block (`hook`).
-    """
-
-    def __init__(self, arch: GPT2Arch, layer: int):
-        self.block = arch.blocks()[layer]
-        self.wpe = arch.position_embedding()
-        self.d = arch.d_model
-        self.x: torch.Tensor | None = None
-
-    def hook(self) -> Hook:
-        return (self.block, "pre", lambda mod, args: setattr(self, "x", args[0]))
-
-    def __call__(self, key: torch.Tensor) -> torch.Tensor:
-        B, H, T, dh = key.shape
-        x = self.x - self.wpe.weight[:T]
-        k = self.block.attn.c_attn(self.block.ln_1(x))[..., self.d : 2 * self.d]
-        return k.view(B, T, H, dh).transpose(1, 2)
-
-
 _IMPLEMENTATION = "icl_helpers_edited"
 _EDITS: WeakKeyDictionary[nn.Module, list[LabelEdit]] = WeakKeyDictionary()
 
@@ -276,15 +236,10 @@ def position_free_labels(
     last label position (with one label per prompt the rotation is then the identity).
     Ignored for absolute position embeddings.
     """
-    arch = m.arch
-    masks = _layer_masks(arch, heads)
-    if isinstance(arch, GPT2Arch):
-        keys = {l: AbsoluteKeys(arch, l) for l in masks}
-        hooks = [k.hook() for k in keys.values()]
-    else:
-        target = labels.last_label if target is None else target
-        keys = {l: RotaryKeys(m.model.base_model.rotary_emb, target) for l in masks}
-        hooks = []
+    masks = _layer_masks(m.arch, heads)
+    target = labels.last_label if target is None else target
+    keys = {l: m.arch.position_free_keys(l, target) for l in masks}
+    hooks = [hook for k in keys.values() for hook in k.hooks()]
     return _edited(m, {l: PositionFreeLabels(mask, labels, keys[l]) for l, mask in masks.items()}, hooks)
 
 

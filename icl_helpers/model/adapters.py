@@ -3,20 +3,23 @@
 One small adapter per family: the paths of its blocks and final norm, a table of
 activation *sites* (site name -> submodule of a block, pre- or post-hook, which part of
 the hooked tensor), in the spirit of pyvene's per-family mappings and TransformerLens's
-hook names, and views of the weights as per-head pieces. `core.decompose` records any
-site by name; nothing else in the package knows which family it is looking at.
+hook names, views of the weights as per-head pieces, and its keys without position
+information. `core.decompose` records any site by name; nothing else in the package knows
+which family it is looking at: a new family is one adapter class here (and its tests).
 Shapes: L layers, H query heads, H_kv key/value heads, d model width, dh head width,
 d_mlp FFN width, V vocabulary, B batch, T tokens.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Callable, Literal
 
 import torch
 from torch import nn
+from transformers.models.llama.modeling_llama import rotate_half
 
 from ..errors import UsageError
+from .hooks import Hook
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,41 @@ class Site:
         return t
 
 
+class PositionFreeKeys:
+    """The keys of one attention layer without their position term.
+
+    Called on the keys the attention computed, [B, H_kv, T, dh] (rotated, where the family
+    rotates them), it returns position-free keys of the same shape; `hooks()` are the
+    forward hooks it needs while it is in use.
+    """
+
+    def hooks(self) -> list[Hook]:
+        return []
+
+    def __call__(self, key: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+# (x, positions [B, T]) -> (cos, sin) [B, T, dh] of a RoPE at those positions, without any attention scaling
+Angles = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+class RotaryKeys(PositionFreeKeys):
+    """RoPE keys (already rotated to their own positions) rotated on to `target` [B]: every
+    key then carries one common position, so scores no longer depend on where a key is."""
+
+    def __init__(self, angles: Angles, target: torch.Tensor):
+        self.angles = angles
+        self.target = target
+
+    def __call__(self, key: torch.Tensor) -> torch.Tensor:
+        T = key.shape[2]
+        offset = self.target.to(key.device)[:, None] - torch.arange(T, device=key.device)  # [B, T]
+        cos, sin = self.angles(key, offset)
+        cos, sin = cos[:, None], sin[:, None]
+        return key * cos + rotate_half(key) * sin
+
+
 class Arch:
     """Base adapter: model sizes, module paths and sites, and weight views.
 
@@ -54,6 +92,7 @@ class Arch:
     d_mlp]), queries (before any rotation, [B, T, H*dh]), values ([B, T, H_kv*dh]).
     """
 
+    family: str  # the family's name: "gpt2", "llama" (what a claim about one family checks)
     norm_kind: str  # "layer" (mean-centred) or "rms"
     blocks_path: str
     final_norm_path: str
@@ -129,10 +168,17 @@ class Arch:
         """The key/value head that query head `head` reads (grouped-query attention)."""
         return head // (self.n_heads // self.n_kv_heads)
 
+    # --- positions --------------------------------------------------------------------
+    def position_free_keys(self, layer: int, target: torch.Tensor) -> PositionFreeKeys:
+        """The keys of `layer` without their position term (`PositionFreeKeys`); target [B]:
+        the one position every key is given, where the family encodes positions in the keys."""
+        raise NotImplementedError
+
 
 class GPT2Arch(Arch):
     """GPT-2: fused Conv1D c_attn (weights stored [in, out]), LayerNorm, absolute positions."""
 
+    family = "gpt2"
     norm_kind = "layer"
     blocks_path = "transformer.h"
     final_norm_path = "transformer.ln_f"
@@ -161,16 +207,43 @@ class GPT2Arch(Arch):
         w = self.attn(layer).c_attn.weight[:, self.d_model : 2 * self.d_model]  # [d, H*dh]
         return w.T.reshape(self.n_heads, self.d_head, self.d_model)
 
-    def position_embedding(self) -> nn.Embedding:
-        return self.model.transformer.wpe
+    def position_free_keys(self, layer, target):
+        """`AbsoluteKeys`: target is not used."""
+        return AbsoluteKeys(self, layer)
+
+
+class AbsoluteKeys(PositionFreeKeys):
+    """GPT-2 keys recomputed from the layer input minus its position embedding,
+    x_p - wpe[p], through ln_1 and the key projection **(choice)**: position information
+    that earlier layers wrote into x_p stays.
+
+    `x` [B, T, d], the layer input, is set by a pre-hook on the block (`hooks`).
+    """
+
+    def __init__(self, arch: GPT2Arch, layer: int):
+        self.block = arch.blocks()[layer]
+        self.wpe = arch.model.transformer.wpe
+        self.d = arch.d_model
+        self.x: torch.Tensor | None = None
+
+    def hooks(self) -> list[Hook]:
+        return [(self.block, "pre", lambda mod, args: setattr(self, "x", args[0]))]
+
+    def __call__(self, key: torch.Tensor) -> torch.Tensor:
+        B, H, T, dh = key.shape
+        x = self.x - self.wpe.weight[:T]
+        k = self.block.attn.c_attn(self.block.ln_1(x))[..., self.d : 2 * self.d]
+        return k.view(B, T, H, dh).transpose(1, 2)
 
 
 class LlamaArch(Arch):
     """Llama family (Llama 1-3, Mistral, Qwen2, SmolLM): RMSNorm, RoPE, GQA, optional biases."""
 
+    family = "llama"
     norm_kind = "rms"
     blocks_path = "model.layers"
     final_norm_path = "model.norm"
+    rotary_path = "model.rotary_emb"
     sites = {
         "resid": Site("", "pre"),
         "attn": Site("self_attn", "post", output=0),
@@ -192,6 +265,17 @@ class LlamaArch(Arch):
     def W_K(self, layer):
         w = self.attn(layer).k_proj.weight  # [H_kv*dh, d]
         return w.reshape(self.n_kv_heads, self.d_head, self.d_model)
+
+    def angles(self, layer: int) -> Angles:
+        """The RoPE of `layer` (one for every layer), without its attention scaling (the
+        keys it rotates already carry it once)."""
+        rope = self.model.get_submodule(self.rotary_path)
+        scale = getattr(rope, "attention_scaling", 1.0)
+        return lambda x, positions: tuple(t / scale for t in rope(x, positions))
+
+    def position_free_keys(self, layer, target):
+        """`RotaryKeys`: every key rotated on to position target [B]."""
+        return RotaryKeys(self.angles(layer), target)
 
 
 ARCHITECTURES: dict[str, type[Arch]] = {
