@@ -82,12 +82,15 @@ def test_gpt2_layer0_label_keys_lose_the_position_embedding(small):
 
 
 def test_ablation_removes_exactly_the_heads_contribution(small):
+    """ATTN_l / attn_scale_l (the attention projection's output, with the gain of a norm
+    ending the branch) loses exactly the heads' z W_O: a norm there then rescales the rest."""
     layer = 1
     plain = decompose(small, PROMPTS)
     with ablated(small, [(layer, 0), (layer, 2)]):
         cut = decompose(small, PROMPTS)
     heads = plain.heads()[:, layer]
-    close(cut.attn[:, layer], plain.attn[:, layer] - heads[:, 0] - heads[:, 2])
+    unscaled = lambda dec, v: v / dec.attn_scale[:, layer, None]  # noqa: E731
+    close(unscaled(cut, cut.attn[:, layer]), unscaled(plain, plain.attn[:, layer] - heads[:, 0] - heads[:, 2]))
     close(cut.attn[:, :layer], plain.attn[:, :layer])
 
 

@@ -371,6 +371,19 @@ def test_a_damaged_entry_is_rebuilt_with_a_warning(fresh, tmp_path, damage):
         assert torch.equal(in_context_heads.located(m, ps).head, good.head)
 
 
+def test_a_label_record_cached_before_a_field_was_added_is_recorded_again(fresh):
+    m, ps = fresh
+    want = prompt_pass.label_record(m, ps)
+    path = runner.result_file("label-record", m, ps)
+    old = torch.load(path, weights_only=True)
+    del old["attn_scale"]  # as a version before Gemma's post-norms wrote it
+    path.unlink()
+    runner.cached(path, lambda: old)
+    got = prompt_pass.label_record(m, ps)
+    assert torch.equal(got.attn_scale, want.attn_scale) and torch.equal(got.values, want.values)
+    assert "attn_scale" in torch.load(path, weights_only=True)
+
+
 def test_an_unwritable_cache_gives_the_result_and_a_warning(fresh, tmp_path):
     m, ps = fresh
     (tmp_path / "results").write_text("a file where the folder should be")
