@@ -421,12 +421,17 @@ ARCHITECTURES: dict[str, type[Arch]] = {
 }
 
 
-def arch_for(model: nn.Module) -> Arch:
-    """The adapter for `model`, or a UsageError naming the supported families."""
-    model_type = getattr(getattr(model, "config", None), "model_type", None)
+def adapter_class(model_type: str | None) -> type[Arch]:
+    """The adapter class for a config's model_type (known before any weights load), or a
+    UsageError naming the supported families and the file a new one goes in."""
     if model_type not in ARCHITECTURES:
         raise UsageError(
             f"Model type {model_type!r} is not supported; supported families: "
             f"{', '.join(sorted(ARCHITECTURES))}. Add an adapter in icl_helpers/model/adapters.py."
         )
-    return ARCHITECTURES[model_type](model)
+    return ARCHITECTURES[model_type]
+
+
+def arch_for(model: nn.Module) -> Arch:
+    """The adapter for `model`, or a UsageError naming the supported families."""
+    return adapter_class(getattr(getattr(model, "config", None), "model_type", None))(model)

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from .. import hub
 from ..errors import UsageError, check_prompts
 from ..paths import BUNDLED, DTYPE_NAMES, cache_root, checksum_of, sweep_leftovers, user_mode
-from .adapters import Arch, arch_for
+from .adapters import Arch, adapter_class, arch_for
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 _GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -194,7 +194,7 @@ def load_model(
     device: "cpu", "cuda", "cuda:1", or "auto" to spread a large model over all GPUs
     (accelerate); default: the first GPU if there is one, else the CPU.
     dtype: torch dtype or its name: float32 (default), float16 or bfloat16.
-    Both are checked before anything loads.
+    Both are checked before anything loads, and the model's family before its weights.
     """
     dtype = check_dtype(dtype)
     device = check_device(device)
@@ -208,6 +208,8 @@ def load_model(
         kwargs["device_map"] = "auto"
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=cache_only)  # fails before the weights
+        config, _ = PreTrainedConfig.get_config_dict(path, local_files_only=cache_only)
+        adapter_class(config.get("model_type"))  # an unsupported family, before the weights
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=cache_only, **kwargs)
     except OSError as err:
         if not cache_only:
