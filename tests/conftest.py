@@ -11,7 +11,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import (
+    AutoTokenizer,
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
 
 from icl_helpers import ICLModel, load_model
 from icl_helpers.paths import cache_root
@@ -69,19 +79,22 @@ def gpt2_tokenizer():
     return vocab_tokenizer("gpt2")
 
 
-def _randomise(model: torch.nn.Module, seed: int) -> torch.nn.Module:
-    """Every parameter drawn at random (HF zero-initialises biases and sets norm gains to 1)."""
+def _randomise(model: torch.nn.Module, seed: int, gain: tuple[float, float] = (1.0, 0.1)) -> torch.nn.Module:
+    """Every parameter drawn at random (HF zero-initialises biases and sets norm gains to 1):
+    0.1 * N(0, 1), and the norms' weights gain[0] + gain[1] * N(0, 1)."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
             is_gain = name.endswith("weight") and ("norm" in name or "ln_" in name)
-            p.copy_(torch.randn(p.shape, generator=g) * 0.1 + float(is_gain))
+            mean, std = gain if is_gain else (0.0, 0.1)
+            p.copy_(torch.randn(p.shape, generator=g) * std + mean)
     return model
 
 
-def small_model(kind: str, vocab_size: int = 50257) -> torch.nn.Module:
+def small_model(kind: str, vocab_size: int = 50257, **settings) -> torch.nn.Module:
     """A 3-layer model of width 64, every weight random, with the GPT-2 vocabulary by default
-    (`vocab_size`: another tokenizer's, `len(tokenizer)`)."""
+    (`vocab_size`: another tokenizer's, `len(tokenizer)`); settings: Gemma 3 config values
+    that replace the kind's own (e.g. sliding_window=8)."""
     torch.manual_seed(0)
     common = dict(vocab_size=vocab_size, num_hidden_layers=3, hidden_size=64, intermediate_size=128,
                   max_position_embeddings=64, num_attention_heads=4)
@@ -93,10 +106,15 @@ def small_model(kind: str, vocab_size: int = 50257) -> torch.nn.Module:
         model = LlamaForCausalLM(LlamaConfig(num_key_value_heads=4, attention_bias=True, mlp_bias=True, **common))
     elif kind == "qwen2":
         model = Qwen2ForCausalLM(Qwen2Config(num_key_value_heads=2, tie_word_embeddings=False, **common))
+    elif kind == "gemma3":  # one key/value head, attention biases, a 4-token window in layers 0 and 2, scores scaled by 24**-0.5
+        gemma = dict(num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=24, sliding_window=4, attention_bias=True,
+                     layer_types=["sliding_attention", "full_attention", "sliding_attention"])
+        model = Gemma3ForCausalLM(Gemma3TextConfig(**common, **{**gemma, **settings}))
+        return _randomise(model, seed=len(kind), gain=(0.0, 0.5))  # the norms multiply by 1 + w: w ~ N(0, 0.5^2)
     return _randomise(model, seed=len(kind))
 
 
-KINDS = ["gpt2", "llama-gqa", "llama-bias", "qwen2"]
+KINDS = ["gpt2", "llama-gqa", "llama-bias", "qwen2", "gemma3"]
 
 
 @pytest.fixture(scope="session", params=KINDS)

@@ -48,7 +48,7 @@ def test_layer_head_increase_equals_naive(small, dec, n_prompts):
     r = Readout(small.arch)
     rows = slice(0, n_prompts)
     w, scale = dec.predictions[rows], dec.scale[rows]
-    head, attn, ffn = layer_head_increase(r, small.arch, dec.z[rows], dec.resid[rows], w, scale)
+    head, attn, ffn = layer_head_increase(r, small.arch, dec.z[rows], dec.resid[rows], w, scale, dec.attn_scale[rows])
     heads = dec.heads()[rows]
     for l in range(small.arch.n_layers):
         close(head[:, l], naive_increase(r, dec.resid[rows, l], heads[:, l], w, scale))
@@ -58,10 +58,10 @@ def test_layer_head_increase_equals_naive(small, dec, n_prompts):
 
 def test_chunking_changes_nothing(small, dec):
     w = dec.predictions
-    whole = layer_head_increase(Readout(small.arch), small.arch, dec.z, dec.resid, w, dec.scale)
+    whole = layer_head_increase(Readout(small.arch), small.arch, dec.z, dec.resid, w, dec.scale, dec.attn_scale)
     tiny = Readout(small.arch, vocab_chunk=999, block_floats=4_000)  # uneven chunks, 1-prompt blocks
     assert [rows.stop - rows.start for rows in tiny.blocks(3, small.arch.n_layers + small.arch.n_heads + 2)] == [1, 1, 1]
-    for got, want in zip(layer_head_increase(tiny, small.arch, dec.z, dec.resid, w, dec.scale), whole):
+    for got, want in zip(layer_head_increase(tiny, small.arch, dec.z, dec.resid, w, dec.scale, dec.attn_scale), whole):
         close(got, want)
 
 
@@ -92,7 +92,7 @@ def test_heads_position_increase_equals_naive_at_the_chosen_positions(small, dec
 def test_neuron_increase_equals_naive(small, dec):
     r = Readout(small.arch)
     w, l = dec.predictions, small.arch.n_layers - 1
-    neurons = dec.neurons[:, l, :, None] * small.arch.W_out(l)  # [B, K, d]
+    neurons = dec.neurons[:, l, :, None] * small.arch.W_out(l) * dec.mlp_scale[:, l, None, None]  # [B, K, d]
     close(neuron_increase(r, dec, l, w), naive_increase(r, dec.mid[:, l], neurons, w, dec.scale))
 
 
@@ -119,7 +119,7 @@ def test_locate_scores_given_targets(small):
     result = locate(small, PROMPTS, targets=targets)
     assert result.targets.tolist() == [11] * len(PROMPTS)
     dec = decompose(small, PROMPTS)
-    want = layer_head_increase(Readout(small.arch), small.arch, dec.z, dec.resid, targets, dec.scale)
+    want = layer_head_increase(Readout(small.arch), small.arch, dec.z, dec.resid, targets, dec.scale, dec.attn_scale)
     for got, expected in zip((result.head, result.attn, result.ffn), want):
         close(got, expected)
 

@@ -37,7 +37,7 @@ def test_heads_plus_bias_equal_attention_output(small, full):
     heads = full.heads().sum(2)
     for l in range(small.arch.n_layers):
         b_O = small.arch.b_O(l)
-        close(heads[:, l] + (0 if b_O is None else b_O), full.attn[:, l])
+        close(heads[:, l] + (0 if b_O is None else b_O * full.attn_scale[:, l, None]), full.attn[:, l])
 
 
 def test_position_terms_sum_to_each_head(small, full):
@@ -49,8 +49,9 @@ def test_position_terms_sum_to_each_head(small, full):
 
 def test_neurons_sum_to_ffn_output(small, full):
     for l in range(small.arch.n_layers):
-        bias = small.arch.module("neurons", l).bias
-        close(full.neurons[:, l] @ small.arch.W_out(l) + (0 if bias is None else bias), full.mlp[:, l])
+        bias = small.arch.b_out(l)
+        close((full.neurons[:, l] @ small.arch.W_out(l) + (0 if bias is None else bias)) * full.mlp_scale[:, l, None],
+              full.mlp[:, l])
 
 
 def test_attention_rows_match_models_attentions(small, full, hf):
@@ -71,8 +72,8 @@ def test_key_inputs_are_earlier_attention_outputs(small, full):
 
 def test_query_in_key_space_rebuilds_the_attention_row(small, full, hf):
     """GPT-2 (no rotation): softmax_p((q W_K^T) . ln_1(x_p) + q . b_K) / sqrt(dh) = alpha(t, p)."""
-    if small.name != "gpt2":
-        pytest.skip("keys are rotated by position in the Llama family")
+    if small.arch.family != "gpt2":
+        pytest.skip("keys are rotated by position in the other families")
     arch = small.arch
     real = small.encode(PROMPTS)["attention_mask"].bool()
     for l in range(arch.n_layers):
@@ -90,7 +91,7 @@ def test_batched_equals_one_prompt_at_a_time(small, full):
     for i, prompt in enumerate(PROMPTS):
         one = decompose(small, [prompt], record=["pattern", "values", "neurons"])
         n = int(one.last[0]) + 1
-        for name in ("resid", "attn", "mlp", "z", "logits", "scale", "neurons"):
+        for name in ("resid", "attn", "mlp", "z", "logits", "scale", "attn_scale", "mlp_scale", "neurons"):
             close(getattr(full, name)[i], getattr(one, name)[0])
         close(full.pattern[i, ..., :n], one.pattern[0])
         close(full.values[i, :, :, :n], one.values[0])

@@ -7,17 +7,10 @@ import torch
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from icl_helpers.core.decompose import decompose
-from icl_helpers.core.interventions import (
-    AbsoluteKeys,
-    RotaryKeys,
-    ablated,
-    applied,
-    balanced_labels,
-    head_means,
-    position_free_labels,
-)
+from icl_helpers.core.interventions import ablated, applied, balanced_labels, head_means, position_free_labels
 from icl_helpers.data.positions import LabelPositions, find_positions
 from icl_helpers.data.prompts import parse_prompt
+from icl_helpers.model.adapters import RotaryKeys
 from tests.conftest import PROMPTS, close
 
 EXAMPLES = [
@@ -52,7 +45,7 @@ def test_balancing_equal_classes_changes_nothing(small):
 
 
 def test_identity_rotation_changes_nothing(small):
-    if small.arch.__class__.__name__ == "GPT2Arch":
+    if small.arch.family == "gpt2":
         pytest.skip("absolute positions: no rotation")
     prompts = ["love : foo one :", "a rather long demonstration here : bar six :"]  # one label each
     with position_free_labels(small, some_heads(small), labels_of(small, prompts)):  # target: that label's own position
@@ -72,14 +65,14 @@ def test_rotary_keys_move_to_the_target_position():
     target = torch.tensor([5, 2])
     cos_t, sin_t = rotary(raw, target[:, None].expand(B, T))
     _, at_target = apply_rotary_pos_emb(raw, raw, cos_t, sin_t)
-    close(RotaryKeys(rotary, target)(at_own), at_target)
+    close(RotaryKeys(rotary, target)(at_own), at_target)  # the default RoPE has no attention scaling
 
 
 def test_gpt2_layer0_label_keys_lose_the_position_embedding(small):
-    if small.arch.__class__.__name__ != "GPT2Arch":
+    if small.arch.family != "gpt2":
         pytest.skip("GPT-2 only")
     enc = small.encode(EXAMPLES)
-    keys = AbsoluteKeys(small.arch, 0)
+    keys = small.arch.position_free_keys(0, torch.zeros(len(EXAMPLES), dtype=torch.long))
     keys.x = small.model.transformer.wte(enc["input_ids"]) + small.model.transformer.wpe.weight[: enc["input_ids"].shape[1]]
     block, d = small.model.transformer.h[0], small.arch.d_model
     expected = block.attn.c_attn(block.ln_1(small.model.transformer.wte(enc["input_ids"])))[..., d : 2 * d]
@@ -89,12 +82,15 @@ def test_gpt2_layer0_label_keys_lose_the_position_embedding(small):
 
 
 def test_ablation_removes_exactly_the_heads_contribution(small):
+    """ATTN_l / attn_scale_l (the attention projection's output, with the gain of a norm
+    ending the branch) loses exactly the heads' z W_O: a norm there then rescales the rest."""
     layer = 1
     plain = decompose(small, PROMPTS)
     with ablated(small, [(layer, 0), (layer, 2)]):
         cut = decompose(small, PROMPTS)
     heads = plain.heads()[:, layer]
-    close(cut.attn[:, layer], plain.attn[:, layer] - heads[:, 0] - heads[:, 2])
+    unscaled = lambda dec, v: v / dec.attn_scale[:, layer, None]  # noqa: E731
+    close(unscaled(cut, cut.attn[:, layer]), unscaled(plain, plain.attn[:, layer] - heads[:, 0] - heads[:, 2]))
     close(cut.attn[:, :layer], plain.attn[:, :layer])
 
 

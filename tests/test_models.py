@@ -77,6 +77,15 @@ def test_unsupported_architecture(gpt2_tokenizer):
         ICLModel(bert, gpt2_tokenizer)
 
 
+def test_an_unsupported_family_is_refused_before_its_weights_load(gpt2_tokenizer, tmp_path, monkeypatch):
+    BertForMaskedLM(BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)).save_pretrained(tmp_path)
+    gpt2_tokenizer.save_pretrained(tmp_path)
+    monkeypatch.setattr(loading.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: pytest.fail("loaded the weights"))
+    with pytest.raises(UsageError, match=r"^Model type 'bert' is not supported; supported families: gemma3, gemma3_text, "
+                                         r"gpt2, llama, mistral, qwen2\. Add an adapter in icl_helpers/model/adapters\.py\.$"):
+        load_model(str(tmp_path), device="cpu")
+
+
 def test_prompt_longer_than_context(small):
     with pytest.raises(UsageError, match=r"Prompt 1 has \d+ tokens, more than .* context of 64"):
         decompose(small, ["short", "word " * 100])

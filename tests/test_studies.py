@@ -388,6 +388,19 @@ def test_an_older_versions_entry_is_rebuilt_without_a_warning(fresh, tmp_path):
     assert runner._read(path) is not None and not path.with_suffix(".sha256").exists()
 
 
+def test_a_label_record_cached_before_a_field_was_added_is_recorded_again(fresh):
+    m, ps = fresh
+    want = prompt_pass.label_record(m, ps)
+    path = runner.result_file("label-record", m, ps)
+    old = runner._read(path)
+    del old["attn_scale"]  # as a version before Gemma's post-norms wrote it
+    path.unlink()
+    runner.cached(path, lambda: old)
+    got = prompt_pass.label_record(m, ps)
+    assert torch.equal(got.attn_scale, want.attn_scale) and torch.equal(got.values, want.values)
+    assert "attn_scale" in runner._read(path)
+
+
 def test_an_unwritable_cache_gives_the_result_and_a_warning(fresh, tmp_path):
     m, ps = fresh
     (tmp_path / "results").write_text("a file where the folder should be")

@@ -122,8 +122,9 @@ def _expand(scale: torch.Tensor, dims: int) -> torch.Tensor:
 
 
 def _scaled(v: torch.Tensor, inv: torch.Tensor) -> torch.Tensor:
-    """v [b, ...] * inv [b] (1/sigma), in float32."""
-    return v.float() * _expand(inv.to(v.device), v.dim())
+    """v [b, ...] * inv [b] or [b, L] (1/sigma; per layer, with v [b, L, ...]), in float32."""
+    inv = inv.to(v.device)
+    return v.float() * inv.view(*inv.shape, *[1] * (v.dim() - inv.dim()))
 
 
 class _Reused:
@@ -144,9 +145,10 @@ def _head_logits(arch: Arch, z: torch.Tensor, inv: torch.Tensor, buffers: _Reuse
     """(prepare, logits): prepare(G_c) once a vocabulary chunk; logits(P, layer, rows) ->
     [H, b, Vc], bs of each head of one layer for prompts `rows`, divided by sigma.
 
-    z: [B, L, H, dh]; inv: [B] 1/sigma. For many prompts W_O is folded into the readout
-    once a chunk (z scores against W_O^{l,h} G_c [dh, Vc]): d/dh times fewer operations a
-    prompt, for L*d*d*Vc a chunk; for a few prompts the heads are projected as they are.
+    z: [B, L, H, dh]; inv: [B, L] attn_scale_l / sigma. For many prompts W_O is folded
+    into the readout once a chunk (z scores against W_O^{l,h} G_c [dh, Vc]): d/dh times
+    fewer operations a prompt, for L*d*d*Vc a chunk; for a few prompts the heads are
+    projected as they are.
     """
     B, L, H, dh = z.shape
     W_O = arch.W_O_stack(inv)  # [L, H, dh, d]
@@ -158,19 +160,22 @@ def _head_logits(arch: Arch, z: torch.Tensor, inv: torch.Tensor, buffers: _Reuse
         return torch.matmul(W_O, G_c, out=buffers.out("fold", (L, H, dh, G_c.shape[1])))
 
     def folded(WG: torch.Tensor, l: int, rows: slice) -> torch.Tensor:
-        return _scaled(z[rows, l], inv[rows]).transpose(0, 1) @ WG[l]  # [H, b, dh] @ [H, dh, Vc]
+        return _scaled(z[rows, l], inv[rows, l]).transpose(0, 1) @ WG[l]  # [H, b, dh] @ [H, dh, Vc]
 
     return fold, folded
 
 
 def layer_head_increase(
-    readout: Readout, arch: Arch, z: torch.Tensor, resid: torch.Tensor, target: torch.Tensor, scale: torch.Tensor
+    readout: Readout, arch: Arch, z: torch.Tensor, resid: torch.Tensor, target: torch.Tensor, scale: torch.Tensor,
+    attn_scale: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Every head's, attention layer's and FFN layer's increase in one pass over the vocabulary.
 
     z: [B, L, H, dh] head inputs to W_O; resid: [B, L+1, d] layer inputs x_0..x_{L-1} and
-    the final residual x_L; target: [B] token ids w; scale: [B] sigma. Returns
-    I(head_{l,h} | x_l) [B, L, H], I(ATTN_l | x_l) [B, L] and I(FFN_l | m_l) [B, L].
+    the final residual x_L; target: [B] token ids w; scale: [B] sigma; attn_scale: [B, L]
+    the frozen 1/sigma of a norm ending the attention branch (`Decomposition.attn_scale`),
+    so head_{l,h} = attn_scale_l z_{l,h} W_O^{l,h}. Returns I(head_{l,h} | x_l) [B, L, H],
+    I(ATTN_l | x_l) [B, L] and I(FFN_l | m_l) [B, L].
     Only x_0..x_L are projected besides the heads: ATTN_l's logits are the sum of its
     heads' plus b_O's, so log p(m_l) comes with the heads, and I(FFN_l | m_l) is
     log p(x_{l+1}) - log p(m_l) since x_{l+1} = m_l + FFN_l.
@@ -178,8 +183,9 @@ def layer_head_increase(
     B, L, H = z.shape[0], arch.n_layers, arch.n_heads
     device = readout.G.device
     inv, target = 1 / scale.float().to(device), target.to(device)
+    head_inv = inv[:, None] * attn_scale.float().to(device)  # [B, L]
     buffers = _Reused(readout.G)
-    prepare, head_logits = _head_logits(arch, z, inv, buffers)
+    prepare, head_logits = _head_logits(arch, z, head_inv, buffers)
     b_O = torch.stack([_bias(arch, l, readout.G) for l in range(L)])  # [L, d]
     x, mid, heads = (_TargetLogProb(shape, device) for shape in ((L + 1, B), (L, B), (L, H, B)))
     for start, G_c in readout.chunks():
@@ -190,7 +196,7 @@ def layer_head_increase(
             base = torch.matmul(r, G_c, out=buffers.out("base", (L + 1, r.shape[1], G_c.shape[1])))
             for l in range(L):
                 tile = head_logits(P, l, rows)  # [H, b, Vc]
-                mid.add((l, rows), tile.sum(0).add_(base[l]).add_(bias[l] * inv[rows, None]), column)
+                mid.add((l, rows), tile.sum(0).add_(base[l]).add_(bias[l] * head_inv[rows, l, None]), column)
                 heads.add((l, slice(None), rows), tile.add_(base[l]), column)
             x.add((slice(None), rows), base, column)
     lp_x, lp_mid = x.value, mid.value  # [L+1, B], [L, B]
@@ -204,7 +210,7 @@ def _bias(arch: Arch, layer: int, like: torch.Tensor) -> torch.Tensor:
 
 
 def position_increase(readout: Readout, dec: Decomposition, layer: int, head: int, target: torch.Tensor) -> torch.Tensor:
-    """[B, T]: I(alpha_{l,h}(t,p) v_{l,h,p} W_O^{l,h} | x_l) for every position p of one head.
+    """[B, T]: I(attn_scale_l alpha_{l,h}(t,p) v_{l,h,p} W_O^{l,h} | x_l) for every position p of one head.
 
     Needs decompose(..., record=["pattern", "values"]); positions after the last score 0.
     """
@@ -227,18 +233,18 @@ def heads_position_increase(readout: Readout, dec: Decomposition, heads: Sequenc
     alpha = dec.require("pattern")[:, layers, [h for _, h in heads]].gather(-1, at)  # [B, S, K]
     values = dec.head_values(list(heads))  # [B, S, T, dh]
     v = values.gather(2, at.unsqueeze(-1).expand(-1, -1, -1, values.shape[-1]))  # [B, S, K, dh]
-    u = _scaled(alpha.unsqueeze(-1) * v, 1 / dec.scale.float())
+    u = _scaled(alpha.unsqueeze(-1) * v, dec.attn_scale[:, layers].float() / dec.scale.float()[:, None])  # [B, S, K, dh]
     W_O = dec.arch.W_O_heads(list(heads), u)  # [S, dh, d]
     return readout.increase(dec.resid[:, layers], lambda WG, rows: torch.einsum("bskh,shv->bskv", u[rows], WG), K,
                             target, dec.scale, prepare=lambda G_c: W_O @ G_c)
 
 
 def neuron_increase(readout: Readout, dec: Decomposition, layer: int, target: torch.Tensor) -> torch.Tensor:
-    """[B, d_mlp]: I(a_{l,k} W_out^l[k] | m_l) for every neuron k of one layer.
+    """[B, d_mlp]: I(mlp_scale_l a_{l,k} W_out^l[k] | m_l) for every neuron k of one layer.
 
     Needs decompose(..., record=["neurons"]). Folded: a_k scores against W_out[k] @ G_c.
     """
-    a = _scaled(dec.require("neurons")[:, layer], 1 / dec.scale.float())  # [B, K]
+    a = _scaled(dec.require("neurons")[:, layer], dec.mlp_scale[:, layer].float() / dec.scale.float())  # [B, K]
     W_out = dec.arch.W_out(layer).float()  # [K, d]
     return readout.increase(
         dec.mid[:, layer], lambda WG, rows: a[rows].unsqueeze(-1) * WG, a.shape[1], target, dec.scale,

@@ -1,14 +1,16 @@
 """Batched decomposition of the last position's residual stream (METHOD.md section 2).
 
 One forward pass with hooks records, at each prompt's last real token, every layer's
-input x_l, attention output ATTN_l, FFN output FFN_l and the heads' pre-projection
-vectors z; on request (`record=`) any other field of `Decomposition`. Each field names an
+input x_l, attention output ATTN_l, FFN output FFN_l, the heads' pre-projection
+vectors z and, where a norm ends a residual branch (Gemma), that norm's 1/sigma; on
+request (`record=`) any other field of `Decomposition`. Each field names an
 activation site of the adapter's table (`model.adapters`) and says which positions to
 keep and how to split heads, so a new quantity is one site row plus one field here.
 Prompts are right-padded, so padding changes no number at real positions.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, fields, replace
 from typing import Iterable, Literal, Sequence
 
@@ -40,6 +42,10 @@ class Decomposition:
     last: torch.Tensor | None  # [B] index of the last real token (None in a `LabelRecord`'s)
     logits: torch.Tensor | None  # [B, V]: the model's own next-token logits (None in a `LabelRecord`'s)
     scale: torch.Tensor  # [B]: the final norm's sigma (std for LayerNorm, rms for RMSNorm)
+    # [B, L]: 1/sigma of the norm that ends the attention branch (Gemma), frozen like `scale`, so that
+    # head_{l,h} = attn_scale_l z_{l,h} W_O^{l,h} (W_O holds that norm's gain); 1 where the family has none
+    attn_scale: torch.Tensor | None = None
+    mlp_scale: torch.Tensor | None = None  # [B, L]: the same for the FFN branch (None in a `LabelRecord`'s)
     resid: torch.Tensor = _recorded()  # [B, L+1, d]: x_0 .. x_{L-1} (layer inputs) and f = x_L
     attn: torch.Tensor = _recorded()  # [B, L, d]: ATTN_l, output bias included
     mlp: torch.Tensor = _recorded()  # [B, L, d]: FFN_l
@@ -47,7 +53,7 @@ class Decomposition:
     pattern: torch.Tensor | None = _recorded(keep="last_row")  # [B, L, H, T]: attention of the last position
     values: torch.Tensor | None = _recorded(keep="all", heads="kv")  # [B, L, H_kv, T, dh]: every position
     attn_all: torch.Tensor | None = _recorded(site="attn", keep="all")  # [B, L, T, d]: ATTN_l at every position
-    queries: torch.Tensor | None = _recorded(heads="q")  # [B, L, H, dh]: queries before any rotation
+    queries: torch.Tensor | None = _recorded(heads="q")  # [B, L, H, dh]: queries before any rotation (after q_norm in Gemma)
     neurons: torch.Tensor | None = _recorded()  # [B, L, d_mlp]: FFN activations
 
     @property
@@ -88,13 +94,15 @@ class Decomposition:
         return value
 
     def heads(self) -> torch.Tensor:
-        """[B, L, H, d]: head_{l,h} = z_{l,h} @ W_O^{l,h}."""
-        return torch.einsum("blhk,lhkd->blhd", self.z, self.arch.W_O_stack(self.z))
+        """[B, L, H, d]: head_{l,h} = attn_scale_l z_{l,h} @ W_O^{l,h}; they sum to ATTN_l less its bias."""
+        heads = torch.einsum("blhk,lhkd->blhd", self.z, self.arch.W_O_stack(self.z))
+        return heads * self.attn_scale[:, :, None, None].to(heads)
 
     def value_outputs(self, layer: int, head: int) -> torch.Tensor:
-        """[B, T, d]: v_{l,h,p} @ W_O^{l,h} at every position p (needs values)."""
+        """[B, T, d]: attn_scale_l v_{l,h,p} @ W_O^{l,h} at every position p, what the head
+        would write to the last position's residual from p alone (needs values)."""
         v = self.require("values")[:, layer, self.arch.kv_head(head)]
-        return v @ self.arch.W_O(layer)[head].to(v)
+        return (v @ self.arch.W_O(layer)[head].to(v)) * self.attn_scale[:, layer, None, None].to(v)
 
     def head_values(self, heads: list[tuple[int, int]]) -> torch.Tensor:
         """[B, S, T, dh]: the values v_{l,h,p} each listed (layer, head) reads, every position
@@ -146,15 +154,8 @@ def concat(parts: list[Decomposition]) -> Decomposition:
 
 
 ALWAYS = ("resid", "attn", "mlp", "z")
+BRANCHES = ("attn", "mlp")  # the residual branches whose ending norm's 1/sigma is recorded
 OPTIONAL = tuple(f.name for f in fields(Decomposition) if f.metadata and f.name not in ALWAYS)
-
-
-def final_scale(arch: Arch, f: torch.Tensor) -> torch.Tensor:
-    """[B] sigma of the final norm for final residuals f [B, d], in float32."""
-    f = f.float()
-    if arch.norm_kind == "layer":
-        return (f.var(-1, unbiased=False) + arch.norm_eps()).sqrt()
-    return (f.pow(2).mean(-1) + arch.norm_eps()).sqrt()
 
 
 def _split_heads(t: torch.Tensor, arch: Arch, heads: str | None, keep: Keep) -> torch.Tensor:
@@ -204,6 +205,12 @@ def decompose(m: ICLModel, prompts: list[str], *, record: Iterable[str] = ()) ->
     ]
     final: dict[str, torch.Tensor] = {}
     hooks.append((arch.final_norm(), "pre", lambda mod, args: final.update(f=keep_rows["last"](args[0]))))
+    branch_scales: dict[tuple[str, int], torch.Tensor] = {}  # (branch, layer) -> [B]: 1/sigma at the last position
+    for branch, layer in itertools.product(BRANCHES, range(arch.n_layers)):
+        norm = arch.branch_norm(branch, layer)
+        if norm is not None:
+            hooks.append((norm, "pre", lambda mod, args, key=(branch, layer):
+                          branch_scales.update({key: 1 / arch.sigma(keep_rows["last"](args[0]), mod)})))
     with attached(hooks):
         hidden = m.model.base_model(**enc, use_cache=False).last_hidden_state
     logits = m.model.get_output_embeddings()(keep_rows["last"](hidden))
@@ -212,11 +219,14 @@ def decompose(m: ICLModel, prompts: list[str], *, record: Iterable[str] = ()) ->
         f.name: _split_heads(torch.stack(parts[f.name], 1), arch, f.metadata["heads"], f.metadata["keep"]) for f in wanted
     }
     stacked["resid"] = torch.cat([stacked["resid"], final["f"].unsqueeze(1)], 1)
+    one = torch.ones(len(last), device=out_device)
+    branch = {f"{b}_scale": torch.stack([branch_scales.get((b, l), one) for l in range(arch.n_layers)], 1) for b in BRANCHES}
     return Decomposition(
         arch=arch,
         input_ids=enc["input_ids"].to(out_device),
         last=last,
         logits=logits,
-        scale=final_scale(arch, final["f"]),
+        scale=arch.sigma(final["f"]),
+        **branch,
         **stacked,
     )

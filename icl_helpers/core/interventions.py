@@ -7,12 +7,15 @@
   original total, so a class's weight no longer grows with its number of demonstrations
   (majority-label bias).
 * `position_free_labels`: in chosen heads, the last position's scores to label keys are
-  computed without the keys' position term (recency bias). RoPE: every label key is
-  rotated to one common position (by default the prompt's last label position).
-  Absolute position embeddings (GPT-2) **(choice)**: the label key is recomputed from the
-  layer input minus the position embedding of its own position, x_p - wpe[p], through
-  ln_1 and the key projection; position information that earlier layers wrote into x_p
-  stays.
+  computed without the keys' position term (recency bias), with the keys the adapter's
+  `position_free_keys` gives. RoPE: every label key is rotated to one common position (by
+  default the prompt's last label position). Absolute position embeddings (GPT-2)
+  **(choice)**: the label key is recomputed from the layer input minus the position
+  embedding of its own position; position information that earlier layers wrote stays.
+
+Both label edits act only on label positions the last position may attend to under the
+model's own mask: a label outside a sliding window (Gemma 3's local layers) keeps its zero
+weight and is not counted.
 
 Each is a context manager that changes nothing outside its `with` block: hooks are
 removed, and the attention function (registered through transformers'
@@ -31,10 +34,9 @@ import torch
 from torch import nn
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
-from transformers.models.llama.modeling_llama import rotate_half
 
 from ..data.positions import LabelPositions
-from ..model.adapters import Arch, GPT2Arch
+from ..model.adapters import Arch
 from ..model.hooks import Hook, attached
 from ..model.loading import ICLModel
 from .heads import Head, head_mask
@@ -71,8 +73,10 @@ def _layer_masks(arch: Arch, heads: Heads) -> dict[int, torch.Tensor]:
 @contextmanager
 def ablated(m: ICLModel, heads: Heads, means: torch.Tensor | None = None) -> Iterator[None]:
     """Replace the output of `heads` at every position: by zero, or by `means` [L, H, dh]
-    (see `head_means`). Removing z_{l,h} removes exactly head_{l,h} = z_{l,h} W_O^{l,h}
-    from ATTN_l; an output bias b_O stays.
+    (see `head_means`). Removing z_{l,h} removes exactly z_{l,h} W_O^{l,h} from the
+    attention projection's output (ATTN_l, in most families); an output bias b_O stays.
+    Where a norm ends the attention branch (Gemma), it then normalises what is left: its
+    sigma is the model's own for the ablated output, not the frozen one of a decomposition.
     """
     arch = m.arch
     hooks: list[Hook] = []
@@ -119,7 +123,8 @@ def head_means(m: ICLModel, prompts: list[str], batch_size: int = 32) -> torch.T
 class LabelEdit:
     """Edits one attention module's last-position row for the heads `heads` [H] bool.
 
-    `scores` acts before the softmax, `weights` after; both get and return [B, H, T, T].
+    `scores` acts before the softmax, `weights` after; both get and return [B, H, T, T],
+    and are given the model's additive attention mask [B, 1, T, T] (or None: no mask).
     labels: the batch's label positions (true labels are one class, false labels the other).
     """
 
@@ -127,11 +132,23 @@ class LabelEdit:
         self.heads = heads
         self.labels = labels
 
-    def scores(self, query: torch.Tensor, key: torch.Tensor, scores: torch.Tensor, scaling: float) -> torch.Tensor:
+    def scores(self, query: torch.Tensor, key: torch.Tensor, scores: torch.Tensor, scaling: float,
+               mask: torch.Tensor | None) -> torch.Tensor:
         return scores
 
-    def weights(self, weights: torch.Tensor) -> torch.Tensor:
+    def weights(self, weights: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         return weights
+
+    def _classes(self, mask: torch.Tensor | None, T: int, device: torch.device) -> torch.Tensor:
+        """[B, C, T] bool: each class's label positions that the last position may attend to
+        under the additive attention mask [B, 1, T, T] (causal, padding, sliding window)."""
+        classes = self.labels.to(device).class_masks(T)
+        if mask is None:
+            return classes
+        rows = torch.arange(len(classes), device=device)
+        row = mask.expand(len(classes), *mask.shape[1:])[rows, 0, self.labels.last.to(device)]  # [B, T]
+        allowed = row if row.dtype == torch.bool else row > torch.finfo(row.dtype).min / 2
+        return classes & allowed[:, None]
 
     def _set_last_row(self, full: torch.Tensor, row: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
         """full [B, H, T, T] with its last-position row replaced by `row` [B, H, T] where
@@ -147,9 +164,9 @@ class LabelEdit:
 class BalanceLabels(LabelEdit):
     """Weights on label positions divided by their class's count, rescaled to their old total."""
 
-    def weights(self, weights: torch.Tensor) -> torch.Tensor:
+    def weights(self, weights: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         rows = torch.arange(weights.shape[0], device=weights.device)
-        classes = self.labels.to(weights.device).class_masks(weights.shape[-1])  # [B, C, T]
+        classes = self._classes(mask, weights.shape[-1], weights.device)  # [B, C, T]
         counts = classes.sum(-1, keepdim=True).clamp(min=1)  # [B, C, 1]
         per_position = (classes / counts).sum(1).to(weights.dtype)  # [B, T]: 1/count, 0 off labels
         row = weights[rows, :, self.labels.last.to(weights.device)]  # [B, H, T]
@@ -170,51 +187,14 @@ class PositionFreeLabels(LabelEdit):
         super().__init__(heads, labels)
         self.keys = keys
 
-    def scores(self, query: torch.Tensor, key: torch.Tensor, scores: torch.Tensor, scaling: float) -> torch.Tensor:
+    def scores(self, query: torch.Tensor, key: torch.Tensor, scores: torch.Tensor, scaling: float,
+               mask: torch.Tensor | None) -> torch.Tensor:
         rows = torch.arange(query.shape[0], device=query.device)
         q = query[rows, :, self.labels.last.to(query.device)]  # [B, H, dh]
         free = self.keys(key).repeat_interleave(query.shape[1] // key.shape[1], 1)  # [B, H, T, dh]
         row = torch.einsum("bhd,bhtd->bht", q, free) * scaling
-        is_label = self.labels.to(query.device).class_masks(row.shape[-1]).any(1)  # [B, T]
+        is_label = self._classes(mask, row.shape[-1], query.device).any(1)  # [B, T]
         return self._set_last_row(scores, row, is_label[:, None].expand_as(row))
-
-
-class RotaryKeys:
-    """RoPE keys (already rotated to their own positions) rotated on to `target` [B]."""
-
-    def __init__(self, rotary: nn.Module, target: torch.Tensor):
-        self.rotary = rotary
-        self.target = target
-
-    def __call__(self, key: torch.Tensor) -> torch.Tensor:
-        T = key.shape[2]
-        offset = self.target.to(key.device)[:, None] - torch.arange(T, device=key.device)  # [B, T]
-        cos, sin = self.rotary(key, offset)  # [B, T, dh], times the rotary's attention scaling
-        scale = getattr(self.rotary, "attention_scaling", 1.0)
-        cos, sin = cos[:, None] / scale, sin[:, None] / scale
-        return key * cos + rotate_half(key) * sin
-
-
-class AbsoluteKeys:
-    """GPT-2 keys recomputed from the layer input minus its position embedding.
-
-    `x` [B, T, d], the layer input, is set by a pre-hook on the block (`hook`).
-    """
-
-    def __init__(self, arch: GPT2Arch, layer: int):
-        self.block = arch.blocks()[layer]
-        self.wpe = arch.position_embedding()
-        self.d = arch.d_model
-        self.x: torch.Tensor | None = None
-
-    def hook(self) -> Hook:
-        return (self.block, "pre", lambda mod, args: setattr(self, "x", args[0]))
-
-    def __call__(self, key: torch.Tensor) -> torch.Tensor:
-        B, H, T, dh = key.shape
-        x = self.x - self.wpe.weight[:T]
-        k = self.block.attn.c_attn(self.block.ln_1(x))[..., self.d : 2 * self.d]
-        return k.view(B, T, H, dh).transpose(1, 2)
 
 
 _IMPLEMENTATION = "icl_helpers_edited"
@@ -222,19 +202,20 @@ _EDITS: WeakKeyDictionary[nn.Module, list[LabelEdit]] = WeakKeyDictionary()
 
 
 def _edited_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    """Eager attention (as in LlamaAttention / GPT2Attention) with the module's active
-    `LabelEdit`s applied. query [B, H, T, dh], key and value [B, H_kv, T, dh]; returns the
-    output [B, T, H, dh] and the (edited) weights [B, H, T, T]."""
+    """Eager attention (as in LlamaAttention / GPT2Attention), with the `scaling` the module
+    passes (Gemma 3: query_pre_attn_scalar**-0.5) and the module's active `LabelEdit`s
+    applied. query [B, H, T, dh], key and value [B, H_kv, T, dh]; returns the output [B, T,
+    H, dh] and the (edited) weights [B, H, T, T]."""
     groups = query.shape[1] // key.shape[1]
     scores = query @ key.repeat_interleave(groups, 1).transpose(2, 3) * scaling
     if attention_mask is not None:
         scores = scores + attention_mask
     edits = _EDITS.get(module, [])
     for edit in edits:
-        scores = edit.scores(query, key, scores, scaling)
+        scores = edit.scores(query, key, scores, scaling, attention_mask)
     weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
     for edit in edits:
-        weights = edit.weights(weights)
+        weights = edit.weights(weights, attention_mask)
     weights = nn.functional.dropout(weights, p=dropout, training=module.training)
     out = weights @ value.repeat_interleave(groups, 1)
     return out.transpose(1, 2).contiguous(), weights
@@ -276,15 +257,10 @@ def position_free_labels(
     last label position (with one label per prompt the rotation is then the identity).
     Ignored for absolute position embeddings.
     """
-    arch = m.arch
-    masks = _layer_masks(arch, heads)
-    if isinstance(arch, GPT2Arch):
-        keys = {l: AbsoluteKeys(arch, l) for l in masks}
-        hooks = [k.hook() for k in keys.values()]
-    else:
-        target = labels.last_label if target is None else target
-        keys = {l: RotaryKeys(m.model.base_model.rotary_emb, target) for l in masks}
-        hooks = []
+    masks = _layer_masks(m.arch, heads)
+    target = labels.last_label if target is None else target
+    keys = {l: m.arch.position_free_keys(l, target) for l in masks}
+    hooks = [hook for k in keys.values() for hook in k.hooks()]
     return _edited(m, {l: PositionFreeLabels(mask, labels, keys[l]) for l, mask in masks.items()}, hooks)
 
 

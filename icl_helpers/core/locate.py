@@ -105,15 +105,16 @@ def score_decompositions(readout: Readout, arch: Arch, decs: Iterator[Decomposit
     held: dict[str, torch.Tensor] = {}  # each batch written in place: no second copy while concatenating
     start = 0
     for dec in decs:
-        for key, value in (("z", dec.z), ("resid", dec.resid), ("scale", dec.scale), ("w", dec.predictions)):
+        for key, value in (("z", dec.z), ("resid", dec.resid), ("scale", dec.scale), ("attn_scale", dec.attn_scale),
+                           ("w", dec.predictions)):
             if key not in held:
                 held[key] = value.new_empty((n, *value.shape[1:]))
             held[key][start : start + len(value)] = value
         start += len(dec.z)
-    z, resid, scale, w = held.values()
+    z, resid, scale, attn_scale, w = held.values()
     if targets is not None:
         w = targets.to(w.device)
-    head, attn, ffn = layer_head_increase(readout, arch, z, resid, w, scale)
+    head, attn, ffn = layer_head_increase(readout, arch, z, resid, w, scale, attn_scale)
     return head.cpu(), attn.cpu(), ffn.cpu(), w.cpu()
 
 

@@ -102,7 +102,8 @@ def label_value_ranks(readout: Readout, dec: Decomposition, heads: list[Head], l
     The rank is 1 + the number of other tokens scoring strictly higher, counted over
     vocabulary chunks. Folded: a value v [dh] scores against W_O^{l,h} @ G_c [dh, Vc], made
     once a chunk for all the prompts (d/dh times fewer operations a prompt), a block of
-    prompts at a time.
+    prompts at a time. A positive scale of the value (sigma, `Decomposition.attn_scale`)
+    changes no rank, so none is applied.
     """
     v = dec.head_values(heads).float().transpose(0, 1)  # [S, B, T, dh]
     S, B, T, dh = v.shape

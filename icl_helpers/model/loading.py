@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from .. import hub
 from ..errors import UsageError, check_prompts
 from ..paths import (BUNDLED, DTYPE_NAMES, cache_root, checksum_of, locked, out_of_space, remove, remove_orphans,
                      sweep_leftovers, write_atomically)
-from .adapters import Arch, arch_for
+from .adapters import Arch, adapter_class, arch_for
 from .offline import OFFLINE_MODELS, assemble_gguf, check_gguf
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
@@ -264,12 +264,13 @@ def load_model(
     dtype: torch.dtype | str | None = None,
 ) -> ICLModel:
     """Load `name`: a hub id (`gpt2-large`, `meta-llama/Llama-2-7b-hf`), a local directory,
-    or `smollm2-135m`, the bundled offline model.
+    or an offline model's short name (`model.offline`: `smollm2-135m`, the bundled one;
+    `qwen2.5-coder-0.5b` and `gemma3-270m` after `scripts/setup.sh --models`).
 
     device: "cpu", "cuda", "cuda:1", or "auto" to spread a large model over all GPUs
     (accelerate); default: the first GPU if there is one, else the CPU.
     dtype: torch dtype or its name: float32 (default), float16 or bfloat16.
-    Both are checked before anything loads.
+    Both are checked before anything loads, and the model's family before its weights.
     """
     dtype = check_dtype(dtype)
     device = check_device(device)
@@ -283,6 +284,8 @@ def load_model(
         kwargs["device_map"] = "auto"
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=cache_only)  # fails before the weights
+        config, _ = PreTrainedConfig.get_config_dict(path, local_files_only=cache_only)
+        adapter_class(config.get("model_type"))  # an unsupported family, before the weights
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=cache_only, **kwargs)
     except OSError as err:
         if not cache_only:

@@ -37,6 +37,7 @@ class LabelRecord:
 
     resid: torch.Tensor  # [N, L+1, d]: layer inputs x_0 .. x_{L-1} and f = x_L
     scale: torch.Tensor  # [N]: the final norm's sigma
+    attn_scale: torch.Tensor  # [N, L]: 1/sigma of a norm ending the attention branch (`Decomposition.attn_scale`)
     predictions: torch.Tensor  # [N] long: the model's next token
     label_ids: torch.Tensor  # [N, K] long: the token at each label position (that of position 0 past a prompt's labels)
     pattern: torch.Tensor  # [N, L, H, K]: attention of the last position on each label position
@@ -46,7 +47,8 @@ class LabelRecord:
         """Prompts `rows` as a decomposition whose positions are the K label positions (as
         `Decomposition.at_positions` gives), for `label_value_ranks` and `heads_position_increase`."""
         return Decomposition(m.arch, input_ids=self.label_ids[rows], last=None, logits=None, scale=self.scale[rows],
-                             resid=self.resid[rows], pattern=self.pattern[rows], values=self.values[rows])
+                             attn_scale=self.attn_scale[rows], resid=self.resid[rows], pattern=self.pattern[rows],
+                             values=self.values[rows])
 
 
 def label_attention_of(dec: Decomposition, positions: LabelPositions) -> Tensors:
@@ -63,8 +65,9 @@ def label_attention_of(dec: Decomposition, positions: LabelPositions) -> Tensors
 def _record_of(dec: Decomposition, positions: LabelPositions) -> Tensors:
     """`LabelRecord`'s fields for one batch, on the CPU."""
     at = dec.at_positions(positions.labels.clamp(min=0).to(dec.input_ids.device))
-    return {"resid": dec.resid.cpu(), "scale": dec.scale.cpu(), "predictions": dec.predictions.cpu(),
-            "label_ids": at.input_ids.cpu(), "pattern": at.pattern.cpu(), "values": at.values.cpu()}
+    return {"resid": dec.resid.cpu(), "scale": dec.scale.cpu(), "attn_scale": dec.attn_scale.cpu(),
+            "predictions": dec.predictions.cpu(), "label_ids": at.input_ids.cpu(), "pattern": at.pattern.cpu(),
+            "values": at.values.cpu()}
 
 
 @torch.no_grad()
@@ -128,6 +131,11 @@ def from_pass(kind: str, m: ICLModel, ps: PromptSet, batch_size: int = 32) -> Te
 
 
 def label_record(m: ICLModel, ps: PromptSet) -> LabelRecord:
-    """The `LabelRecord` of a prompt set (from its one cached pass)."""
+    """The `LabelRecord` of a prompt set (from its one cached pass; recorded again where the
+    cached one was written before a field was added)."""
     record = from_pass("label-record", m, ps)
-    return LabelRecord(**{f.name: record[f.name] for f in fields(LabelRecord)})
+    names = [f.name for f in fields(LabelRecord)]
+    if not set(names) <= record.keys():
+        result_file("label-record", m, ps).unlink(missing_ok=True)
+        record = from_pass("label-record", m, ps)
+    return LabelRecord(**{name: record[name] for name in names})

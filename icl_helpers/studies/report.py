@@ -17,7 +17,6 @@ from ..core.heads import Head, at_heads, check_heads, head_name, parse_heads, to
 from ..core.locate import LocateResult
 from ..data.datasets import dataset_records
 from ..errors import UsageError
-from ..model.adapters import LlamaArch
 from ..model.loading import ICLModel
 from ..notebook import sentence_datasets
 from . import causal, label_attention, mrr, projection, recency, subvalues
@@ -268,7 +267,7 @@ def sentence_finding(id: str, judges: Sequence[str], pick: Callable[[Studies], t
     def find(s: Studies) -> Finding:
         if not s.sentence:
             return not_tested(id, "no copy of the sentence datasets here, and no hub")
-        if llama_only and not isinstance(s.m.arch, LlamaArch):
+        if llama_only and s.m.arch.family != "llama":
             return not_tested(id, f"Appendix D is about LLaMA; {s.m.name} is not a Llama-family model")
         heads, which = pick(s)
         parts = {}
