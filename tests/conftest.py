@@ -1,5 +1,6 @@
 """Shared fixtures and helpers: real tokenizers, small randomly initialised models of each
-family, the bundled model, the prompts most tests use, and `close` for float comparisons."""
+family, the bundled model, the prompts most tests use, and the float comparisons of the
+tolerance policy (tests/README.md): `close`, `exact`, `logprob_scale` and `rank_slack`."""
 from __future__ import annotations
 
 import os
@@ -24,6 +25,7 @@ from transformers import (
 )
 
 from icl_helpers import ICLModel, load_model
+from icl_helpers.core.attribution import Readout
 from icl_helpers.paths import cache_root
 from icl_helpers.studies.runner import PromptSet, prompt_set_from_texts
 
@@ -44,10 +46,52 @@ PROMPTS = [
 ]
 
 
-def close(a: torch.Tensor, b: torch.Tensor, rel: float = 1e-5) -> None:
-    """Equal to `rel` of the larger tensor's scale (sums of many terms lose a few ulps)."""
-    atol = rel * max(1.0, float(b.abs().max()))
-    torch.testing.assert_close(a, b, rtol=0, atol=atol)
+# --- float comparisons: the tolerance policy, argued in tests/README.md ----------------------
+EPS32 = torch.finfo(torch.float32).eps  # 2**-23: float32's spacing at 1, the unit of every tolerance
+ULPS = 32  # c: the rounding of any path compared here is a few ulps (under 11 seen), with room for other CPUs
+
+
+def close(got, want, *, scale: float | None = None, ulps: float = ULPS, equal_nan: bool = False) -> None:
+    """One quantity computed in two summation orders in float32 (batching, chunking, a folded
+    readout, threads, kernels, padding): |got - want| <= ulps * EPS32 * scale everywhere.
+
+    scale: the magnitude of the terms summed into the values; by default the largest finite
+    |want|, right where no term outweighs the result. An increase is a difference of
+    log-probabilities: pass `logprob_scale(dec)`. Tensors, numbers or sequences of them."""
+    got, want = (x if isinstance(x, torch.Tensor) else torch.tensor(x, dtype=torch.float64) for x in (got, want))
+    if scale is None:
+        finite = want[want.isfinite()]
+        scale = float(finite.abs().max()) if finite.numel() else 0.0
+    torch.testing.assert_close(got, want, rtol=0, atol=ulps * EPS32 * scale, equal_nan=equal_nan, check_dtype=False)
+
+
+def exact(got: torch.Tensor, want: torch.Tensor) -> None:
+    """The same computation on the same inputs (a cache read, a copy, an index, the same batches
+    again): bitwise equal, NaN where NaN. Say at the call why the path is the same."""
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+
+
+def logprob_scale(of) -> float:
+    """The scale of log-probabilities and their increases: the largest |logit| or log-sum-exp of
+    the logits, the terms each log p = logit - lse is the difference of (at least log V, about
+    10.8 for a 50k vocabulary, whatever the increase). of: logits [..., V], or a decomposition,
+    whose increases compare log p of bs(x_l) and bs(m_l) of its layers with their parts added."""
+    if not isinstance(of, torch.Tensor):
+        of = Readout(of.arch).logits(torch.cat([of.resid, of.mid], 1), of.scale)  # [B, 2L+1, V]
+    return max(float(of.abs().max()), float(of.logsumexp(-1).abs().max()))
+
+
+def rank_slack(dec, heads) -> torch.Tensor:
+    """[B, S, T]: how many other tokens score within `close`'s tolerance (at the scale of the
+    vector's logits, in float64) of each position's own token in bs of its value in each head:
+    how far a `label_value_ranks` rank may move with the summation order. dec needs values."""
+    G, slack = Readout(dec.arch).G.double(), []
+    for l, h in heads:
+        logits = dec.values[:, l, dec.arch.kv_head(h)].double() @ dec.arch.W_O(l)[h].double() @ G.T  # [B, T, V]
+        own = logits.gather(-1, dec.input_ids.unsqueeze(-1))
+        near = (logits - own).abs() <= ULPS * EPS32 * logits.abs().amax(-1, keepdim=True)
+        slack.append(near.sum(-1) - 1)  # not itself
+    return torch.stack(slack, 1)
 
 
 def vocab_dir() -> Path:

@@ -6,7 +6,7 @@ from icl_helpers import UsageError
 from icl_helpers.data.datasets import load_word_records
 from icl_helpers.data.prompts import Variant, build_prompts, label_token_ids, prompt_label_ids
 from icl_helpers.studies.accuracy import Accuracy, accuracy
-from tests.conftest import vocab_tokenizer
+from tests.conftest import close, vocab_tokenizer
 
 
 @pytest.mark.parametrize("name, ids, tokens", [
@@ -45,8 +45,8 @@ def test_batched_matches_one_prompt_at_a_time(smollm, word_prompts):
     acc = accuracy(smollm, texts, true, false, batch_size=4)
     with torch.no_grad():
         single = torch.stack([smollm.model(**smollm.encode([t])).logits[0, -1] for t in texts])  # [N, V]
-    torch.testing.assert_close(acc.true_logit, single.gather(1, true[:, None])[:, 0], atol=1e-4, rtol=0)
-    torch.testing.assert_close(acc.false_logit, single.gather(1, false[:, None])[:, 0], atol=1e-4, rtol=0)
+    close(acc.true_logit, single.gather(1, true[:, None])[:, 0])
+    close(acc.false_logit, single.gather(1, false[:, None])[:, 0])
     assert torch.equal(acc.top, single.argmax(-1))
     assert (acc.ranked, acc.top1) == (1.0, 1.0)
 

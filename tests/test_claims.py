@@ -20,8 +20,16 @@ from icl_helpers.studies.causal import AblationRuns
 from icl_helpers.studies.recency import Effects
 from icl_helpers.studies.runner import prompt_set
 from icl_helpers.studies.subvalues import FALSE_LABEL, LAST, OTHER, TRUE_LABEL
+from tests.conftest import close
 
-g = torch.Generator().manual_seed(0)
+g = torch.Generator()
+
+
+@pytest.fixture(autouse=True)
+def reseeded():
+    """Each test draws the same numbers whatever ran before it (pytest orders this file's
+    parametrized tests differently from run to run)."""
+    g.manual_seed(0)
 
 
 def noise(*shape: int, scale: float = 0.01) -> torch.Tensor:
@@ -48,7 +56,8 @@ def test_table2():
     far = torch.tensor([1, 1, 0, 1])  # 75% where a false demonstration is nearest
     assert claims.judge_table2(cells([[1] * 9 + [0]] * 8), far).verdict == REPLICATES  # 90% everywhere
     f = claims.judge_table2(cells([[1] * 10] * 7 + [[1] * 5 + [0] * 5]), far)
-    assert f.verdict == PARTLY and f.ours == pytest.approx(75 / 80) and f.n == 80 and "cell 7: 50%" in f.why
+    assert f.verdict == PARTLY and f.n == 80 and "cell 7: 50%" in f.why
+    close(f.ours, 75 / 80)
     assert claims.judge_table2(cells([[0] * 10] * 8), far).verdict == FAILS
     recency = claims.judge_table2(cells([[1] * 10] * 8), torch.tensor([0, 0, 1, 0]))  # follows the nearest label
     assert recency.verdict == PARTLY and "top-1 25% on the 4 recency-family prompts" in recency.why
@@ -66,8 +75,10 @@ def test_fig2():
     assert claims.judge_fig2(deep_attention, noise(N, L)).verdict == REPLICATES
     shallow = deep_attention.roll(-6, 1)  # the attention increase in layer 1: attention beats FFN, but not deep
     assert claims.judge_fig2(shallow, noise(N, L)).verdict == PARTLY
-    f = claims.judge_fig2(noise(N, L), deep_attention)  # the FFN layers carry it
-    assert f.verdict == FAILS and f.ci[1] < 0 and f.ours == pytest.approx(float(-deep_attention.sum(1).mean()), abs=0.1)
+    attention = noise(N, L)
+    f = claims.judge_fig2(attention, deep_attention)  # the FFN layers carry it
+    assert f.verdict == FAILS and f.ci[1] < 0
+    close(f.ours, (attention.sum(1) - deep_attention.sum(1)).mean())
 
 
 def test_fig3_4_and_fig12_15():
@@ -127,7 +138,8 @@ def test_fig8_fig9_and_fig10_11():
     per_label = (before[0] / 2, moved[0])  # two true labels, then one: 0.15 -> 0.2 a label
     assert claims.judge_fig8(before, moved, (per_label[1], per_label[0])).verdict == REPLICATES
     rises = claims.judge_fig8(before, moved, per_label)  # the sum drops, each true label gains
-    assert rises.verdict == PARTLY and "per true-label position 0.150 -> 0.200" in rises.why
+    assert rises.verdict == PARTLY  # its text gives both means (about 0.15 and 0.2; the third decimal moves with the noise)
+    assert f"per true-label position {per_label[0].mean():.3f} -> {per_label[1].mean():.3f}" in rises.why
     assert claims.judge_fig8(before, (before[0] + 0.1, before[1] - 0.05), per_label).verdict == FAILS
     near = effects(0.0, 0.1)
     f9 = claims.judge_fig9(before, moved, near)
@@ -163,7 +175,8 @@ def test_app_e():
         return torch.stack([top] + [torch.full((N,), LAST)] * 5, 1)
 
     f = claims.judge_app_e(kinds(80, 10), chance, heads, ["27-5: foo bar"])
-    assert f.verdict == REPLICATES and f.ours == pytest.approx(0.8) and f.n == N and f.ci[0] > 0.5
+    assert f.verdict == REPLICATES and f.n == N and f.ci[0] > 0.5
+    close(f.ours, 0.8)
     assert "top head (29-1)" in f.why and "false-label one 10.0%" in f.why and "chance (a random position) 8.0%" in f.why
     assert "29-1: true label 80.0%, false label 10.0%, other 10.0%; 20-0: last position 100.0%" in f.why
     assert "18-2" in f.why and "17-0" not in f.why and f.why.endswith("27-5: foo bar")
@@ -179,7 +192,8 @@ def test_bias():
     plain = torch.arange(N) % 2 == 0  # half biased
     gone = plain & (torch.arange(N) % 4 == 0)  # half of those still biased: a 50% reduction
     f = claims.judge_bias("majority_bias", torch.stack([exposed, plain, gone], 1), 0.22)
-    assert f.verdict == REPLICATES and f.ours == pytest.approx(0.5) and "100/200" in f.why
+    assert f.verdict == REPLICATES and "100/200" in f.why
+    close(f.ours, 0.5)
     assert claims.judge_bias("majority_bias", torch.stack([exposed, plain, plain], 1), 0.22).verdict == FAILS
     small = plain.clone()
     small[:10] = False  # ten of the hundred biased prompts freed: 10%, CI above 0, under half the paper's 22%
@@ -198,7 +212,8 @@ def test_causal():
     randoms = [accuracy_of(torch.arange(N) < 80 + d % 5) for d in range(20)]  # 80-84%
     runs = lambda top: AblationRuns(plain, {20: accuracy_of(torch.arange(N) < top)}, {20: randoms})  # noqa: E731
     f = claims.judge_causal(runs(20), 20, "mean")
-    assert f.verdict == REPLICATES and f.ours == pytest.approx(0.2) and f.n == N and f.ci[0] < 0.2 < f.ci[1]
+    assert f.verdict == REPLICATES and f.n == N and f.ci[0] < 0.2 < f.ci[1]
+    close(f.ours, 0.2)
     assert "90.0% plain" in f.why and "82.0% with 20 layer-matched random heads" in f.why
     assert claims.judge_causal(runs(60), 20, "mean").verdict == PARTLY
     assert claims.judge_causal(runs(82), 20, "mean").verdict == FAILS
@@ -225,7 +240,8 @@ def test_report_covers_every_claim_and_its_numbers_are_the_studies(small, tmp_pa
     from icl_helpers.studies.in_context_heads import in_context_heads
     pairs = [label_attention.attention_on_labels(small, ps).at(in_context_heads(small, ps, report.K)) for ps in sets.values()]
     true, false = (torch.cat(x) for x in zip(*pairs))
-    assert by["fig6"].ours == pytest.approx(float((true - false).mean()), abs=1e-6) and by["fig6"].n == 12
+    close(by["fig6"].ours, (true - false).mean(), scale=float(torch.cat([true, false]).abs().max()))
+    assert by["fig6"].n == 12
     assert by["table2"].n == 24  # 6 prompts, 2 datasets, foo and bar
     assert by["causal"].n == 6 and "20 draws" in by["causal"].why  # 3 evaluation prompts a dataset
     json.dumps([f.to_dict() for f in findings])
@@ -282,7 +298,8 @@ def test_report_analyses_the_heads_given(small, tmp_path, monkeypatch):
     top = {f.id: f for f in report.report(small, 6, 2, progress=lambda step: None, ids=ids)}
     pairs = [label_attention.attention_on_labels(small, prompt_set(small, d, "balanced", 6)).at(given) for d in report.WORD]
     true, false = (torch.cat(x) for x in zip(*pairs))
-    assert by["fig6"].ours == pytest.approx(float((true - false).mean()), abs=1e-6) != top["fig6"].ours
+    close(by["fig6"].ours, (true - false).mean(), scale=float(torch.cat([true, false]).abs().max()))
+    assert by["fig6"].ours != top["fig6"].ours
     assert "mean MRR of 3 in-context heads" in by["fig5"].why and "of 12 in-context heads" in top["fig5"].why
     assert "with the 3 heads given mean-ablated" in by["causal"].why and "heads given, not located" in by["causal"].why
     assert "with the top 12 in-context heads mean-ablated" in top["causal"].why and "located on other prompts" in top["causal"].why

@@ -7,7 +7,7 @@ import torch
 from icl_helpers import UsageError
 from icl_helpers.core import decompose as decompose_module
 from icl_helpers.core.decompose import concat, decompose, length_batches
-from tests.conftest import PROMPTS, close
+from tests.conftest import PROMPTS, close, exact
 
 
 @pytest.fixture(scope="module")
@@ -23,41 +23,47 @@ def hf(small):
 
 
 def test_residual_stream_is_embeddings_plus_every_layer(full):
-    close(full.resid[:, 0] + full.attn.sum(1) + full.mlp.sum(1), full.resid[:, -1])
-    close(full.resid[:, 1:], full.mid + full.mlp)
+    terms = full.resid[:, 0].abs() + full.attn.abs().sum(1) + full.mlp.abs().sum(1)
+    close(full.resid[:, 0] + full.attn.sum(1) + full.mlp.sum(1), full.resid[:, -1], scale=float(terms.max()))
+    exact(full.mid + full.mlp, full.resid[:, 1:])  # x_{l+1} = (x_l + ATTN_l) + FFN_l: the model's own two additions
 
 
 def test_layer_inputs_match_models_hidden_states(small, full, hf):
     rows = torch.arange(len(PROMPTS))
     for l in range(small.arch.n_layers):
-        close(full.resid[:, l], hf.hidden_states[l][rows, full.last])
+        exact(full.resid[:, l], hf.hidden_states[l][rows, full.last])  # the same forward pass of the same batch
 
 
 def test_heads_plus_bias_equal_attention_output(small, full):
-    heads = full.heads().sum(2)
+    heads = full.heads()
     for l in range(small.arch.n_layers):
         b_O = small.arch.b_O(l)
-        close(heads[:, l] + (0 if b_O is None else b_O * full.attn_scale[:, l, None]), full.attn[:, l])
+        bias = 0 if b_O is None else b_O * full.attn_scale[:, l, None]
+        terms = heads[:, l].abs().sum(1) + abs(bias)
+        close(heads[:, l].sum(1) + bias, full.attn[:, l], scale=float(terms.max()))
 
 
 def test_position_terms_sum_to_each_head(small, full):
     heads = full.heads()
     for l in range(small.arch.n_layers):
         for h in range(small.arch.n_heads):
-            close(full.position_terms(l, h).sum(1), heads[:, l, h])
+            terms = full.position_terms(l, h)
+            close(terms.sum(1), heads[:, l, h], scale=float(terms.abs().sum(1).max()))
 
 
 def test_neurons_sum_to_ffn_output(small, full):
     for l in range(small.arch.n_layers):
         bias = small.arch.b_out(l)
-        close((full.neurons[:, l] @ small.arch.W_out(l) + (0 if bias is None else bias)) * full.mlp_scale[:, l, None],
-              full.mlp[:, l])
+        bias = 0 if bias is None else bias
+        post = full.mlp_scale[:, l, None]  # a post-FFN norm's frozen 1/sigma (Gemma); ones elsewhere
+        terms = (full.neurons[:, l].abs() @ small.arch.W_out(l).abs() + abs(bias)) * post
+        close((full.neurons[:, l] @ small.arch.W_out(l) + bias) * post, full.mlp[:, l], scale=float(terms.max()))
 
 
 def test_attention_rows_match_models_attentions(small, full, hf):
     rows = torch.arange(len(PROMPTS))
     for l in range(small.arch.n_layers):
-        close(full.pattern[:, l], hf.attentions[l][rows, :, full.last])
+        exact(full.pattern[:, l], hf.attentions[l][rows, :, full.last])  # the same forward pass of the same batch
     # the last position attends to real tokens only
     T = full.input_ids.shape[1]
     after_last = torch.arange(T)[None, :] > full.last[:, None]
@@ -106,6 +112,11 @@ def test_final_scale_is_the_norm_the_model_used(small, full):
     f = full.resid[:, -1]
     centred = f - f.mean(-1, keepdim=True) if small.arch.norm_kind == "layer" else f
     close(gamma * centred / full.scale[:, None] + (0 if beta is None else beta), normed)
+    tiny = f * 1e-3  # where the norm's eps is about as large as the variance
+    with torch.no_grad():
+        normed = norm(tiny)
+    centred = tiny - tiny.mean(-1, keepdim=True) if small.arch.norm_kind == "layer" else tiny
+    close(gamma * centred / small.arch.sigma(tiny)[:, None] + (0 if beta is None else beta), normed)
 
 
 def test_at_positions_keeps_the_chosen_positions_of_every_position_field(full):

@@ -17,7 +17,7 @@ from icl_helpers.core.decompose import Decomposition, decompose
 from icl_helpers.core.locate import locate
 from icl_helpers.data.positions import LabelPositions, find_positions, from_encoding
 from icl_helpers.data.prompts import label_token_ids, prompt_label_ids
-from tests.conftest import close, small_model, vocab_tokenizer
+from tests.conftest import close, exact, logprob_scale, small_model, vocab_tokenizer
 from tests.test_attribution import naive_increase
 from tests.test_positions import PROMPTS
 
@@ -119,15 +119,17 @@ def test_decomposition_rebuilds_the_forward_pass(llama, dec):
         hf = llama.model(**llama.encode(TEXTS), output_hidden_states=True)
     rows, arch = torch.arange(len(TEXTS)), llama.arch
     for l in range(arch.n_layers):
-        close(dec.resid[:, l], hf.hidden_states[l][rows, dec.last])
-    close(dec.resid[:, 0] + dec.attn.sum(1) + dec.mlp.sum(1), dec.resid[:, -1])
-    close(dec.logits, hf.logits[rows, dec.last])
+        exact(dec.resid[:, l], hf.hidden_states[l][rows, dec.last])  # the same forward pass of the same batch
+    terms = dec.resid[:, 0].abs() + dec.attn.abs().sum(1) + dec.mlp.abs().sum(1)  # the scales: sums of |terms|
+    close(dec.resid[:, 0] + dec.attn.sum(1) + dec.mlp.sum(1), dec.resid[:, -1], scale=float(terms.max()))
+    close(dec.logits, hf.logits[rows, dec.last])  # the unembedding of B rows, not of B * T
     close(Readout(arch).logits(dec.resid[:, -1], dec.scale), dec.logits)
     heads = dec.heads()
-    close(heads.sum(2), dec.attn)  # no output bias in Llama
+    close(heads.sum(2), dec.attn, scale=float(heads.abs().sum(2).max()))  # no output bias in Llama
     for l in range(arch.n_layers):
         for h in range(arch.n_heads):
-            close(dec.position_terms(l, h).sum(1), heads[:, l, h])
+            terms = dec.position_terms(l, h)
+            close(terms.sum(1), heads[:, l, h], scale=float(terms.abs().sum(1).max()))
 
 
 def test_increases_toward_the_true_label_equal_the_naive_ones(llama, dec, pos):
@@ -136,14 +138,15 @@ def test_increases_toward_the_true_label_equal_the_naive_ones(llama, dec, pos):
     arch, r = llama.arch, Readout(llama.arch)
     true, _ = prompt_label_ids(llama.tokenizer, PROMPTS)
     located = locate(llama, TEXTS, targets=true, progress=False)
-    heads = dec.heads()
+    heads, at = dec.heads(), logprob_scale(dec)
     for l in range(arch.n_layers):
-        close(located.head[:, l], naive_increase(r, dec.resid[:, l], heads[:, l], true, dec.scale))
-        close(located.attn[:, l], naive_increase(r, dec.resid[:, l], dec.attn[:, l, None], true, dec.scale)[:, 0])
-        close(located.ffn[:, l], naive_increase(r, dec.mid[:, l], dec.mlp[:, l, None], true, dec.scale)[:, 0])
+        close(located.head[:, l], naive_increase(r, dec.resid[:, l], heads[:, l], true, dec.scale), scale=at)
+        close(located.attn[:, l], naive_increase(r, dec.resid[:, l], dec.attn[:, l, None], true, dec.scale)[:, 0], scale=at)
+        close(located.ffn[:, l], naive_increase(r, dec.mid[:, l], dec.mlp[:, l, None], true, dec.scale)[:, 0], scale=at)
     every = [(l, h) for l in range(arch.n_layers) for h in range(arch.n_heads)]
     labels = pos.labels.clamp(min=0)
     got = heads_position_increase(r, dec, every, labels, true)  # [B, S, K]
     rows = torch.arange(len(TEXTS))[:, None]
     for s, (l, h) in enumerate(every):
-        close(got[:, s], naive_increase(r, dec.resid[:, l], dec.position_terms(l, h)[rows, labels], true, dec.scale))
+        want = naive_increase(r, dec.resid[:, l], dec.position_terms(l, h)[rows, labels], true, dec.scale)
+        close(got[:, s], want, scale=at)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from icl_helpers import ICLModel, UsageError
-from icl_helpers.core.attribution import Readout, position_increase
+from icl_helpers.core.attribution import Readout
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.heads import same_layer_random_heads
 from icl_helpers.core.interventions import ablated
@@ -20,7 +20,8 @@ from icl_helpers.data.prompts import prompt_label_ids
 from icl_helpers.studies import accuracy, in_context_heads, label_attention, mrr, projection, prompt_pass, runner
 from tests.conftest import MIXED_TEXTS as TEXTS
 from tests.conftest import STUDY_HEADS as HEADS
-from tests.conftest import close, small_model
+from tests.conftest import close, exact, logprob_scale, rank_slack, small_model
+from tests.test_attribution import naive_increase
 
 
 def test_label_attention_sweep_matches_one_batch(small, ps):
@@ -39,7 +40,7 @@ def test_label_attention_sweep_matches_one_batch(small, ps):
     close(per_class, att.true)  # the per-label weights sum to the true-label total
     true, false = att.at(HEADS)
     assert true.shape == false.shape == (3, 2)
-    close(true[:, 0], att.true[:, 2, 3])
+    exact(true[:, 0], att.true[:, 2, 3])  # an index
 
 
 def test_decomposed_batches_prompts_of_similar_length_each_once(small, ps):
@@ -56,19 +57,20 @@ def test_label_increase_sweep_matches_one_batch(small, ps):
     increase in one batch, head by head."""
     got = label_attention.label_increase_sweep(small, ps, HEADS, batch_size=2)
     dec = decompose(small, TEXTS, record=["pattern", "values"])
+    scale = logprob_scale(dec)
     assert got.shape == (3, 2, 4)
     for s, (l, h) in enumerate(HEADS):
-        every = position_increase(Readout(small.arch), dec, l, h, dec.predictions)  # [N, T]
+        every = naive_increase(Readout(small.arch), dec.resid[:, l], dec.position_terms(l, h), dec.predictions, dec.scale)
         for i, labels in enumerate(ps.positions.labels):
-            close(got[i, s, labels >= 0], every[i, labels[labels >= 0]])
+            close(got[i, s, labels >= 0], every[i, labels[labels >= 0]], scale=scale)
             assert got[i, s, labels < 0].isnan().all()
     att = label_attention.attention_on_labels(small, ps)
-    torch.testing.assert_close(att.per_label_at(HEADS)[:, 1], att.per_label[:, 0, 1], rtol=0, atol=0, equal_nan=True)
+    exact(att.per_label_at(HEADS)[:, 1], att.per_label[:, 0, 1])  # an index
     weight, increase, is_true = label_attention.label_points(small, ps, HEADS)
     assert len(weight) == len(increase) == len(is_true) == (4 + 3 + 2) * len(HEADS)  # every label, no padding
     assert int(is_true.sum()) == int(ps.positions.chosen(True).sum()) * len(HEADS)
-    close(weight[-2:], att.per_label[2, 0, 1, :2])  # the last prompt's two labels in the last head
-    close(increase[-2:], got[2, 1, :2])
+    exact(weight[-2:], att.per_label[2, 0, 1, :2])  # the last prompt's two labels in the last head: the same cached pass
+    close(increase[-2:], got[2, 1, :2], scale=scale)  # scored in one block of three, not in twos
 
 
 def test_label_value_ranks_sweep_matches_one_batch(small, ps):
@@ -77,10 +79,11 @@ def test_label_value_ranks_sweep_matches_one_batch(small, ps):
     labels = ps.positions.labels
     is_label = ps.positions.mask(dec.input_ids.shape[1], True) | ps.positions.mask(dec.input_ids.shape[1], False)
     want = label_value_ranks(Readout(small.arch), dec, HEADS, is_label)
+    slack = rank_slack(dec, HEADS)  # values of another batching: a tie within rounding may count either way
     assert ranks.shape == (3, 2, 4)
     for i in range(len(TEXTS)):
         K = int(ps.positions.valid[i].sum())
-        assert torch.equal(ranks[i, :, :K], want[i][:, labels[i, :K]])
+        assert ((ranks[i, :, :K] - want[i][:, labels[i, :K]]).abs() <= slack[i][:, labels[i, :K]]).all()
         assert ranks[i, :, K:].isnan().all()
 
 
@@ -138,7 +141,7 @@ def test_in_context_heads_are_the_given_heads_where_given(small, ps, monkeypatch
 def test_overlap_counts_shared_heads():
     got = in_context_heads.overlap({"a": [(1, 1), (2, 2)], "b": [(2, 2), (3, 3)], "c": [(4, 4)]})
     assert got.tolist() == [[2, 1, 0], [1, 2, 0], [0, 0, 1]]
-    assert in_context_heads.mean_shared(got) == pytest.approx(1 / 3)
+    close(in_context_heads.mean_shared(got), 1 / 3)
 
 
 def test_prompt_set_finds_label_positions(small):
@@ -156,7 +159,7 @@ def test_located_is_cached_under_its_key(small, tmp_path, monkeypatch):
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     ps = runner.prompt_set(small, "animal_country", n=3)
     first = in_context_heads.located(small, ps)
-    close(first.head, locate(small, ps.texts).head)
+    exact(first.head, locate(small, ps.texts).head)  # locate's batches and scoring (the pass records more, reading only)
     run = prompt_pass.prompt_pass
     monkeypatch.setattr(prompt_pass, "prompt_pass", lambda *a, **k: pytest.fail("recomputed a cached result"))
     again = in_context_heads.located(small, ps)
@@ -209,7 +212,7 @@ def test_label_attention_alone_is_recorded_without_scoring_heads(small, ps, tmp_
     monkeypatch.setattr(prompt_pass, "score_decompositions", lambda *a, **k: pytest.fail("scored the heads"))
     att = label_attention.attention_on_labels(small, ps)
     assert [f.name.split("__")[0] for f in (tmp_path / "results").glob("*.pt")] == ["label-attention"]
-    close(att.true, label_attention.label_attention_sweep(small, ps).true)
+    exact(att.true, label_attention.label_attention_sweep(small, ps).true)  # the same pass, run again
 
 
 def test_an_unknown_kind_of_pass_is_refused_before_any_pass(small, ps, monkeypatch):
@@ -232,21 +235,23 @@ def test_a_located_prompt_set_runs_through_the_model_once(small, ps, tmp_path, m
     finally:
         handle.remove()
     assert len(batches) == 2  # 3 prompts in batches of 2, once
-    close(loc.head, locate(small, ps.texts).head)
+    dec = decompose(small, TEXTS, record=["pattern", "values"])  # in one batch: other summation orders throughout
+    scale = logprob_scale(dec)
+    close(loc.head, locate(small, ps.texts).head, scale=scale)
     own = label_attention.label_attention_sweep(small, ps, batch_size=3)
     for name in ("true", "false", "per_label"):
-        torch.testing.assert_close(getattr(att, name), getattr(own, name), equal_nan=True)
+        close(getattr(att, name), getattr(own, name), equal_nan=True)
     assert torch.equal(att.predictions, own.predictions)
-    dec = decompose(small, TEXTS, record=["pattern", "values"])
     for s, (l, h) in enumerate(HEADS):
-        every = position_increase(Readout(small.arch), dec, l, h, dec.predictions)  # [N, T]
+        every = naive_increase(Readout(small.arch), dec.resid[:, l], dec.position_terms(l, h), dec.predictions, dec.scale)
         for i, labels in enumerate(ps.positions.labels):
-            close(increase[i, s, labels >= 0], every[i, labels[labels >= 0]])
+            close(increase[i, s, labels >= 0], every[i, labels[labels >= 0]], scale=scale)
             assert increase[i, s, labels < 0].isnan().all()
     is_label = ps.positions.mask(dec.input_ids.shape[1], True) | ps.positions.mask(dec.input_ids.shape[1], False)
-    want = label_value_ranks(Readout(small.arch), dec, HEADS, is_label)
+    want, slack = label_value_ranks(Readout(small.arch), dec, HEADS, is_label), rank_slack(dec, HEADS)
     for i, labels in enumerate(ps.positions.labels):
-        assert torch.equal(ranks[i][:, labels >= 0], want[i][:, labels[labels >= 0]])
+        at = labels[labels >= 0]
+        assert ((ranks[i][:, labels >= 0] - want[i][:, at]).abs() <= slack[i][:, at]).all()
 
 
 def test_prompt_attention_rows_are_distributions(small, ps):
@@ -265,7 +270,7 @@ def test_studies_on_a_prompt_set_are_cached(small, tmp_path, monkeypatch):
     ps = runner.prompt_set(small, "sentiment_number", "imbalanced", n=3)
     att = label_attention.attention_on_labels(small, ps)
     ranks = mrr.label_ranks(small, ps, HEADS)
-    assert torch.equal(ranks, mrr.label_value_ranks_sweep(small, ps, HEADS))
+    assert torch.equal(ranks, mrr.label_value_ranks_sweep(small, ps, HEADS))  # computed as the cache computed it
     monkeypatch.setattr(label_attention, "label_attention_sweep", lambda *a, **k: pytest.fail("recomputed"))
     monkeypatch.setattr(mrr, "label_value_ranks_sweep", lambda *a, **k: pytest.fail("recomputed"))
     assert torch.equal(label_attention.attention_on_labels(small, ps).true, att.true)
@@ -279,7 +284,7 @@ def test_variant_study_compares_balanced_with_the_variant(small, tmp_path, monke
     st = label_attention.variant_study(small, "animal_country", "reordered", n=4, k=3)
     assert len(st.heads) == 3 and set(st.attention) == set(st.accuracy) == {"balanced", "reordered"}
     want = accuracy.prompt_accuracy(small, runner.prompt_set(small, "animal_country", "reordered", n=4)).top1
-    assert st.accuracy["reordered"] == pytest.approx(want)
+    close(st.accuracy["reordered"], want)
     true, false = st.at_heads()["reordered"]
     assert true.shape == false.shape == (4, 3)
     given = label_attention.variant_study(small, "animal_country", "reordered", n=4, k=3, heads=HEADS)
@@ -291,7 +296,8 @@ def test_true_vs_false_counts_heads_with_more_true_attention():
     false = torch.tensor([[0.1, 0.2], [0.1, 0.2]])
     got = label_attention.true_vs_false(true, false)
     assert (got.heads_true_above, got.heads) == (1, 2)
-    assert got.true == pytest.approx(0.25) and got.false == pytest.approx(0.15)
+    close(got.true, 0.25)
+    close(got.false, 0.15)
 
 
 def test_variant_change_counts_heads_that_move():
@@ -299,13 +305,15 @@ def test_variant_change_counts_heads_that_move():
     after = (torch.tensor([[0.4, 0.3]]), torch.tensor([[0.2, 0.1]]))
     got = label_attention.variant_change(before, after)
     assert (got.heads_true_down, got.heads_false_up, got.heads) == (1, 1, 2)
-    assert (got.true_before, got.true_after) == pytest.approx((0.4, 0.35))
+    close(got.true_before, 0.4)
+    close(got.true_after, 0.35)
 
 
 def test_correlation_of_a_monotone_relation():
     x = torch.arange(10.0)
     pearson, spearman = label_attention.correlation(x, x**3)
-    assert 0.9 < pearson < 1 and spearman == pytest.approx(1.0)
+    assert 0.9 < pearson < 1
+    close(spearman, 1.0)
 
 
 def test_layer_range():
@@ -334,8 +342,8 @@ def test_cache_is_keyed_by_the_weights_not_the_name(fresh):
     with torch.no_grad():
         m.arch.attn_out(1).weight.zero_()  # same name, other weights
     after = in_context_heads.located(m, ps)
-    close(after.head, locate(m, ps.texts).head)
-    assert not torch.allclose(after.head[:, 1], before.head[:, 1])
+    exact(after.head, locate(m, ps.texts).head)  # locate's batches and scoring
+    assert (after.head[:, 1] - before.head[:, 1]).abs().max() > 1e-2  # far beyond rounding
 
 
 def test_nothing_is_cached_while_an_intervention_is_active(fresh, tmp_path):
@@ -343,8 +351,8 @@ def test_nothing_is_cached_while_an_intervention_is_active(fresh, tmp_path):
     plain = in_context_heads.located(m, ps)
     with ablated(m, [(1, 0), (2, 3)]):
         cut = in_context_heads.located(m, ps)
-        close(cut.head, locate(m, ps.texts).head)
-    assert not torch.allclose(cut.head, plain.head)
+        exact(cut.head, locate(m, ps.texts).head)  # locate's batches and scoring
+    assert (cut.head - plain.head).abs().max() > 1e-2  # far beyond rounding
     assert len(list((tmp_path / "results").glob("*.pt"))) == 3  # only the plain pass's results
     assert torch.equal(in_context_heads.located(m, ps).head, plain.head)
 
@@ -406,7 +414,7 @@ def test_an_unwritable_cache_gives_the_result_and_a_warning(fresh, tmp_path):
     (tmp_path / "results").write_text("a file where the folder should be")
     with pytest.warns(UserWarning, match=r"^Could not write the cache file .*; the result is not cached\.$"):
         got = in_context_heads.located(m, ps)
-    close(got.head, locate(m, ps.texts).head)
+    exact(got.head, locate(m, ps.texts).head)  # locate's batches and scoring
     assert not list(tmp_path.glob("**/*.tmp"))
 
 

@@ -1,35 +1,39 @@
 """Appendix E's study: position-level increases of every position and where the largest lies,
-and neuron-level increases of the top FFN layers, against the attribution functions."""
+and neuron-level increases of the top FFN layers, against naive full-vocabulary increases."""
 from __future__ import annotations
 
 import pandas as pd
-import pytest
 import torch
 
 from icl_helpers import claims
-from icl_helpers.core.attribution import Readout, neuron_increase, position_increase
+from icl_helpers.core.attribution import Readout
 from icl_helpers.core.decompose import decompose
 from icl_helpers.data.positions import LabelPositions
 from icl_helpers.studies import report, runner, subvalues
 from icl_helpers.studies.subvalues import DEMONSTRATION, FALSE_LABEL, LAST, OTHER, TRUE_LABEL
 from tests.conftest import MIXED_TEXTS as TEXTS
 from tests.conftest import STUDY_HEADS as HEADS
-from tests.conftest import close
+from tests.conftest import close, exact, logprob_scale
+from tests.test_attribution import naive_increase
 
 
 def test_position_increases_are_position_increase_in_batches_of_two(small, ps, tmp_path, monkeypatch):
-    """Every position's increase, batched in twos, against `position_increase` of one batch
-    head by head; NaN past each prompt's last position; the cached result is the same."""
+    """Every position's increase, batched in twos, against the naive increase of one batch
+    head by head; NaN past each prompt's last position; the cached result (batched otherwise)
+    is the same, and reads back unchanged."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     got = subvalues.position_increase_sweep(small, ps, HEADS, batch_size=2)
     dec = decompose(small, TEXTS, record=["pattern", "values"])
+    scale = logprob_scale(dec)
     assert got.shape == (3, 2, dec.input_ids.shape[1])
     for s, (l, h) in enumerate(HEADS):
-        every = position_increase(Readout(small.arch), dec, l, h, dec.predictions)  # [N, T]
+        every = naive_increase(Readout(small.arch), dec.resid[:, l], dec.position_terms(l, h), dec.predictions, dec.scale)
         for i, last in enumerate(ps.positions.last.tolist()):
-            close(got[i, s, : last + 1], every[i, : last + 1])
+            close(got[i, s, : last + 1], every[i, : last + 1], scale=scale)
             assert got[i, s, last + 1 :].isnan().all()
-    torch.testing.assert_close(subvalues.position_increases(small, ps, HEADS), got, rtol=0, atol=1e-6, equal_nan=True)
+    cached = subvalues.position_increases(small, ps, HEADS)  # one batch of three: another summation order
+    close(cached, got, scale=scale, equal_nan=True)
+    exact(subvalues.position_increases(small, ps, HEADS), cached)  # a cache read
 
 
 def hand_built() -> LabelPositions:
@@ -53,28 +57,33 @@ def test_the_top_position_is_the_largest_increase_before_the_last_position():
     kinds = subvalues.top_position_kinds(increase, hand_built())
     assert kinds.tolist() == [[TRUE_LABEL, FALSE_LABEL, OTHER], [LAST, DEMONSTRATION, TRUE_LABEL]]
     shares = subvalues.kind_shares(kinds)
+    # shares of two prompts are 0, 1/2 or 1, exact in binary floating point
     assert shares.shape == (3, len(subvalues.KINDS)) and shares[2, TRUE_LABEL] == 0.5 and shares.sum(1).eq(1).all()
-    close(subvalues.true_label_chance(hand_built()), torch.tensor([1 / 9, 1 / 7], dtype=torch.float64))
+    # one float64 division of the same two integers as Python's: the same correctly rounded quotient
+    exact(subvalues.true_label_chance(hand_built()), torch.tensor([1 / 9, 1 / 7], dtype=torch.float64))
 
 
 def test_neuron_increases_and_their_ranking_are_neuron_increase(small, ps, tmp_path, monkeypatch):
     """Neuron-level increases of two layers, the prompts decomposed in twos and scored together,
-    against `neuron_increase` of one batch; the top neurons rank the mean and show their tokens."""
+    against the naive increases of one batch; the top neurons rank the mean and show their tokens."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     layers = [2, 0]
     got = subvalues.neuron_increase_sweep(small, ps, layers, batch_size=2)
     dec = decompose(small, TEXTS, record=["neurons"])
-    want = torch.stack([neuron_increase(Readout(small.arch), dec, l, dec.predictions) for l in layers], 1)
-    close(got, want)
+    r, W_out = Readout(small.arch), small.arch.W_out
+    neurons = [dec.neurons[:, l, :, None] * W_out(l) * dec.mlp_scale[:, l, None, None] for l in layers]  # [B, K, d] each
+    want = torch.stack([naive_increase(r, dec.mid[:, l], n, dec.predictions, dec.scale) for l, n in zip(layers, neurons)], 1)
+    scale = logprob_scale(dec)
+    close(got, want, scale=scale)
     table = subvalues.top_neurons(small, layers, got, k=3, tokens=4)
     assert table["FFN layer"].tolist() == [2, 2, 2, 0, 0, 0]
     for i, layer in enumerate(layers):
-        best = want[:, i].mean(0).topk(3)
+        best = got.mean(0)[i].topk(3)
         part = table[table["FFN layer"] == layer]
         assert part["neuron"].tolist() == best.indices.tolist()
-        assert part["mean increase"].tolist() == pytest.approx(best.values.tolist(), abs=1e-5)
+        assert part["mean increase"].tolist() == best.values.tolist()  # the same means, as top_neurons takes them
     assert all(len(t) == 4 for t in table["top tokens"])
-    close(subvalues.neuron_increases(small, ps, layers), got)
+    close(subvalues.neuron_increases(small, ps, layers), got, scale=scale)  # decomposed in one batch, not in twos
     top = subvalues.top_ffn_layers(small, ps, 2)
     loc = runner.study_result("locate", small, ps, lambda: {})  # filled by top_ffn_layers
     assert top == loc["ffn"].mean(0).topk(2).indices.tolist()
