@@ -38,6 +38,7 @@ from icl_helpers.core.decompose import decompose  # noqa: E402
 from icl_helpers.core.locate import locate  # noqa: E402
 from icl_helpers.model.hooks import attached  # noqa: E402
 from icl_helpers.model.loading import offline_model_dir  # noqa: E402
+from icl_helpers.paths import write_text_atomically  # noqa: E402
 
 GPT2_TOKENIZER = REPO.parent / "shared" / "tokenizers" / "gpt2"
 AGNEWS_CHARS = 170  # each text cut to this many characters: prompts of about 200 tokens
@@ -303,7 +304,7 @@ def main_bench(args: argparse.Namespace) -> None:
                   f"{r['peak_mb']:.0f} | {r['peak_mb'] - r['base_mb']:.0f} | {check} |", flush=True)
             results.append(dict(case=case["label"], n=case["n"], method=method, **r))
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
+        write_text_atomically(Path(args.json), json.dumps(results, indent=1))
 
 
 def main() -> None:

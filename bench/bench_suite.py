@@ -36,6 +36,7 @@ sys.path.insert(0, str(REPO))
 from icl_helpers import ICLModel, load_model  # noqa: E402
 from icl_helpers.claims import CLAIMS  # noqa: E402
 from icl_helpers.core.decompose import token_batches  # noqa: E402
+from icl_helpers.paths import write_text_atomically  # noqa: E402
 from icl_helpers.studies.report import report  # noqa: E402
 
 BATCH = 32  # prompts a batch at most, as every pass of the suite
@@ -238,7 +239,7 @@ def main() -> None:
         os.environ["ICL_HELPERS_CACHE"] = cache
         r = run(args.n, args.sentence_n, args.ids, args.sdpa)
     if args.json:
-        args.json.write_text(json.dumps(r, indent=1))
+        write_text_atomically(args.json, json.dumps(r, indent=1))
     print(markdown(r) + "\n\n" + extrapolated(r, *args.scale_to))
 
 
