@@ -19,7 +19,7 @@ from icl_helpers.core.decompose import decompose
 from icl_helpers.core.locate import locate
 from icl_helpers.model import loading
 from icl_helpers.paths import BUNDLED, checksum_of, sweep_leftovers
-from tests.conftest import close
+from tests.conftest import close, small_model
 
 
 def test_local_directory_round_trip(small, tmp_path):
@@ -70,6 +70,19 @@ def test_a_folder_that_is_not_a_model(tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
     with pytest.raises(UsageError, match=rf"^{tmp_path} is a folder but not a model: it has no config\.json\. Give a folder saved"):
         load_model(str(tmp_path), device="cpu")
+
+
+def test_wrapping_leaves_the_callers_tokenizer_alone(gpt2_tokenizer):
+    """GPT-2's tokenizer has no pad token: the wrapper pads with a copy, the caller's is unchanged."""
+    mine = copy.deepcopy(gpt2_tokenizer)
+    mine.padding_side = "left"
+    m = ICLModel(small_model("gpt2"), mine)
+    assert (mine.pad_token, mine.padding_side) == (None, "left")
+    assert m.tokenizer is not mine and (m.tokenizer.pad_token, m.tokenizer.padding_side) == ("<|endoftext|>", "right")
+    enc = m.encode(["a b c", "a"])
+    assert enc["input_ids"][1, 0] == enc["input_ids"][0, 0] and enc["attention_mask"][1].tolist() == [1, 0, 0]
+    ready = ICLModel(m.model, m.tokenizer)  # already right-padded with a pad token: used as it is
+    assert ready.tokenizer is m.tokenizer
 
 
 def test_unsupported_architecture(gpt2_tokenizer):

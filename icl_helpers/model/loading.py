@@ -1,6 +1,7 @@
 """Loading models: hub ids, local directories, and the offline models (`model.offline`)."""
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import shutil
@@ -27,7 +28,9 @@ class ICLModel:
     """A Hugging Face causal LM, its tokenizer and its architecture adapter.
 
     Wrap a model you loaded yourself with `ICLModel(model, tokenizer)`: it is put in eval
-    mode, without gradients, with eager attention (so attention weights can be read).
+    mode, without gradients, with eager attention (so attention weights can be read). The
+    tokenizer is left as it is: where it lacks a pad token or pads on the left, the wrapper
+    keeps a copy that pads on the right with the end-of-text token.
     """
 
     model: PreTrainedModel
@@ -42,9 +45,10 @@ class ICLModel:
             self.model.set_attn_implementation("eager")
         self.arch = arch_for(self.model)
         self.name = self.name or getattr(self.model.config, "_name_or_path", "") or "model"
-        if self.tokenizer.pad_token is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.tokenizer.padding_side = "right"
+        if self.tokenizer.pad_token is None or self.tokenizer.padding_side != "right":
+            self.tokenizer = copy.deepcopy(self.tokenizer)
+            self.tokenizer.pad_token = self.tokenizer.pad_token or self.tokenizer.eos_token
+            self.tokenizer.padding_side = "right"
 
     def fingerprint(self) -> str:
         """A short hash of the weights: each tensor's name, shape and dtype, about 1,024 of its
