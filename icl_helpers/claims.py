@@ -23,6 +23,11 @@ from .studies.subvalues import FALSE_LABEL, KINDS, TRUE_LABEL, kind_shares
 
 REPLICATES, PARTLY, FAILS, NOT_TESTED = "replicates", "partly", "does not replicate", "not tested"
 AMENDED = "(amended for the recency control, issue 14, before its data were seen)"
+PREPRINT = "arXiv 2402.02872 (the preprint)"
+EMNLP = "the EMNLP 2024 version"
+# No text of the paper is at hand: each source names where the claim and its number stand as restated
+# when this project began, and says it is unchecked rather than quote the number as fact.
+UNCHECKED = "not checked against the paper's text"
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,7 @@ class Claim:
     claim: str  # the paper's statement
     paper: str  # the paper's number, as it gives it
     rule: str  # the verdict rule, fixed before our data were seen
+    source: str  # the version, section and figure or table the statement and number come from
 
 
 CLAIMS = {c.id: c for c in [
@@ -40,78 +46,97 @@ CLAIMS = {c.id: c for c in [
           "top-1 87-100% in all 8 cells (number inputs 94/100, sentiment inputs 92/87, country 100/100, animal 100/100)",
           "replicates: top-1 >= 80% in every cell and >= 50% on the recency family's prompts whose nearest "
           "demonstration is false; partly: pooled top-1 >= 50% otherwise; does not replicate: pooled top-1 below 50% "
-          f"{AMENDED}"),
+          f"{AMENDED}",
+          f"{PREPRINT}, Section 4, Table 2 (GPT-2 large); {UNCHECKED}"),
     Claim("fig2", "Attention layers, deep ones above all, carry the increase of the predicted label; FFN layers little (Fig. 2)",
           "almost all of the increase in deep attention layers (one example prompt)",
           "replicates: the summed attention-layer increase exceeds the summed FFN increase (95% CI of the difference "
           "above 0) and the deeper half of the layers carries most of the attention increase; does not replicate: "
-          "the CI lies below 0; partly: otherwise"),
+          "the CI lies below 0; partly: otherwise",
+          f"{PREPRINT}, Fig. 2 (GPT-2 large, one example prompt); {UNCHECKED}"),
     Claim("fig3_4", "The in-context heads (top 20 by increase) lie in deep layers (Figs. 3, 4)",
           "top 20 of 720 heads (2.8%) in layers 18-31 of 36",
-          "replicates: >= 80% of the top 20 in the deeper half of the layers; partly: >= 50%; does not replicate: fewer"),
+          "replicates: >= 80% of the top 20 in the deeper half of the layers; partly: >= 50%; does not replicate: fewer",
+          f"{PREPRINT}, Section 4, Figs. 3 and 4 (GPT-2 large: 36 layers x 20 heads); {UNCHECKED}"),
     Claim("fig12_15", "The in-context heads are largely the same across datasets (Figs. 12-15)",
           "largely the same heads in every dataset",
-          "replicates: two datasets share >= 50% of their top 20 on average; partly: >= 25%; does not replicate: fewer"),
+          "replicates: two datasets share >= 50% of their top 20 on average; partly: >= 25%; does not replicate: fewer",
+          f"{PREPRINT}, Appendix A, Figs. 12-15; {UNCHECKED}"),
     Claim("table1", "A top in-context head's label values project to the label words (Table 1)",
           "head 22-0: label values' top tokens are the labels (BAR, Bar / foo, Foo)",
           "replicates: every label value of the top head has its own label among its top 10 tokens; partly: not the "
-          "top head's, but one of the top 5 heads' do; does not replicate: none of the top 5"),
+          "top head's, but one of the top 5 heads' do; does not replicate: none of the top 5",
+          f"{PREPRINT}, Table 1 (GPT-2 large, head 22-0, the example prompt); {UNCHECKED}"),
     Claim("table3", "The same on a correctly predicted AG News prompt (Table 3, Appendix C)",
-          "label values project to the labels", "as table1, on the first correctly predicted AG News prompt"),
+          "label values project to the labels", "as table1, on the first correctly predicted AG News prompt",
+          f"{PREPRINT}, Appendix C, Table 3; {UNCHECKED}"),
     Claim("fig5", "Label values of in-context heads rank their labels far above random heads of the same layer (Fig. 5)",
           "in-context heads far above random; weakest head 19-11 MRR 0.0033",
           "replicates: the in-context heads' mean MRR (95% CI) lies above the 95th percentile of 20 layer-matched "
           "random draws and >= 75% of the heads beat their layer's random mean; partly: one of the two; "
-          "does not replicate: neither"),
+          "does not replicate: neither",
+          f"{PREPRINT}, Fig. 5 (head 19-11's MRR 0.0033); {UNCHECKED}"),
     Claim("fig6", "In-context heads attend more to the true labels than to the false ones (Fig. 6)",
           "true-label weight far above false-label weight",
           "replicates: mean (true - false) summed attention in the top 20 heads has its 95% CI above 0, true > false "
           "in >= 75% of heads, and the truth effect at equal distance (recency family) has its CI above 0; partly: "
-          f"some but not all three; does not replicate: none {AMENDED}"),
+          f"some but not all three; does not replicate: none {AMENDED}",
+          f"{PREPRINT}, Fig. 6; {UNCHECKED}"),
     Claim("fig7", "A label position's attention weight rises with the log-probability increase of its subvalue (Fig. 7)",
           "a rising relation", "replicates: Spearman >= 0.3 with its 95% CI above 0; partly: CI above 0; "
-          "does not replicate: otherwise"),
+          "does not replicate: otherwise",
+          f"{PREPRINT}, Fig. 7; {UNCHECKED}"),
     Claim("fig8", "Imbalanced prompts: summed attention on true labels drops, on false labels rises (Fig. 8)",
           "true down, false up in the in-context heads",
           "replicates: the mean change of summed true-label attention has its 95% CI below 0, that of false-label "
           "attention above 0, and the attention per true-label position does not rise (CI of its change not above 0); "
-          f"partly: some but not all three; does not replicate: none {AMENDED}"),
+          f"partly: some but not all three; does not replicate: none {AMENDED}",
+          f"{PREPRINT}, Section 5.1, Fig. 8; {UNCHECKED}"),
     Claim("fig9", "Re-ordered prompts: summed attention on true labels drops in every in-context head (Fig. 9)",
           "true down in every in-context head",
           "replicates: the mean change of true-label attention has its 95% CI below 0, it drops in >= 90% of heads, and "
           "the distance effect at equal truth (recency family) has its CI above 0; partly: some but not all three; "
-          f"does not replicate: none {AMENDED}"),
+          f"does not replicate: none {AMENDED}",
+          f"{PREPRINT}, Section 5.2, Fig. 9; {UNCHECKED}"),
     Claim("fig10_11", "Figs. 8 and 9 hold on the sentence datasets (Figs. 10, 11)", "as Figs. 8, 9",
           "the fig8 and fig9 rules on the sentence datasets pooled: replicates if both replicate; does not replicate "
-          "if neither does at least partly; partly otherwise"),
+          "if neither does at least partly; partly otherwise",
+          f"{PREPRINT}, Sections 5.1 and 5.2, Figs. 10 and 11; {UNCHECKED}"),
     Claim("app_b_mrr", "Appendix B: label-value MRR in the heads shared by the sentence datasets (Figs. 16-18)",
           "in-context heads far above random",
           "the fig5 rule in the heads in all four sentence datasets' top 20 (the top 20 of their mean increase if "
           "none is), on each sentence dataset: replicates if it replicates on every dataset; does not replicate if "
-          "on none even partly; partly otherwise"),
+          "on none even partly; partly otherwise",
+          f"{PREPRINT}, Appendix B, Figs. 16-18; {UNCHECKED}"),
     Claim("app_b_attention", "Appendix B: true/false attention in the shared heads (Figs. 19-21)",
-          "true above false", "the fig6 rule in app_b_mrr's heads on each sentence dataset, judged together as app_b_mrr"),
+          "true above false", "the fig6 rule in app_b_mrr's heads on each sentence dataset, judged together as app_b_mrr",
+          f"{PREPRINT}, Appendix B, Figs. 19-21; {UNCHECKED}"),
     Claim("app_d", "Appendix D: the same picture in LLaMA 7B, 13B, 30B", "label-value MRR and true > false attention",
           "on a Llama-family model, the fig5 and fig6 rules for the single head with the largest mean increase "
           "over the sentence datasets, on each of them: replicates if all eight judgements replicate; does not "
-          "replicate if none does even partly; partly otherwise"),
+          "replicate if none does even partly; partly otherwise",
+          f"{PREPRINT}, Appendix D (LLaMA 7B, 13B, 30B); {UNCHECKED}"),
     Claim("app_e", "Appendix E: position- and neuron-level increases", "label positions carry the head's increase",
           "replicates: the top head's largest position-level increases lie at true-label positions in most prompts: "
           "the share of prompts whose top-head position with the largest increase is a true-label position has its "
           "95% CI above 0.5; partly: otherwise, when that share's CI lies above chance (the share of a prompt's "
           "positions that are true-label positions, mean over prompts) and the position is a true label more often "
-          "than a false one; does not replicate: otherwise"),
+          "than a false one; does not replicate: otherwise",
+          f"{PREPRINT}, Appendix E; {UNCHECKED}"),
     Claim("causal", "Ablating the in-context heads destroys accuracy; random heads do not (EMNLP version)",
           "87.6% -> 24.4% top-1 with the top 20 in-context heads ablated",
           "replicates: with the top 20 ablated (mean ablation, heads located on other prompts), top-1 falls below the "
           "5th percentile of 20 layer-matched random draws and to at most half the plain top-1; partly: below the "
-          "5th percentile only; does not replicate: otherwise"),
+          "5th percentile only; does not replicate: otherwise",
+          f"{EMNLP} (beyond the preprint); no text at hand states 87.6% or 24.4%: {UNCHECKED}"),
     Claim("majority_bias", "Balancing label attention in the in-context heads reduces majority-label bias",
           "reduced by 22%", "replicates: relative reduction >= 11% (half the paper's) with its 95% CI above 0; "
-          "partly: CI above 0; does not replicate: otherwise"),
+          "partly: CI above 0; does not replicate: otherwise",
+          f"{EMNLP}, its abstract as summaries quote it (22%); {UNCHECKED}"),
     Claim("recency_bias", "Position-free label keys in the in-context heads reduce recency bias",
           "reduced by 17%", "replicates: relative reduction >= 8.5% (half the paper's) with its 95% CI above 0; "
-          "partly: CI above 0; does not replicate: otherwise"),
+          "partly: CI above 0; does not replicate: otherwise",
+          f"{EMNLP}, its abstract as summaries quote it (17%); {UNCHECKED}"),
 ]}
 
 
@@ -122,6 +147,7 @@ class Finding:
     id: str
     claim: str
     paper: str
+    source: str
     ours: float | str | None
     ci: tuple[float, float] | None
     n: int | None
@@ -141,7 +167,7 @@ class Finding:
 def finding(id: str, ours: float | str | None, ci: tuple[float, float] | None, n: int | None, verdict: str,
             why: str) -> Finding:
     c = CLAIMS[id]
-    return Finding(id, c.claim, c.paper, ours, ci, n, verdict, why)
+    return Finding(id, c.claim, c.paper, c.source, ours, ci, n, verdict, why)
 
 
 def not_tested(id: str, reason: str) -> Finding:
@@ -423,7 +449,7 @@ def markdown(findings: Sequence[Finding]) -> str:
     rows = [f"| id | claim | paper | ours (95% CI) | N | verdict | {CORRECT_ONLY} |", "|---|---|---|---|---|---|---|"]
     rows += [f"| {f.id} | {f.claim} | {f.paper} | {ours_text(f)} | {f.n if f.n is not None else '-'} | {f.verdict} | "
              f"{correct_only_text(f)} |" for f in findings]
-    why = [f"- **{f.id}** ({f.verdict}): {f.why}. Rule: {CLAIMS[f.id].rule}."
+    why = [f"- **{f.id}** ({f.verdict}): {f.why}. Rule: {CLAIMS[f.id].rule}. Paper: {f.source}."
            + (f" Correct prompts only ({f.correct_only.verdict}): {f.correct_only.why}." if f.correct_only else "")
            for f in findings if f.ours is not None]
     return "\n".join(rows) + "\n\nWhy, claim by claim, with the rule each verdict follows:\n\n" + "\n".join(why) + "\n"

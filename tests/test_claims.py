@@ -51,6 +51,15 @@ def test_every_claim_of_the_issue_is_registered_with_a_rule():
     assert all(c.claim and c.paper and c.rule for c in claims.CLAIMS.values())
 
 
+def test_every_claim_names_its_source_and_says_it_is_unchecked():
+    """No text of the paper is at hand: a source names the version and where in it, and never
+    passes a number off as checked."""
+    for c in claims.CLAIMS.values():
+        assert c.source.startswith((claims.PREPRINT, claims.EMNLP)), c.id
+        assert c.source.endswith(claims.UNCHECKED), c.id
+    assert claims.finding("fig6", 0.1, (0.0, 0.2), 3, claims.PARTLY, "w").to_dict()["source"] == claims.CLAIMS["fig6"].source
+
+
 def test_table2():
     cells = lambda hits: {f"cell {i}": torch.tensor(h) for i, h in enumerate(hits)}  # noqa: E731
     far = torch.tensor([1, 1, 0, 1])  # 75% where a false demonstration is nearest
