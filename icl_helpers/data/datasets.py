@@ -1,4 +1,4 @@
-"""The paper's datasets as prompt records (METHOD.md section 1).
+"""The paper's datasets as prompt records.
 
 Word classification (Section 4): word lists in `data/words/`, and 1,000 records a
 dataset in `data/<name>.jsonl`, generated with a fixed seed; regenerate them byte for byte
@@ -130,7 +130,7 @@ class _Malformed(ValueError):
     """A bad line of a local file (the loader adds the file name)."""
 
 
-class _BadCopy(ValueError):
+class BadCopy(ValueError):
     """A file that is not a copy of a dataset: the message names the file and says why;
     the caller adds what to do."""
 
@@ -167,7 +167,7 @@ def _ethos_row(row: list[str], classes: tuple[str, ...]) -> Example:
 
 
 @dataclass(frozen=True)
-class _Source:
+class Source:
     """Where a dataset lives: local files under <data dir>/<name>/, their originals at
     <url>/<file>, and on the hub."""
 
@@ -187,26 +187,26 @@ class _Source:
 FEW_SHOT_URL = "https://raw.githubusercontent.com/tonyzhaozh/few-shot-learning/e04d8643be91c2cce63f33e07760ff75d5aa3ad0/data"
 ETHOS_URL = ("https://raw.githubusercontent.com/intelligence-csd-auth-gr/Ethos-Hate-Speech-Dataset/"
              "705258e118ce9611ebbd5ab2a4841b0066547293/ethos/ethos_data")
-SOURCES: dict[str, _Source] = {
-    "sst2": _Source(("negative", "positive"), {"train": "stsa.binary.train", "test": "stsa.binary.test"},
+SOURCES: dict[str, Source] = {
+    "sst2": Source(("negative", "positive"), {"train": "stsa.binary.train", "test": "stsa.binary.test"},
                     _sst2_line, None, {"path": "SetFit/sst2"}, {"train": "train", "test": "test"},
                     {"train": (3310, 3610), "test": (912, 909)},
                     {"train": "71c04bcc41291fa47454dd670df701b14ee9249156babeaac404cfe2c8d74338",
                      "test": "6a80dc9b9a0db2d3b37f2f809304febad31c90ab67a5b4157b7d9f881c53ef5b"},
                     url=f"{FEW_SHOT_URL}/sst2"),
-    "trec": _Source(("ABBR", "ENTY", "DESC", "HUM", "LOC", "NUM"), {"train": "train.txt", "test": "test.txt"},
+    "trec": Source(("ABBR", "ENTY", "DESC", "HUM", "LOC", "NUM"), {"train": "train.txt", "test": "test.txt"},
                     _trec_line, None, {"path": "CogComp/trec", "revision": "refs/convert/parquet"},
                     {"train": "train", "test": "test"},
                     {"train": (86, 1250, 1162, 1223, 835, 896), "test": (9, 94, 138, 65, 81, 113)},
                     {"train": "202e3e1ad6143ed4f147f199324277e25b2573a78c08c3af1ff840b49c0779de",
                      "test": "69b2d406aa15b3b514b6bf9b3bf1fa2c3515ce7ae744651173f8e57347bfb2a9"},
                     url=f"{FEW_SHOT_URL}/trec", hub_label="coarse_label"),
-    "agnews": _Source(("World", "Sports", "Business", "Sci/Tech"), {"test": "test.csv"},
+    "agnews": Source(("World", "Sports", "Business", "Sci/Tech"), {"test": "test.csv"},
                       _agnews_row, (",", ["Class Index", "Title", "Description"]), {"path": "fancyzhx/ag_news"}, {"test": "test"},
                       {"test": (1900, 1900, 1900, 1900)},
                       {"test": "1b1b6c5f1dd034c83fec3f585611d2bc65c34fafd86685fc92cee5e6059313ef"},
                       url=f"{FEW_SHOT_URL}/agnews"),
-    "ethos": _Source(("not hate", "hate"), {"test": "Ethos_Dataset_Binary.csv"},
+    "ethos": Source(("not hate", "hate"), {"test": "Ethos_Dataset_Binary.csv"},
                      _ethos_row, (";", ["comment", "isHate"]), {"path": "iamollas/ethos", "name": "binary"}, {"test": "train"},
                      {"test": (565, 433)},
                      {"test": "0cd0050c2592afcb5eca5876df485ca15cda9d7d16fe32c269857260fd10d96c"},
@@ -241,29 +241,29 @@ def _clean(text: str) -> str:
     return " ".join(text.split())
 
 
-def _read_local(path: Path, source: _Source) -> list[Example]:
+def _read_local(path: Path, source: Source) -> list[Example]:
     if not path.is_file():
         raise UsageError(f"Missing file {path}: copy the dataset there (layout: data/README.md), download it with "
                          f"`python -m icl_helpers data fetch --to {path.parent.parent}`, or point ICL_DATA_DIR elsewhere.")
     try:
-        return _parse(path.read_bytes(), source, str(path))
-    except _BadCopy as err:
+        return parse_examples(path.read_bytes(), source, str(path))
+    except BadCopy as err:
         raise UsageError(f"{err}. Replace the file with a fresh copy.") from None
 
 
-def _parse(data: bytes, source: _Source, shown: str) -> list[Example]:
-    """The examples in a file's bytes; a _BadCopy naming the file as `shown` where they are
+def parse_examples(data: bytes, source: Source, shown: str) -> list[Example]:
+    """The examples in a file's bytes; a BadCopy naming the file as `shown` where they are
     not UTF-8 text, the header or a row is malformed, or there is no example."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise _BadCopy(f"{shown} is not UTF-8 text (byte {err.start:,})") from None
+        raise BadCopy(f"{shown} is not UTF-8 text (byte {err.start:,})") from None
     first = 1
     if source.table:
         delimiter, header = source.table
         rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
         if not rows or rows[0] != header:
-            raise _BadCopy(f"{shown}:1: malformed: expected the header {delimiter.join(header)!r}")
+            raise BadCopy(f"{shown}:1: malformed: expected the header {delimiter.join(header)!r}")
         rows, first = rows[1:], 2
     else:
         rows = [[line] for line in text.splitlines()]
@@ -272,10 +272,10 @@ def _parse(data: bytes, source: _Source, shown: str) -> list[Example]:
         try:
             example = source.parse(row, source.classes)
         except _Malformed as err:
-            raise _BadCopy(f"{shown}:{i}: malformed: {err}") from None
+            raise BadCopy(f"{shown}:{i}: malformed: {err}") from None
         examples.append(Example(_clean(example.text), example.label))
     if not examples:
-        raise _BadCopy(f"{shown} holds no examples")
+        raise BadCopy(f"{shown} holds no examples")
     return examples
 
 
@@ -297,7 +297,7 @@ def _installed(package: str) -> bool:
     return importlib.util.find_spec(package) is not None
 
 
-def _read_hub(name: str, source: _Source) -> dict[str, list[Example]]:
+def _read_hub(name: str, source: Source) -> dict[str, list[Example]]:
     reason = unavailable()
     if reason:
         raise UsageError(f"Cannot load {name}: {reason}. Download the datasets with `python -m icl_helpers data fetch`, "
@@ -335,11 +335,11 @@ def load_sentences(name: str, data_dir: str | Path | None = None) -> SentenceDat
     return SentenceData(name, source.classes, splits["test"], splits.get("train"))
 
 
-def _check_copy(what: str, examples: list[Example], source: _Source, split: str, digest: str | None) -> None:
+def _check_copy(what: str, examples: list[Example], source: Source, split: str, digest: str | None) -> None:
     """A copy whose examples a class or (for a local file) whose bytes differ from the
     standard copy's is an error; with ICL_OWN_DATA=1 (a copy of your own, on purpose) a
     warning. Hub copies are checked by their counts alone."""
-    message = _difference(what, examples, source, split, digest)
+    message = copy_difference(what, examples, source, split, digest)
     if message is None:
         return
     if os.environ.get("ICL_OWN_DATA") == "1":
@@ -348,7 +348,7 @@ def _check_copy(what: str, examples: list[Example], source: _Source, split: str,
     raise UsageError(f"{message}. Replace it with a fresh copy, or set ICL_OWN_DATA=1 to use your own copy as it is.")
 
 
-def _difference(what: str, examples: list[Example], source: _Source, split: str, digest: str | None) -> str | None:
+def copy_difference(what: str, examples: list[Example], source: Source, split: str, digest: str | None) -> str | None:
     """How a copy (`what`) differs from the standard one: in its examples a class, or where
     `digest` is given, in its bytes' SHA-256; None where it does not."""
     counts = tuple(sum(e.label == c for e in examples) for c in source.classes)

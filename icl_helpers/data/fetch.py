@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 from ..errors import UsageError
 from ..paths import checksum_of, write_atomically
-from .datasets import SOURCES, _BadCopy, _difference, _parse, _Source, fetched_dir
+from .datasets import SOURCES, BadCopy, copy_difference, parse_examples, Source, fetched_dir
 
 URL_ENV = "ICL_DATA_URL"  # a server holding <name>/<file>, as a data directory does, instead of the originals
 TIMEOUT = 10.0  # seconds to connect, and between bytes: offline, the first file fails at once
@@ -69,7 +69,7 @@ def _writable(folder: Path) -> bool:
     return made
 
 
-def _fetch_dataset(name: str, source: _Source, folder: Path, base: str | None, timeout: float,
+def _fetch_dataset(name: str, source: Source, folder: Path, base: str | None, timeout: float,
                    log: Callable[[str], None]) -> None:
     """The files of one dataset that are missing or not standard, downloaded and checked, then written."""
     wanted: dict[Path, bytes] = {}
@@ -111,12 +111,12 @@ def _download(url: str, timeout: float) -> bytes:
                          f"or {ELSEWHERE}.") from None
 
 
-def _check(data: bytes, url: str, name: str, split: str, source: _Source) -> None:
+def _check(data: bytes, url: str, name: str, split: str, source: Source) -> None:
     """A UsageError naming the file and its fault where `data` is not the standard copy."""
     try:
-        problem = _difference(f"{url} ({name} {split})", _parse(data, source, url), source, split,
+        problem = copy_difference(f"{url} ({name} {split})", parse_examples(data, source, url), source, split,
                               hashlib.sha256(data).hexdigest())
-    except _BadCopy as err:
+    except BadCopy as err:
         problem = str(err)
     if problem:
         raise UsageError(f"Download refused: {problem}. Nothing was written for {name}; try again later, or {ELSEWHERE}.")
