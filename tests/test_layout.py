@@ -56,3 +56,16 @@ def test_the_rules_can_fail(tmp_path):
         "imports seaborn: presentation belongs in viz/", "core/ imports icl_helpers.viz.figures",
         "imports icl_helpers.viz.figures: nothing outside viz/ may", "imports private names from icl_helpers.viz.figures",
         "core/ imports icl_helpers.studies"]
+
+
+PRODUCT = ["README.md", "data/README.md", "notebooks/README.md", "notebooks/*.ipynb", "scripts/*.sh", "icl_helpers/**/*.py"]
+DEVELOPERS_ONLY = ("../shared", "shared/datasets", "METHOD.md")  # the developers' folder beside the checkout
+
+
+def test_the_product_names_no_file_its_users_lack():
+    """The package, notebooks, README and scripts point to the paper and to their own files, never
+    to the developers' folder beside the checkout (tests and CI may)."""
+    root = PACKAGE.parent
+    named = [f"{path.relative_to(root)}: {word}" for pattern in PRODUCT for path in sorted(root.glob(pattern))
+             for word in DEVELOPERS_ONLY if word in path.read_text(encoding="utf-8")]
+    assert named == []

@@ -1,4 +1,4 @@
-"""Frozen-norm vocabulary projection and log-probability increase (METHOD.md sections 3-4).
+"""Frozen-norm vocabulary projection and log-probability increase.
 
 bs(v) = (C(v) * gamma) @ W_U.T / sigma is linear in v, so gamma and the centring C fold
 into one readout matrix G = C(gamma * W_U) [V, d] (C centres each row over d; for

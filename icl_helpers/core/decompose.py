@@ -1,4 +1,4 @@
-"""Batched decomposition of the last position's residual stream (METHOD.md section 2).
+"""Batched decomposition of the last position's residual stream.
 
 One forward pass with hooks records, at each prompt's last real token, every layer's
 input x_l, attention output ATTN_l, FFN output FFN_l, the heads' pre-projection

@@ -1,4 +1,4 @@
-"""Interventions during a normal forward pass (METHOD.md section 8).
+"""Interventions during a normal forward pass.
 
 * `ablated`: zero, or set to a dataset mean, the output of any set of heads: a pre-hook on
   the attention output projection replaces the heads' slices of z at every position.

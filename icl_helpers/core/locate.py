@@ -1,4 +1,4 @@
-"""Locate: score every layer and head of many prompts (METHOD.md section 4)."""
+"""Locate: score every layer and head of many prompts."""
 from __future__ import annotations
 
 from dataclasses import dataclass

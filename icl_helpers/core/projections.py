@@ -1,4 +1,4 @@
-"""Vocabulary projections and label measures of heads (METHOD.md sections 5-7).
+"""Vocabulary projections and label measures of heads.
 
 Label positions are given as indices or boolean masks over a decomposition's position
 axis; a label's own token is the token at its position. Heads are (layer, head) pairs, S

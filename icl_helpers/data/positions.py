@@ -1,4 +1,4 @@
-"""Token positions of labels, demonstrations and the last position (METHOD.md section 1).
+"""Token positions of labels, demonstrations and the last position.
 
 Found from each prompt's character spans (`prompts.Prompt`) and the tokenizer's
 character offsets, never by assuming one token per word: a span starts at the first

@@ -1,4 +1,4 @@
-"""In-context classification prompts (METHOD.md section 1): records, one builder, labels.
+"""In-context classification prompts: records, one builder, labels.
 
 A `Record` holds what a prompt is made of: the input, its class (the *true* class), the
 other (*false*) class, and demonstrations of each. `build_prompt` renders a record as

@@ -1,4 +1,4 @@
-"""The causal check and the two bias reductions of notebook 08 (METHOD.md section 8).
+"""The causal check and the two bias reductions of notebook 08.
 
 The causal check ablates the top-k in-context heads (mean ablation by default: each head's
 output set to its mean over the prompts the heads were located on; zero as an option) and,
