@@ -1,6 +1,7 @@
 """Command line: `python -m icl_helpers locate --model NAME --prompt TEXT --json OUT`,
-`python -m icl_helpers report --model NAME --n N --sentence-n N2 --json OUT --markdown OUT.md`
-and `python -m icl_helpers data fetch [--to DIR]`.
+`python -m icl_helpers report --model NAME --n N --sentence-n N2 --json OUT --markdown OUT.md`,
+`python -m icl_helpers compare REPORT.json REPORT.json ... [--markdown OUT.md]` and
+`python -m icl_helpers data fetch [--to DIR]`.
 
 Every argument is checked before torch and transformers are imported or a model loads, so a
 mistake costs a moment and one line, never a finished run.
@@ -152,7 +153,9 @@ def cmd_report(args: argparse.Namespace) -> None:
     if args.data_dir and not Path(args.data_dir).is_dir():
         raise UsageError(f"--data-dir {args.data_dir} does not exist: give a folder holding sst2/, trec/, agnews/, ethos/.")
     heads = parse_heads(args.heads, "--heads")  # checked against the model by report, before any study
-    from . import claims  # torch and transformers load only now
+    import torch  # torch and transformers load only now
+
+    from . import claims
     from .model.loading import load_model
     from .studies.report import report
 
@@ -161,8 +164,10 @@ def cmd_report(args: argparse.Namespace) -> None:
     findings = report(m, args.n, args.sentence_n, args.seed, args.data_dir, heads=heads,
                       progress=lambda step: print(f"... {_clock(start)} {step}", flush=True))  # the log is the profile
     given = {"heads": heads_text(heads)} if heads else {}
+    run = {"weights": m.fingerprint(), "dtype": str(m.model.dtype).removeprefix("torch."), "device": str(m.device),
+           "torch_threads": torch.get_num_threads(), "seconds": round(time.perf_counter() - start, 1)}
     write_output(out, json.dumps({"model": args.model, "n": args.n, "sentence_n": args.sentence_n, "seed": args.seed,
-                                  **given, "claims": [f.to_dict() for f in findings]}, indent=1))
+                                  **given, **run, "claims": [f.to_dict() for f in findings]}, indent=1))
     if md:
         intro = (f"# {args.model}: the paper's claims, tested\n\n{args.n} prompts a word dataset, {args.sentence_n} "
                  f"a sentence dataset, seed {args.seed}; 95% bootstrap intervals over prompts. The last "
@@ -174,6 +179,18 @@ def cmd_report(args: argparse.Namespace) -> None:
     counts = {v: sum(f.verdict == v for f in findings) for v in dict.fromkeys(f.verdict for f in findings)}
     print(f"{len(findings)} claims in {_clock(start)}: " + ", ".join(f"{c} {v}" for v, c in counts.items())
           + f"; wrote {out}" + (f" and {md}" if md else ""))
+
+
+def cmd_compare(args: argparse.Namespace) -> None:
+    from .compare import markdown, read_reports
+
+    md = check_output(args.markdown, "--markdown") if args.markdown else None
+    text = markdown(read_reports(args.reports))
+    if md:
+        write_output(md, text, "--markdown")
+        print(f"wrote {md}")
+    else:
+        print(text, end="")
 
 
 def cmd_data_fetch(args: argparse.Namespace) -> None:
@@ -190,7 +207,8 @@ def _clock(start: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog="python -m icl_helpers", description="Locate in-context heads (locate), test the paper's claims (report), "
-                                                         "or download the sentence datasets (data fetch).")
+                                                         "put reports side by side (compare), or download the sentence "
+                                                         "datasets (data fetch).")
     sub = parser.add_subparsers(dest="command", required=True)
     model = _Parser(add_help=False)  # the arguments both commands take
     model.add_argument("--model", default=BUNDLED, help=f"hub id, local directory or {BUNDLED} (default)")
@@ -211,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--markdown", help="also write the findings as one markdown table")
     r.add_argument("--heads", help="analyse these heads, e.g. 19-11,20-11 (layer-head), instead of each dataset's top 20")
     r.set_defaults(run=cmd_report)
+    c = sub.add_parser("compare", help="the verdicts of several reports (one a model) as one table")
+    c.add_argument("reports", nargs="+", help="JSON files `report --json` wrote, one a model, of one size and seed")
+    c.add_argument("--markdown", help="write the table here (default: print it)")
+    c.set_defaults(run=cmd_compare)
     data = sub.add_parser("data", help="the sentence datasets").add_subparsers(dest="action", metavar="fetch", required=True)
     about = "download SST-2, TREC, AG News and ETHOS from their original repositories, checked against the standard copies"
     f = data.add_parser("fetch", help=about, description=about[0].upper() + about[1:] + ".")

@@ -1,0 +1,82 @@
+"""Verdicts across models: the reports `python -m icl_helpers report --json` wrote, one a
+model, as one table (a row a claim, a column a model, each cell the verdict and the headline
+number), and the claims whose verdict differs between the models.
+
+Reads JSON only: no model, no torch.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .errors import UsageError
+
+VERDICT_MARK = {"replicates": "yes", "partly": "partly", "does not replicate": "no", "not tested": "not tested"}
+
+
+def read_reports(paths: list[str | Path]) -> list[dict]:
+    """The reports at `paths`, in that order; a UsageError naming the first that is not one,
+    or two reports that do not share a size and seed (their verdicts would not be comparable)."""
+    reports = []
+    for path in map(Path, paths):
+        try:
+            r = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise UsageError(f"{path} cannot be read as a report ({err}): give files `report --json` wrote.") from None
+        if not isinstance(r, dict) or not {"model", "n", "sentence_n", "seed", "claims"} <= r.keys():
+            raise UsageError(f"{path} is not a report: give files `python -m icl_helpers report --json` wrote.")
+        reports.append(r)
+    if len(reports) < 2:
+        raise UsageError("Give two or more reports to compare.")
+    sizes = {(r["n"], r["sentence_n"], r["seed"]) for r in reports}
+    if len(sizes) > 1:
+        raise UsageError("The reports differ in size or seed (" + "; ".join(
+            f"{r['model']}: n={r['n']}, sentence_n={r['sentence_n']}, seed={r['seed']}" for r in reports)
+            + "): compare reports of one size and seed.")
+    return reports
+
+
+def cell(finding: dict | None) -> str:
+    """A table cell: the verdict in short and the headline number (or the reason it is untested)."""
+    if finding is None:
+        return "-"
+    mark = VERDICT_MARK.get(finding["verdict"], finding["verdict"])
+    ours = finding["ours"]
+    if ours is None:
+        return mark
+    return f"{mark}: {ours:.3g}" if isinstance(ours, (int, float)) else f"{mark}: {ours}"
+
+
+def differing(reports: list[dict]) -> list[str]:
+    """The ids of the claims whose verdict is not the same in every report, in registry order."""
+    verdicts: dict[str, set[str]] = {}
+    for r in reports:
+        for f in r["claims"]:
+            verdicts.setdefault(f["id"], set()).add(f["verdict"])
+    return [id for id, v in verdicts.items() if len(v) > 1]
+
+
+def markdown(reports: list[dict]) -> str:
+    """One row a claim, one column a model: `yes` (replicates), `partly`, `no` (does not
+    replicate) or `not tested`, with our headline number; then the claims that differ."""
+    by_model = [{f["id"]: f for f in r["claims"]} for r in reports]
+    ids = list(dict.fromkeys(f["id"] for r in reports for f in r["claims"]))
+    claims = {f["id"]: f["claim"] for r in reports for f in r["claims"]}
+    header = "| claim | " + " | ".join(r["model"] for r in reports) + " |"
+    rows = [header, "|---|" + "---|" * len(reports)]
+    rows += [f"| {id}: {claims[id]} | " + " | ".join(cell(found.get(id)) for found in by_model) + " |" for id in ids]
+    top1 = [found.get("table2", {}).get("ours") for found in by_model]
+    counts = [{v: sum(f["verdict"] == v for f in r["claims"]) for v in VERDICT_MARK} for r in reports]
+    summary = ["| verdicts (yes / partly / no / not tested) | "
+               + " | ".join(" / ".join(str(c[v]) for v in VERDICT_MARK) for c in counts) + " |"]
+    if any(isinstance(t, (int, float)) for t in top1):
+        summary.append("| pooled top-1 on the word datasets (table2) | "
+                       + " | ".join(f"{t:.1%}" if isinstance(t, (int, float)) else "-" for t in top1) + " |")
+    size = reports[0]
+    intro = (f"{size['n']} prompts a word dataset, {size['sentence_n']} a sentence dataset, seed {size['seed']}. "
+             "A cell is the verdict (yes: replicates; no: does not replicate) and our headline number; each "
+             "model's own report gives its interval, N and why.")
+    diff = differing(reports)
+    tail = ("Verdicts that differ between the models: " + ", ".join(diff) + "." if diff
+            else "Every claim has the same verdict on every model.")
+    return intro + "\n\n" + "\n".join(rows + summary) + "\n\n" + tail + "\n"

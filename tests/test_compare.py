@@ -1,0 +1,71 @@
+"""Verdicts across models: `compare` reads reports and puts them side by side."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from icl_helpers.cli import main
+from icl_helpers.compare import cell, differing, markdown, read_reports
+from icl_helpers.errors import UsageError
+
+
+def finding(id: str, verdict: str, ours) -> dict:
+    return {"id": id, "claim": f"claim {id}", "paper": "p", "ours": ours, "ci": None, "n": 4, "verdict": verdict,
+            "why": "w", "correct_only": None}
+
+
+def a_report(model: str, fig2: str, top1: float, n: int = 64) -> dict:
+    return {"model": model, "n": n, "sentence_n": 16, "seed": 0, "claims": [
+        finding("table2", "partly", top1), finding("fig2", fig2, -13.1 if fig2 != "replicates" else 2.61),
+        finding("app_d", "not tested", None), finding("fig10_11", "partly", "imbalanced: partly")]}
+
+
+def test_a_cell_is_the_short_verdict_and_the_headline_number():
+    assert cell(finding("fig2", "does not replicate", -13.0889)) == "no: -13.1"
+    assert cell(finding("fig6", "replicates", 0.17312)) == "yes: 0.173"
+    assert cell(finding("app_d", "not tested", None)) == "not tested"
+    assert cell(finding("fig10_11", "partly", "imbalanced: partly")) == "partly: imbalanced: partly"
+    assert cell(None) == "-"
+
+
+def test_the_table_has_a_row_a_claim_a_column_a_model_and_names_what_differs():
+    reports = [a_report("smollm2-135m", "does not replicate", 0.832), a_report("qwen", "replicates", 0.949)]
+    assert differing(reports) == ["fig2"]
+    text = markdown(reports)
+    lines = text.splitlines()
+    assert "| claim | smollm2-135m | qwen |" in lines
+    assert "| fig2: claim fig2 | no: -13.1 | yes: 2.61 |" in lines
+    assert "| app_d: claim app_d | not tested | not tested |" in lines
+    assert "| verdicts (yes / partly / no / not tested) | 0 / 2 / 1 / 1 | 1 / 2 / 0 / 1 |" in lines
+    assert "| pooled top-1 on the word datasets (table2) | 83.2% | 94.9% |" in lines
+    assert lines[-1] == "Verdicts that differ between the models: fig2."
+    same = markdown([a_report("a", "replicates", 0.9), a_report("b", "replicates", 0.8)])
+    assert same.splitlines()[-1] == "Every claim has the same verdict on every model."
+
+
+def test_reports_of_other_sizes_or_files_that_are_no_reports_are_refused(tmp_path):
+    paths = []
+    for name, body in (("a", a_report("a", "replicates", 0.9)), ("b", a_report("b", "replicates", 0.9, n=1000)),
+                       ("c", {"claims": []})):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(body))
+    (tmp_path / "d.json").write_text("{not json")
+    with pytest.raises(UsageError, match="differ in size or seed .*a: n=64.*b: n=1000"):
+        read_reports(paths[:2])
+    with pytest.raises(UsageError, match="c.json is not a report"):
+        read_reports([paths[0], paths[2]])
+    with pytest.raises(UsageError, match="d.json cannot be read as a report"):
+        read_reports([paths[0], tmp_path / "d.json"])
+    with pytest.raises(UsageError, match="two or more"):
+        read_reports(paths[:1])
+
+
+def test_compare_writes_the_table(tmp_path, capsys):
+    paths = [tmp_path / "a.json", tmp_path / "b.json"]
+    for path, r in zip(paths, (a_report("a", "replicates", 0.9), a_report("b", "partly", 0.5))):
+        path.write_text(json.dumps(r))
+    assert main(["compare", *map(str, paths), "--markdown", str(tmp_path / "out.md")]) == 0
+    assert (tmp_path / "out.md").read_text() == markdown(read_reports(paths))
+    assert main(["compare", str(paths[0])]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
