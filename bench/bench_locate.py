@@ -4,6 +4,8 @@ the authors' per-prompt algorithm and TransformerLens, on the same prompts in on
     .venv/bin/python bench/bench_locate.py            # every case, about 15 minutes on 2 CPU cores
     .venv/bin/python bench/bench_locate.py --quick    # small N, a couple of minutes
     .venv/bin/python bench/bench_locate.py --device cuda   # adds the Llama-7B-shaped bf16 case
+    .venv/bin/python bench/bench_locate.py --models smollm2-135m qwen2.5-coder-0.5b gemma3-270m --n 1024
+        # only locate against the forward pass, on each named model (offline short names or hub ids)
 
 Each measurement runs in a fresh subprocess (`--job`), so its peak memory is its own: peak
 resident memory (VmHWM, reset after the model is loaded and warmed up) on the CPU, peak
@@ -46,10 +48,13 @@ TOP_HEADS = 10
 
 
 # --- models and prompts --------------------------------------------------------------
+RANDOM_MODELS = ("gpt2-small", "llama-7b")
+
+
 def build_model(name: str, device: str) -> ICLModel:
-    """The bundled SmolLM2, or a randomly initialised GPT-2-small- or Llama-7B-shaped model."""
-    if name == "smollm2":
-        return load_model("smollm2-135m", device=device)
+    """A randomly initialised GPT-2-small- or Llama-7B-shaped model, else load_model(name)."""
+    if name not in RANDOM_MODELS:
+        return load_model(name, device=device)
     from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast, LlamaConfig
 
     torch.manual_seed(0)
@@ -81,11 +86,12 @@ def build_prompts(data: str, n: int) -> list[str]:
 
 
 # --- the methods timed ---------------------------------------------------------------
-def forward_pass(m: ICLModel, prompts: list[str], batch_size: int) -> None:
-    """(1) The model's own forward pass, logits at every position, nothing recorded."""
+def forward_pass(m: ICLModel, prompts: list[str], batch_size: int, logits_to_keep: int = 0) -> None:
+    """(1) The model's own forward pass, nothing recorded: logits at every position (0), or
+    at the last `logits_to_keep` positions."""
     with torch.no_grad():
         for start in range(0, len(prompts), batch_size):
-            m.model(**m.encode(prompts[start : start + batch_size]), use_cache=False)
+            m.model(**m.encode(prompts[start : start + batch_size]), use_cache=False, logits_to_keep=logits_to_keep)
 
 
 def locate_forward(m: ICLModel, prompts: list[str], batch_size: int) -> None:
@@ -225,6 +231,8 @@ def run_job(args: argparse.Namespace) -> dict:
     check: dict = {}
     if args.method == "forward":
         work = lambda: forward_pass(m, timed_prompts, bs)
+    elif args.method == "forward-last":
+        work = lambda: forward_pass(m, timed_prompts, bs, logits_to_keep=1)
     elif args.method == "locate-forward":
         work = lambda: locate_forward(m, timed_prompts, bs)
     elif args.method == "locate":
@@ -256,15 +264,22 @@ def run_job(args: argparse.Namespace) -> dict:
 
 
 # --- the whole bench -------------------------------------------------------------------
-def plan(quick: bool, cuda: bool) -> list[dict]:
-    """Cases and methods: (label, model, data, N, [(method, subset)])."""
+def plan(quick: bool, cuda: bool, models: list[str], n: int | None) -> list[dict]:
+    """Cases and methods: (label, model, data, N, [(method, subset)]). With `models`, each
+    named model on n word prompts: the forward pass (logits at every position, then at the
+    last only), locate's hooked passes, and locate."""
+    if models:
+        return [dict(label=f"{name}, word prompts", model=name, data="words", n=n or 1024,
+                     methods=[(mth, 0) for mth in ("forward", "forward-last", "locate-forward", "locate")])
+                for name in models]
     words, news, scale_ns = (64, 16, (32, 128)) if quick else (256, 64, (64, 1024))
     cases = [
-        ("SmolLM2, word prompts", "smollm2", "words", words,
+        ("SmolLM2, word prompts", "smollm2-135m", "words", words,
          ["forward", "locate-forward", "locate", "positions", ("authors", 2 if quick else 8)]),
-        ("SmolLM2, AG News prompts", "smollm2", "agnews", news, ["forward", "locate", "positions", ("authors", 1 if quick else 2)]),
+        ("SmolLM2, AG News prompts", "smollm2-135m", "agnews", news,
+         ["forward", "locate", "positions", ("authors", 1 if quick else 2)]),
         ("GPT-2-small-shaped (random), word prompts", "gpt2-small", "words", words, ["forward", "locate", "transformer-lens"]),
-        *[("SmolLM2, word prompts", "smollm2", "words", n, ["forward", "locate"]) for n in scale_ns],
+        *[("SmolLM2, word prompts", "smollm2-135m", "words", n, ["forward", "locate"]) for n in scale_ns],
     ]
     if cuda:
         cases.append(("Llama-7B-shaped (random, bf16), word prompts", "llama-7b", "words", words, ["forward", "locate"]))
@@ -289,7 +304,7 @@ def main_bench(args: argparse.Namespace) -> None:
           "peak MB | peak - before MB | check |")
     print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     results = []
-    for case in plan(args.quick, args.device.startswith("cuda")):
+    for case in plan(args.quick, args.device.startswith("cuda"), args.models, args.n):
         forward_s, top = None, ""
         for method, subset in case["methods"]:
             r = spawn(case, method, subset, args, heads=top)
@@ -314,10 +329,11 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--repeats", type=int, default=3, help="timed runs per measurement (median reported)")
     p.add_argument("--json", help="also write every measurement here")
+    p.add_argument("--models", nargs="+", default=[], help="time only locate against the forward pass, on these models")
+    p.add_argument("--n", type=int, help="with --models: word prompts (default 1024)")
     p.add_argument("--job", help=argparse.SUPPRESS)  # internal: one measurement in this process
     for name in ("--model", "--data", "--heads"):
         p.add_argument(name, default="", help=argparse.SUPPRESS)
-    p.add_argument("--n", type=int, help=argparse.SUPPRESS)
     p.add_argument("--subset", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.job:
