@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from icl_helpers import claims
+from icl_helpers.model.offline import OFFLINE_MODELS
 
 RESULTS = sorted((Path(__file__).parents[1] / "results").glob("report-*.json"))
 
@@ -22,8 +23,12 @@ def findings_of(report: dict) -> list[claims.Finding]:
     return out
 
 
-def test_the_paper_scale_report_is_committed():
-    assert [p.name for p in RESULTS] == ["report-n1000.json", "report-n64.json"]
+def test_the_paper_scale_report_is_committed_and_each_report_names_its_model():
+    assert "report-smollm2-135m-n1000.json" in [p.name for p in RESULTS]
+    for path in RESULTS:
+        report = json.loads(path.read_text())
+        assert path.name == f"report-{report['model']}-n{report['n']}.json"
+        assert report["model"] in OFFLINE_MODELS, path.name
 
 
 @pytest.mark.parametrize("path", RESULTS, ids=lambda p: p.name)
