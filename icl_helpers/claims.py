@@ -159,9 +159,23 @@ class Finding:
         d = asdict(self)
         d["ci"] = list(self.ci) if self.ci is not None else None
         if self.correct_only is not None:
-            d["correct_only"] = {k: v for k, v in self.correct_only.to_dict().items()
-                                 if k in ("ours", "ci", "n", "verdict", "why")}
+            d["correct_only"] = {k: v for k, v in self.correct_only.to_dict().items() if k in JUDGED}
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Finding:
+        """The finding `to_dict` gave `d` for (a report's JSON entry)."""
+        def one(fields: dict) -> Finding:
+            ci = fields["ci"]
+            return cls(**{**fields, "ci": None if ci is None else tuple(ci), "correct_only": None})
+
+        found = one(d)
+        if d.get("correct_only") is not None:
+            found.correct_only = one({k: getattr(found, k) for k in ("id", "claim", "paper", "source")} | d["correct_only"])
+        return found
+
+
+JUDGED = ("ours", "ci", "n", "verdict", "why")  # what a correct-only judgement adds to its claim
 
 
 def finding(id: str, ours: float | str | None, ci: tuple[float, float] | None, n: int | None, verdict: str,

@@ -259,6 +259,29 @@ def test_report_covers_every_claim_and_its_numbers_are_the_studies(small, tmp_pa
         report.report(small, 6, 2, ids=["fig99"])
 
 
+@pytest.mark.parametrize("small", ["gpt2"], indirect=True)  # the cache does not depend on the family
+def test_a_report_run_again_or_resumed_judges_only_what_it_had_not(small, tmp_path, monkeypatch):
+    """Findings are kept in the results cache: an interrupted report resumes where it stopped,
+    with every finding equal to a fresh run's; other code or sizes judge afresh."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    monkeypatch.setattr(report, "sentence_datasets", lambda names, data_dir=None: [])
+    judged = []
+    for id, find in list(report.FINDERS.items()):
+        monkeypatch.setitem(report.FINDERS, id, lambda s, id=id, find=find: judged.append(id) or find(s))
+    run = lambda ids, sentence_n=2: report.report(small, 4, sentence_n, progress=lambda step: None, ids=ids)  # noqa: E731
+    first = run(["fig2", "table1"])  # then interrupted
+    assert judged == ["fig2", "fig2", "table1"]  # fig2 twice: on all prompts and on the correct ones
+    judged.clear()
+    resumed = run(["fig2", "table1", "fig3_4"])
+    assert judged == ["fig3_4", "fig3_4"] and resumed[:2] == first
+    judged.clear()
+    assert run(["fig2", "table1", "fig3_4"]) == resumed and judged == []
+    run(["table1"], sentence_n=1)  # another size
+    monkeypatch.setattr(report, "source_hash", lambda: "other code")
+    run(["table1"])
+    assert judged == ["table1", "table1"]
+
+
 def test_appendices_b_and_d_judge_the_fig5_and_fig6_rules_dataset_by_dataset(small, tmp_path, monkeypatch):
     """The word datasets stand in for the sentence datasets: each part is the fig5 or fig6
     judgement of that dataset in the shared heads (B) or the single top head (D, Llama only)."""

@@ -11,18 +11,6 @@ from icl_helpers.model.offline import OFFLINE_MODELS
 RESULTS = sorted((Path(__file__).parents[1] / "results").glob("report-*.json"))
 
 
-def findings_of(report: dict) -> list[claims.Finding]:
-    def one(d: dict, base: dict) -> claims.Finding:
-        return claims.Finding(**{**base, **d, "correct_only": None})
-    out = []
-    for d in report["claims"]:
-        f = one(d, {})
-        if d["correct_only"] is not None:
-            f.correct_only = one(d["correct_only"], {"id": f.id, "claim": f.claim, "paper": f.paper, "source": f.source})
-        out.append(f)
-    return out
-
-
 def test_the_paper_scale_report_is_committed_and_each_report_names_its_model():
     assert "report-smollm2-135m-n1000.json" in [p.name for p in RESULTS]
     for path in RESULTS:
@@ -45,5 +33,5 @@ def test_a_committed_report_covers_every_claim_of_the_registry_as_it_states_it(p
 
 @pytest.mark.parametrize("path", RESULTS, ids=lambda p: p.name)
 def test_a_committed_reports_markdown_is_its_json(path: Path):
-    findings = findings_of(json.loads(path.read_text()))
+    findings = [claims.Finding.from_dict(d) for d in json.loads(path.read_text())["claims"]]
     assert path.with_suffix(".md").read_text().endswith(claims.markdown(findings))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -22,7 +23,7 @@ from ..notebook import sentence_datasets
 from . import causal, label_attention, mrr, projection, recency, subvalues
 from .accuracy import table2_cells
 from .in_context_heads import answered_correctly, first_correct, in_context_heads, located, shared_heads
-from .runner import PromptSet, prompt_set, prompt_set_from_texts
+from .runner import PromptSet, cache_file, cached, prompt_set, prompt_set_from_texts, prompts_hash, source_hash
 
 WORD = ["sentiment_number", "animal_country"]
 SENTENCE = ["sst2", "trec", "agnews", "ethos"]
@@ -140,11 +141,29 @@ def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | 
     found = []
     for id in ids:
         progress(f"{id}: {claims.CLAIMS[id].claim}")
-        f = FINDERS[id](s)
-        if id in CORRECT_ONLY and f.ours is not None:
-            f = replace(f, correct_only=correct_only(id, s))
-        found.append(f)
+        found.append(kept_finding(id, s))
     return found
+
+
+def judged(id: str, s: Studies) -> Finding:
+    """The claim judged on all prompts, and where it applies, on the correct ones only."""
+    f = FINDERS[id](s)
+    if id in CORRECT_ONLY and f.ours is not None:
+        f = replace(f, correct_only=correct_only(id, s))
+    return f
+
+
+def kept_finding(id: str, s: Studies) -> Finding:
+    """`judged(id, s)`, kept in the results cache under the model's weights, the sizes, seed,
+    heads given, sentence datasets at hand and the package's own source: a report run again,
+    or resumed after an interruption, judges only the claims it had not finished."""
+    m = s.m
+    path = cache_file("finding", model=m.name, weights=m.fingerprint(), dtype=str(m.model.dtype).removeprefix("torch."),
+                      claim=id, n=s.n, sentence_n=s.sentence_n, seed=s.seed, heads=prompts_hash([repr(s.given)]),
+                      data=prompts_hash(s.sentence), code=source_hash())
+    text = lambda: json.dumps(judged(id, s).to_dict()).encode()  # noqa: E731
+    stored = cached(path, lambda: {"finding": torch.frombuffer(bytearray(text()), dtype=torch.uint8)})
+    return Finding.from_dict(json.loads(stored["finding"].numpy().tobytes()))
 
 
 def correct_only(id: str, s: Studies) -> Finding:

@@ -15,6 +15,7 @@ makes an entry (a lock file beside it): two runs on one cache compute each resul
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import re
@@ -100,6 +101,17 @@ def in_prompt_order(parts: list[Tensors], rows: list[torch.Tensor]) -> Tensors:
 def prompts_hash(prompts: list[str]) -> str:
     """A short, stable hash of a prompt list (order matters)."""
     return hashlib.sha256("\x00".join(prompts).encode()).hexdigest()[:12]
+
+
+@functools.cache
+def source_hash() -> str:
+    """A short hash of the package's own source files: results that depend on its code (a
+    report's findings) are reused only by the same code."""
+    digest = hashlib.sha256()
+    package = Path(__file__).resolve().parents[1]
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode() + b"\x00" + path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def cache_file(kind: str, **key: object) -> Path:
