@@ -1,12 +1,12 @@
-"""Where each architecture family keeps its weights and activations.
+"""The adapters' common ground: activation sites, keys without positions, and the base `Arch`.
 
 One small adapter per family: the paths of its blocks and final norm, a table of
 activation *sites* (site name -> submodule of a block, pre- or post-hook, which part of
 the hooked tensor), in the spirit of pyvene's per-family mappings and TransformerLens's
 hook names, views of the weights as per-head pieces, its norms' gain, and its keys
 without position information. `core.decompose` records any site by name; nothing else in
-the package knows which family it is looking at: a new family is one adapter class here
-(and its tests).
+the package knows which family it is looking at: a new family is one adapter module in
+this folder, one line in its registry (`__init__`), and its tests.
 Shapes: L layers, H query heads, H_kv key/value heads, d model width, dh head width,
 d_mlp FFN width, V vocabulary, B batch, T tokens.
 """
@@ -19,8 +19,7 @@ import torch
 from torch import nn
 from transformers.models.llama.modeling_llama import rotate_half
 
-from ..errors import UsageError
-from .hooks import Hook
+from ..hooks import Hook
 
 Branch = Literal["attn", "mlp"]  # the two residual branches of a block
 
@@ -228,210 +227,3 @@ class Arch:
         """The keys of `layer` without their position term (`PositionFreeKeys`); target [B]:
         the one position every key is given, where the family encodes positions in the keys."""
         raise NotImplementedError
-
-
-class GPT2Arch(Arch):
-    """GPT-2: fused Conv1D c_attn (weights stored [in, out]), LayerNorm, absolute positions."""
-
-    family = "gpt2"
-    norm_kind = "layer"
-    blocks_path = "transformer.h"
-    final_norm_path = "transformer.ln_f"
-    sites = {
-        "resid": Site("", "pre"),
-        "attn": Site("attn", "post", output=0),
-        "pattern": Site("attn", "post", output=1),
-        "z": Site("attn.c_proj", "pre"),
-        "mlp": Site("mlp", "post"),
-        "neurons": Site("mlp.c_proj", "pre"),
-        "queries": Site("attn.c_attn", "post", part=(0, 3)),
-        "values": Site("attn.c_attn", "post", part=(2, 3)),
-    }
-
-    def __init__(self, model: nn.Module):
-        super().__init__(model)
-        self.n_ctx = model.config.n_positions
-
-    def _W_O(self, layer):
-        return self.attn_out(layer).weight.view(self.n_heads, self.d_head, self.d_model)
-
-    def _W_out(self, layer):
-        return self.module("neurons", layer).weight
-
-    def W_K(self, layer):
-        w = self.attn(layer).c_attn.weight[:, self.d_model : 2 * self.d_model]  # [d, H*dh]
-        return w.T.reshape(self.n_heads, self.d_head, self.d_model)
-
-    def position_free_keys(self, layer, target):
-        """`AbsoluteKeys`: target is not used."""
-        return AbsoluteKeys(self, layer)
-
-
-class AbsoluteKeys(PositionFreeKeys):
-    """GPT-2 keys recomputed from the layer input minus its position embedding,
-    x_p - wpe[p], through ln_1 and the key projection **(choice)**: position information
-    that earlier layers wrote into x_p stays.
-
-    `x` [B, T, d], the layer input, is set by a pre-hook on the block (`hooks`).
-    """
-
-    def __init__(self, arch: GPT2Arch, layer: int):
-        self.block = arch.blocks()[layer]
-        self.wpe = arch.model.transformer.wpe
-        self.d = arch.d_model
-        self.x: torch.Tensor | None = None
-
-    def hooks(self) -> list[Hook]:
-        return [(self.block, "pre", lambda mod, args: setattr(self, "x", args[0]))]
-
-    def __call__(self, key: torch.Tensor) -> torch.Tensor:
-        B, H, T, dh = key.shape
-        x = self.x - self.wpe.weight[:T]
-        k = self.block.attn.c_attn(self.block.ln_1(x))[..., self.d : 2 * self.d]
-        return k.view(B, T, H, dh).transpose(1, 2)
-
-
-class LlamaArch(Arch):
-    """Llama family (Llama 1-3, Mistral, Qwen2, SmolLM): RMSNorm, RoPE, GQA, optional biases."""
-
-    family = "llama"
-    norm_kind = "rms"
-    blocks_path = "model.layers"
-    final_norm_path = "model.norm"
-    rotary_path = "model.rotary_emb"
-    sites = {
-        "resid": Site("", "pre"),
-        "attn": Site("self_attn", "post", output=0),
-        "pattern": Site("self_attn", "post", output=1),
-        "z": Site("self_attn.o_proj", "pre"),
-        "mlp": Site("mlp", "post"),
-        "neurons": Site("mlp.down_proj", "pre"),
-        "queries": Site("self_attn.q_proj", "post"),
-        "values": Site("self_attn.v_proj", "post"),
-    }
-
-    def _W_O(self, layer):
-        w = self.attn_out(layer).weight  # [d, H*dh]
-        return w.T.reshape(self.n_heads, self.d_head, self.d_model)
-
-    def _W_out(self, layer):
-        return self.module("neurons", layer).weight.T
-
-    def W_K(self, layer):
-        w = self.attn(layer).k_proj.weight  # [H_kv*dh, d]
-        return w.reshape(self.n_kv_heads, self.d_head, self.d_model)
-
-    def angles(self, layer: int) -> Angles:
-        """The RoPE of `layer` (one for every layer), without its attention scaling (the
-        keys it rotates already carry it once)."""
-        rope = self.model.get_submodule(self.rotary_path)
-        scale = getattr(rope, "attention_scaling", 1.0)
-        return lambda x, positions: tuple(t / scale for t in rope(x, positions))
-
-    def position_free_keys(self, layer, target):
-        """`RotaryKeys`: every key rotated on to position target [B]."""
-        return RotaryKeys(self.angles(layer), target)
-
-
-class Gemma3Arch(LlamaArch):
-    """Gemma 3 (text; model_type "gemma3_text"). Differences from Llama, and how they are treated:
-
-    * The embedding is scaled by sqrt(d) inside the embedding module: x_0 is the scaled
-      embedding, the input of block 0 (as recorded; nothing else to do).
-    * RMSNorm multiplies by (1 + w) (`Gemma3RMSNorm`): `norm_gain` is 1 + weight, so the
-      readout's frozen final norm, and every folded gain below, use (1 + w).
-    * A norm ends each residual branch (post_attention_layernorm after the attention's
-      output projection, post_feedforward_layernorm after the FFN): ATTN_l and FFN_l are
-      read after those norms, what the block adds to the residual. A head's share of
-      ATTN_l is its pre-norm output z_h @ W_O^h times the norm's (1 + w) (folded into
-      `W_O`, `b_O`) and its 1/sigma at the position (recorded per prompt and layer as
-      `Decomposition.attn_scale`, frozen as the final norm's sigma is), so the heads sum
-      exactly to ATTN_l. sigma comes from the sum of all heads' outputs: a head's share,
-      and its increase, are conditional on the other heads through sigma. Neurons alike
-      (`W_out`, `b_out`, `mlp_scale`). Ablating a head in the model changes sigma: the
-      model's own response, which `ablated` keeps.
-    * Query and key norms (q_norm, k_norm, RMS over dh with (1 + w)) before the rotation:
-      the recorded queries are after q_norm, the vectors dotted with the (rotated) keys;
-      `W_K` folds in k_norm's (1 + w), so a query maps into the key-input space as
-      q @ W_K (`Decomposition.query_in_key_space`) up to each key's own positive
-      1/rms, which is not frozen into it. Position-free keys rotate the model's keys
-      (k_norm applied) on to one position with the layer's own RoPE (local and global
-      layers have different bases).
-    * Sliding-window layers (`layer_types`, `sliding_window`; 512 tokens in the released
-      models): the model's own masks act in every recorded pass and intervention, so a
-      prompt longer than the window decomposes exactly; the last position gives no weight
-      to keys outside a sliding layer's window, and the label edits of `core.interventions`
-      leave such keys out.
-    * Attention scores are scaled by query_pre_attn_scalar**-0.5, which the model passes
-      to the attention function as `scaling` (the edited attention uses it).
-    * Tied embeddings and a large vocabulary (262,144 tokens): the readout is streamed
-      over vocabulary chunks as for every family.
-    * Logit soft-capping (final or attention) would make the readout non-linear: a model
-      that sets it, or one with bidirectional attention, is refused in one line.
-    """
-
-    family = "gemma3"
-    sites = {
-        **LlamaArch.sites,
-        "attn": Site("post_attention_layernorm", "post"),
-        "mlp": Site("post_feedforward_layernorm", "post"),
-        "queries": Site("self_attn.q_norm", "post", heads_first=True),
-    }
-    branch_norm_paths = {"attn": "post_attention_layernorm", "mlp": "post_feedforward_layernorm"}
-
-    def __init__(self, model: nn.Module):
-        super().__init__(model)
-        cfg = self.config
-        for setting in ("final_logit_softcapping", "attn_logit_softcapping", "use_bidirectional_attention"):
-            if getattr(cfg, setting, None):
-                raise UsageError(f"This Gemma 3 model sets {setting}={getattr(cfg, setting)!r}: the decomposition needs a causal "
-                                 "model with linear logits; use a Gemma 3 checkpoint without it.")
-
-    def norm_gain(self, norm):
-        """1 + weight (`Gemma3RMSNorm`)."""
-        return 1 + norm.weight
-
-    def W_K(self, layer):
-        """k_norm's gain folded in: key = k_norm(normed_input @ W_K_raw.T) = normed_input @ W_K.T / rms."""
-        gain = self.norm_gain(self.attn(layer).k_norm)  # [dh]
-        return super().W_K(layer) * gain[None, :, None]
-
-    def angles(self, layer):
-        rope, kind = self.model.get_submodule(self.rotary_path), self.config.layer_types[layer]
-        scale = getattr(rope, f"{kind}_attention_scaling")
-        return lambda x, positions: tuple(t / scale for t in rope(x, positions, kind))
-
-
-class Gemma3MultimodalArch(Gemma3Arch):
-    """Gemma 3 with its vision tower (model_type "gemma3"), run on text only: the text model
-    lives under model.language_model, its sizes in config.text_config."""
-
-    blocks_path = "model.language_model.layers"
-    final_norm_path = "model.language_model.norm"
-    rotary_path = "model.language_model.rotary_emb"
-
-
-ARCHITECTURES: dict[str, type[Arch]] = {
-    "gpt2": GPT2Arch,
-    "llama": LlamaArch,
-    "mistral": LlamaArch,
-    "qwen2": LlamaArch,
-    "gemma3_text": Gemma3Arch,
-    "gemma3": Gemma3MultimodalArch,
-}
-
-
-def adapter_class(model_type: str | None) -> type[Arch]:
-    """The adapter class for a config's model_type (known before any weights load), or a
-    UsageError naming the supported families and the file a new one goes in."""
-    if model_type not in ARCHITECTURES:
-        raise UsageError(
-            f"Model type {model_type!r} is not supported; supported families: "
-            f"{', '.join(sorted(ARCHITECTURES))}. Add an adapter in icl_helpers/model/adapters.py."
-        )
-    return ARCHITECTURES[model_type]
-
-
-def arch_for(model: nn.Module) -> Arch:
-    """The adapter for `model`, or a UsageError naming the supported families."""
-    return adapter_class(getattr(getattr(model, "config", None), "model_type", None))(model)

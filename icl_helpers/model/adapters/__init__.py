@@ -1,0 +1,44 @@
+"""Where each architecture family keeps its weights and activations: one adapter a family,
+found from a config's model_type before any weights load.
+
+`base` holds the common ground (`Site`, `Arch`, keys without positions); `gpt2`, `llama` and
+`gemma` one family each. A new family is a module here, a line in `ARCHITECTURES` and its tests.
+"""
+from __future__ import annotations
+
+from torch import nn
+
+from ...errors import UsageError
+from .base import Angles, Arch, Branch, PositionFreeKeys, RotaryKeys, Site
+from .gemma import Gemma3Arch, Gemma3MultimodalArch
+from .gpt2 import AbsoluteKeys, GPT2Arch
+from .llama import LlamaArch
+
+__all__ = ["Angles", "Arch", "Branch", "PositionFreeKeys", "RotaryKeys", "Site", "AbsoluteKeys", "GPT2Arch",
+           "LlamaArch", "Gemma3Arch", "Gemma3MultimodalArch", "ARCHITECTURES", "adapter_class", "arch_for"]
+
+
+ARCHITECTURES: dict[str, type[Arch]] = {
+    "gpt2": GPT2Arch,
+    "llama": LlamaArch,
+    "mistral": LlamaArch,
+    "qwen2": LlamaArch,
+    "gemma3_text": Gemma3Arch,
+    "gemma3": Gemma3MultimodalArch,
+}
+
+
+def adapter_class(model_type: str | None) -> type[Arch]:
+    """The adapter class for a config's model_type (known before any weights load), or a
+    UsageError naming the supported families and the file a new one goes in."""
+    if model_type not in ARCHITECTURES:
+        raise UsageError(
+            f"Model type {model_type!r} is not supported; supported families: "
+            f"{', '.join(sorted(ARCHITECTURES))}. Add an adapter in icl_helpers/model/adapters/."
+        )
+    return ARCHITECTURES[model_type]
+
+
+def arch_for(model: nn.Module) -> Arch:
+    """The adapter for `model`, or a UsageError naming the supported families."""
+    return adapter_class(getattr(getattr(model, "config", None), "model_type", None))(model)

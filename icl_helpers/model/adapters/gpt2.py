@@ -1,0 +1,69 @@
+"""GPT-2: fused Conv1D c_attn, LayerNorm, biases, learned absolute positions."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..hooks import Hook
+from .base import Arch, PositionFreeKeys, Site
+
+
+class GPT2Arch(Arch):
+    """GPT-2: fused Conv1D c_attn (weights stored [in, out]), LayerNorm, absolute positions."""
+
+    family = "gpt2"
+    norm_kind = "layer"
+    blocks_path = "transformer.h"
+    final_norm_path = "transformer.ln_f"
+    sites = {
+        "resid": Site("", "pre"),
+        "attn": Site("attn", "post", output=0),
+        "pattern": Site("attn", "post", output=1),
+        "z": Site("attn.c_proj", "pre"),
+        "mlp": Site("mlp", "post"),
+        "neurons": Site("mlp.c_proj", "pre"),
+        "queries": Site("attn.c_attn", "post", part=(0, 3)),
+        "values": Site("attn.c_attn", "post", part=(2, 3)),
+    }
+
+    def __init__(self, model: nn.Module):
+        super().__init__(model)
+        self.n_ctx = model.config.n_positions
+
+    def _W_O(self, layer):
+        return self.attn_out(layer).weight.view(self.n_heads, self.d_head, self.d_model)
+
+    def _W_out(self, layer):
+        return self.module("neurons", layer).weight
+
+    def W_K(self, layer):
+        w = self.attn(layer).c_attn.weight[:, self.d_model : 2 * self.d_model]  # [d, H*dh]
+        return w.T.reshape(self.n_heads, self.d_head, self.d_model)
+
+    def position_free_keys(self, layer, target):
+        """`AbsoluteKeys`: target is not used."""
+        return AbsoluteKeys(self, layer)
+
+
+class AbsoluteKeys(PositionFreeKeys):
+    """GPT-2 keys recomputed from the layer input minus its position embedding,
+    x_p - wpe[p], through ln_1 and the key projection **(choice)**: position information
+    that earlier layers wrote into x_p stays.
+
+    `x` [B, T, d], the layer input, is set by a pre-hook on the block (`hooks`).
+    """
+
+    def __init__(self, arch: GPT2Arch, layer: int):
+        self.block = arch.blocks()[layer]
+        self.wpe = arch.model.transformer.wpe
+        self.d = arch.d_model
+        self.x: torch.Tensor | None = None
+
+    def hooks(self) -> list[Hook]:
+        return [(self.block, "pre", lambda mod, args: setattr(self, "x", args[0]))]
+
+    def __call__(self, key: torch.Tensor) -> torch.Tensor:
+        B, H, T, dh = key.shape
+        x = self.x - self.wpe.weight[:T]
+        k = self.block.attn.c_attn(self.block.ln_1(x))[..., self.d : 2 * self.d]
+        return k.view(B, T, H, dh).transpose(1, 2)

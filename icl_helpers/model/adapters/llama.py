@@ -1,0 +1,46 @@
+"""The Llama family (Llama 1-3, Mistral, Qwen2, SmolLM): RMSNorm, RoPE, grouped-query attention."""
+from __future__ import annotations
+
+from .base import Angles, Arch, RotaryKeys, Site
+
+
+class LlamaArch(Arch):
+    """Llama family (Llama 1-3, Mistral, Qwen2, SmolLM): RMSNorm, RoPE, GQA, optional biases."""
+
+    family = "llama"
+    norm_kind = "rms"
+    blocks_path = "model.layers"
+    final_norm_path = "model.norm"
+    rotary_path = "model.rotary_emb"
+    sites = {
+        "resid": Site("", "pre"),
+        "attn": Site("self_attn", "post", output=0),
+        "pattern": Site("self_attn", "post", output=1),
+        "z": Site("self_attn.o_proj", "pre"),
+        "mlp": Site("mlp", "post"),
+        "neurons": Site("mlp.down_proj", "pre"),
+        "queries": Site("self_attn.q_proj", "post"),
+        "values": Site("self_attn.v_proj", "post"),
+    }
+
+    def _W_O(self, layer):
+        w = self.attn_out(layer).weight  # [d, H*dh]
+        return w.T.reshape(self.n_heads, self.d_head, self.d_model)
+
+    def _W_out(self, layer):
+        return self.module("neurons", layer).weight.T
+
+    def W_K(self, layer):
+        w = self.attn(layer).k_proj.weight  # [H_kv*dh, d]
+        return w.reshape(self.n_kv_heads, self.d_head, self.d_model)
+
+    def angles(self, layer: int) -> Angles:
+        """The RoPE of `layer` (one for every layer), without its attention scaling (the
+        keys it rotates already carry it once)."""
+        rope = self.model.get_submodule(self.rotary_path)
+        scale = getattr(rope, "attention_scaling", 1.0)
+        return lambda x, positions: tuple(t / scale for t in rope(x, positions))
+
+    def position_free_keys(self, layer, target):
+        """`RotaryKeys`: every key rotated on to position target [B]."""
+        return RotaryKeys(self.angles(layer), target)
