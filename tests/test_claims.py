@@ -306,7 +306,8 @@ def test_appendices_b_and_d_judge_the_fig5_and_fig6_rules_dataset_by_dataset(sma
         assert d.verdict == NOT_TESTED and "not a Llama-family model" in d.why
     else:
         best = max(s.heads("sentiment_number"), key=lambda h: float(s.mean_increase(report.WORD)[h]))
-        assert d.why.startswith(f"head {best[0]}-{best[1]}, the largest mean increase")
+        assert d.why.startswith(f"run on {small.name} ({small.model.config.model_type}, 3 layers x 4 heads), a stand-in for "
+                                f"the paper's LLaMA 7B, 13B and 30B; head {best[0]}-{best[1]}, the largest mean increase")
         assert re.fullmatch(r"\d of 4 replicate, \d partly", d.ours)  # two datasets, the fig5 and fig6 rules
         ours, random = mrr.layer_matched_mrr(small, s.prompts("animal_country"), [best], report.RANDOM_DRAWS, 0)
         assert f"animal_country MRR: {claims.ours_text(claims.judge_fig5(ours, random, [best]))}" in d.why

@@ -279,6 +279,13 @@ def fig5(s: Studies) -> Finding:
     return claims.judge_fig5(ours[rows], random[:, rows], s.heads(FIRST))
 
 
+def stand_in(m: ICLModel) -> str:
+    """Appendix D's model, said plainly: the paper's are LLaMA 1 (7B, 13B, 30B); ours is another."""
+    cfg = m.arch.config
+    return (f"run on {m.name} ({cfg.model_type}, {m.arch.n_layers} layers x {m.arch.n_heads} heads), a stand-in "
+            "for the paper's LLaMA 7B, 13B and 30B")
+
+
 def sentence_finding(id: str, judges: Sequence[str], pick: Callable[[Studies], tuple[list[Head], str]],
                      llama_only: bool = False) -> Callable[[Studies], Finding]:
     """Appendices B and D: the fig5 and/or fig6 rule (`judges`) in the heads `pick` gives, on
@@ -289,6 +296,8 @@ def sentence_finding(id: str, judges: Sequence[str], pick: Callable[[Studies], t
         if llama_only and s.m.arch.family != "llama":
             return not_tested(id, f"Appendix D is about LLaMA; {s.m.name} is not a Llama-family model")
         heads, which = pick(s)
+        if llama_only:
+            which = f"{stand_in(s.m)}; {which}"
         parts = {}
         for d in s.sentence:
             ps, rows = s.prompts(d), s.rows(d)
