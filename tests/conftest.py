@@ -187,8 +187,8 @@ def _randomise(model: torch.nn.Module, seed: int, gain: tuple[float, float] = (1
 
 def small_model(kind: str, vocab_size: int = 50257, **settings) -> torch.nn.Module:
     """A 3-layer model of width 64, every weight random, with the GPT-2 vocabulary by default
-    (`vocab_size`: another tokenizer's, `len(tokenizer)`); settings: Gemma 3 config values
-    that replace the kind's own (e.g. sliding_window=8)."""
+    (`vocab_size`: another tokenizer's, `len(tokenizer)`); settings: Gemma 3 or Phi-3 config
+    values that replace the kind's own (e.g. sliding_window=8)."""
     torch.manual_seed(0)
     common = dict(vocab_size=vocab_size, num_hidden_layers=3, hidden_size=64, intermediate_size=128,
                   max_position_embeddings=64, num_attention_heads=4)
@@ -203,7 +203,8 @@ def small_model(kind: str, vocab_size: int = 50257, **settings) -> torch.nn.Modu
     elif kind in ("neox", "neox-sequential"):  # parallel (or not) blocks, rotary on 4 of 16 head dims, biases everywhere
         model = GPTNeoXForCausalLM(GPTNeoXConfig(rotary_pct=0.25, use_parallel_residual=kind == "neox", **common))
     elif kind == "phi3":  # fused qkv_proj with two key/value heads, fused gate_up_proj, rotary on 8 of 16 head dims
-        model = Phi3ForCausalLM(Phi3Config(num_key_value_heads=2, partial_rotary_factor=0.5, pad_token_id=0, **common))
+        model = Phi3ForCausalLM(Phi3Config(**{**common, **dict(num_key_value_heads=2, partial_rotary_factor=0.5, pad_token_id=0),
+                                              **settings}))
     elif kind == "gemma3":  # one key/value head, attention biases, a 4-token window in layers 0 and 2, scores scaled by 24**-0.5
         gemma = dict(num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=24, sliding_window=4, attention_bias=True,
                      layer_types=["sliding_attention", "full_attention", "sliding_attention"])

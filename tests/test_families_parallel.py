@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from icl_helpers import ICLModel
+from icl_helpers import ICLModel, UsageError
 from icl_helpers.core.attribution import Readout
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.interventions import ablated, position_free_labels
@@ -195,3 +195,20 @@ def test_position_free_label_keys_turn_only_the_rotary_dimensions(small, layer):
     others = [h for h in range(small.arch.n_heads) if h != head]
     close(edited.pattern[:, layer, others], plain.pattern[:, layer, others])
     assert (edited.pattern[:, layer, head] - plain.pattern[:, layer, head]).abs().max() > 1e-4
+
+
+def test_a_long_context_rope_past_its_original_length_is_refused_in_one_line(gpt2_tokenizer):
+    """longrope (original length 8 here): a pass within it is exact (the identity rotation changes
+    nothing), one past it, turned with the long frequencies, is refused."""
+    factors = dict(rope_type="longrope", short_factor=[1.0, 1.5, 2.0, 3.0], long_factor=[2.0, 4.0, 8.0, 16.0])
+    rope_parameters = {"rope_theta": 10000.0, "partial_rotary_factor": 0.5, **factors}
+    m = ICLModel(small_model("phi3", rope_parameters=rope_parameters, original_max_position_embeddings=8), gpt2_tokenizer)
+    short = ["love : foo one :"]  # 5 tokens, one label: the target is its own position
+    with position_free_labels(m, [(1, 0)], labels_of(m, short)):
+        edited = last_logits(m, short)
+    close(edited, last_logits(m, short))
+    with pytest.raises(UsageError, match=r"^This Phi-3 pass is longer than its RoPE's original_max_position_embeddings, "
+                                         r"so it uses the long-context frequencies, which position-free keys do not "
+                                         r"support: use shorter prompts\.$"):
+        with position_free_labels(m, [(1, 0)], labels_of(m, EXAMPLES[:1])):
+            last_logits(m, EXAMPLES[:1])
