@@ -9,13 +9,12 @@ import pytest
 import torch
 from transformers import Gemma3Config, Gemma3TextConfig, SiglipVisionConfig
 from transformers.models.gemma3.modeling_gemma3 import Gemma3ForCausalLM, Gemma3ForConditionalGeneration
-from transformers.models.llama.modeling_llama import rotate_half
 
 from icl_helpers import ICLModel, UsageError
 from icl_helpers.core.attribution import Readout
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.interventions import balanced_labels, position_free_labels
-from tests.conftest import PROMPTS, _randomise, close, small_model
+from tests.conftest import PROMPTS, _randomise, check_decomposition, close, rope, small_model
 from tests.test_interventions import EXAMPLES, labels_of, last_logits
 
 LONG = "one : foo two : bar three : foo four : bar five : foo six : bar seven : foo eight :"  # 23 tokens, window 4
@@ -36,39 +35,6 @@ def hf(gemma):
 @pytest.fixture(scope="module")
 def dec(gemma):
     return decompose(gemma, PROMPTS, record=["pattern", "queries", "neurons"])
-
-
-def exactness(m: ICLModel, prompts: list[str]) -> dict[str, float]:
-    """The decomposition of `prompts` against the model's own pass: the largest absolute
-    difference of each identity, relative to the size of what it rebuilds."""
-    dec = decompose(m, prompts, record=["neurons"])
-    enc = m.encode(prompts)
-    with torch.no_grad():
-        out = m.model(**enc, output_hidden_states=True)
-    rows, arch = torch.arange(len(prompts)), m.arch
-    hidden = torch.stack([out.hidden_states[l][rows, dec.last] for l in range(arch.n_layers)], 1)
-    b_O = torch.stack([torch.zeros(arch.d_model) if arch.b_O(l) is None else arch.b_O(l) for l in range(arch.n_layers)])
-    heads = dec.heads().sum(2) + b_O * dec.attn_scale[..., None]
-    neurons = torch.stack([dec.neurons[:, l] @ arch.W_out(l) for l in range(arch.n_layers)], 1) * dec.mlp_scale[..., None]
-    gaps = {
-        "hidden states": (dec.resid[:, :-1], hidden),
-        "residual chain": (dec.resid[:, 0] + dec.attn.sum(1) + dec.mlp.sum(1), dec.resid[:, -1]),
-        "heads sum to ATTN_l": (heads, dec.attn),
-        "neurons sum to FFN_l": (neurons, dec.mlp),
-        "readout logits": (Readout(arch).logits(dec.resid[:, -1], dec.scale), out.logits[rows, dec.last]),
-        "recorded logits": (dec.logits, out.logits[rows, dec.last]),
-    }
-    return {name: float((a - b).abs().max() / b.abs().max()) for name, (a, b) in gaps.items()}
-
-
-def rope(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:
-    """x [..., T, dh] rotated to positions [T] (or [B, T] against x [B, n, T, dh]) with RoPE base `base`."""
-    dh = x.shape[-1]
-    angle = positions[..., None].double() / base ** (torch.arange(0, dh, 2).double() / dh)  # [.., T, dh/2]
-    angle = torch.cat([angle, angle], -1)
-    if angle.dim() == 3:
-        angle = angle[:, None]
-    return (x * angle.cos().float() + rotate_half(x) * angle.sin().float())
 
 
 def keys_and_queries(m: ICLModel, x: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -183,8 +149,7 @@ def test_the_query_in_key_space_dots_with_the_normed_input_as_the_query_with_the
 # --- a prompt longer than the window -----------------------------------------------------
 def test_a_prompt_longer_than_the_window_decomposes_exactly(gemma):
     assert len(gemma.tokenizer(LONG)["input_ids"]) > 5 * gemma.model.config.sliding_window
-    gaps = exactness(gemma, [LONG, PROMPTS[0], LONG[:40]])
-    assert max(gaps.values()) < 1e-5, gaps
+    check_decomposition(gemma, [LONG, PROMPTS[0], LONG[:40]])
 
 
 # --- interventions ----------------------------------------------------------------------------
@@ -254,8 +219,7 @@ def test_the_vision_language_model_decomposes_its_text_exactly(gpt2_tokenizer):
     both.model.language_model.load_state_dict(text.model.state_dict())
     m, alone = ICLModel(both, gpt2_tokenizer), ICLModel(text, gpt2_tokenizer)
     assert (m.arch.family, m.arch.n_layers, m.arch.d_head) == ("gemma3", 3, 16)
-    gaps = exactness(m, PROMPTS)
-    assert max(gaps.values()) < 1e-5, gaps
+    check_decomposition(m, PROMPTS)
     ours, theirs = decompose(m, PROMPTS, record=["pattern"]), decompose(alone, PROMPTS, record=["pattern"])
     for name in ("resid", "attn", "mlp", "z", "pattern", "attn_scale", "logits"):
         close(getattr(ours, name), getattr(theirs, name))

@@ -96,7 +96,7 @@ def test_an_unsupported_family_is_refused_before_its_weights_load(gpt2_tokenizer
     gpt2_tokenizer.save_pretrained(tmp_path)
     monkeypatch.setattr(loading.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: pytest.fail("loaded the weights"))
     with pytest.raises(UsageError, match=r"^Model type 'bert' is not supported; supported families: gemma3, gemma3_text, "
-                                         r"gpt2, llama, mistral, qwen2\. Add an adapter in icl_helpers/model/adapters/\.$"):
+                                         r"gpt2, gpt_neox, llama, mistral, phi3, qwen2\. Add an adapter in icl_helpers/model/adapters/\.$"):
         load_model(str(tmp_path), device="cpu")
 
 

@@ -1,8 +1,8 @@
 """Where each architecture family keeps its weights and activations: one adapter a family,
 found from a config's model_type before any weights load.
 
-`base` holds the common ground (`Site`, `Arch`, keys without positions); `gpt2`, `llama` and
-`gemma` one family each. A new family is a module here, a line in `ARCHITECTURES` and its tests.
+`base` holds the common ground (`Site`, `Arch`, keys without positions); `gpt2`, `llama`,
+`gemma`, `neox` and `phi3` one family each. A new family is a module here, a line in `ARCHITECTURES` and its tests.
 """
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from .base import Angles, Arch, Branch, PositionFreeKeys, RotaryKeys, Site
 from .gemma import Gemma3Arch, Gemma3MultimodalArch
 from .gpt2 import AbsoluteKeys, GPT2Arch
 from .llama import LlamaArch
+from .neox import NeoXArch
+from .phi3 import Phi3Arch
 
 __all__ = ["Angles", "Arch", "Branch", "PositionFreeKeys", "RotaryKeys", "Site", "AbsoluteKeys", "GPT2Arch",
-           "LlamaArch", "Gemma3Arch", "Gemma3MultimodalArch", "ARCHITECTURES", "adapter_class", "arch_for"]
+           "LlamaArch", "NeoXArch", "Phi3Arch", "Gemma3Arch", "Gemma3MultimodalArch", "ARCHITECTURES", "adapter_class", "arch_for"]
 
 
 ARCHITECTURES: dict[str, type[Arch]] = {
@@ -25,6 +27,8 @@ ARCHITECTURES: dict[str, type[Arch]] = {
     "qwen2": LlamaArch,
     "gemma3_text": Gemma3Arch,
     "gemma3": Gemma3MultimodalArch,
+    "gpt_neox": NeoXArch,
+    "phi3": Phi3Arch,
 }
 
 

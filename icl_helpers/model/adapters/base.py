@@ -29,15 +29,18 @@ class Site:
     """Where one activation lives in a block.
 
     path: submodule of the block ("" is the block itself); hook: "pre" reads the module's
-    first input, "post" its output; output: the element of a tuple output to read; part:
-    (i, n), the i-th of n equal slices of the last dimension (a fused projection);
+    first input, "post" its output; output: the element of a tuple output to read;
+    columns: (start, stop), the slice of the last dimension that holds one part of a fused
+    projection (GPT-2's c_attn, Phi-3's qkv_proj), taken in each of `groups` equal blocks
+    where the projection interleaves its parts by head (GPT-NeoX's [H, 3, dh]);
     heads_first: the tensor is [B, n, T, dh] (heads before positions), read as [B, T, n*dh].
     """
 
     path: str
     hook: Literal["pre", "post"]
     output: int | None = None
-    part: tuple[int, int] = (0, 1)
+    columns: tuple[int, int] | None = None
+    groups: int = 1
     heads_first: bool = False
 
     def read(self, args: tuple, out: object = None) -> torch.Tensor:
@@ -47,11 +50,14 @@ class Site:
             t = t[self.output]
         if self.heads_first:
             t = t.transpose(1, 2).flatten(2)
-        i, n = self.part
-        if n > 1:
-            width = t.shape[-1] // n
-            t = t[..., i * width : (i + 1) * width]
-        return t
+        return self.select(t)
+
+    def select(self, t: torch.Tensor) -> torch.Tensor:
+        """[..., n] -> [..., groups * (stop - start)]: the site's part of the last dimension."""
+        if self.columns is None:
+            return t
+        start, stop = self.columns
+        return t.unflatten(-1, (self.groups, -1))[..., start:stop].flatten(-2)
 
 
 class PositionFreeKeys:
@@ -75,18 +81,28 @@ Angles = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor
 
 class RotaryKeys(PositionFreeKeys):
     """RoPE keys (already rotated to their own positions) rotated on to `target` [B]: every
-    key then carries one common position, so scores no longer depend on where a key is."""
+    key then carries one common position, so scores no longer depend on where a key is.
 
-    def __init__(self, angles: Angles, target: torch.Tensor):
+    Only the first r dimensions of each key turn, r the width of the angles' cos (partial
+    rotary: GPT-NeoX, GPT-J, some Phi-3); the rest carry no position and pass unchanged.
+    rotate: how the family pairs the turning dimensions (`rotate_half`: i with i + r/2;
+    GPT-J's `rotate_every_two`: 2i with 2i + 1), matching the layout of the angles.
+    """
+
+    def __init__(self, angles: Angles, target: torch.Tensor,
+                 rotate: Callable[[torch.Tensor], torch.Tensor] = rotate_half):
         self.angles = angles
         self.target = target
+        self.rotate = rotate
 
     def __call__(self, key: torch.Tensor) -> torch.Tensor:
         T = key.shape[2]
         offset = self.target.to(key.device)[:, None] - torch.arange(T, device=key.device)  # [B, T]
         cos, sin = self.angles(key, offset)
         cos, sin = cos[:, None], sin[:, None]
-        return key * cos + rotate_half(key) * sin
+        r = cos.shape[-1]
+        turning = key[..., :r]
+        return torch.cat([turning * cos + self.rotate(turning) * sin, key[..., r:]], -1)
 
 
 class Arch:
@@ -97,7 +113,8 @@ class Arch:
     T], read from the attention module), z (input to the attention output projection, [B,
     T, H*dh], head-major), mlp (FFN_l, what the FFN branch adds [B, T, d]), neurons (FFN
     activations [B, T, d_mlp]), queries (the queries dotted with the keys, before any
-    rotation, [B, T, H*dh]), values ([B, T, H_kv*dh]).
+    rotation, [B, T, H*dh]), values ([B, T, H_kv*dh]). Sites that slice a fused projection
+    depend on the sizes: such an adapter completes its table in `__init__`.
 
     Where a norm ends a residual branch (`branch_norm_paths`, Gemma's post-norms), ATTN_l
     and FFN_l are read after it, and a head's share of ATTN_l is attn_scale * z_h @ W_O[h]:
@@ -112,6 +129,11 @@ class Arch:
     final_norm_path: str
     sites: dict[str, Site]
     branch_norm_paths: dict[Branch, str] = {}  # branch -> path in a block of the norm that ends it
+    # Attention and FFN read the same block input x_l (GPT-NeoX's parallel residual): the
+    # model sums x_{l+1} = (FFN_l + ATTN_l) + x_l, equal to m_l + FFN_l to rounding, not to the
+    # bit. Nothing else changes: every branch is read where the model computes it, and the
+    # FFN's increase stays defined on the residual, I(FFN_l | x_l + ATTN_l).
+    parallel: bool = False
 
     def __init__(self, model: nn.Module):
         self.model = model

@@ -22,13 +22,14 @@ class GPT2Arch(Arch):
         "z": Site("attn.c_proj", "pre"),
         "mlp": Site("mlp", "post"),
         "neurons": Site("mlp.c_proj", "pre"),
-        "queries": Site("attn.c_attn", "post", part=(0, 3)),
-        "values": Site("attn.c_attn", "post", part=(2, 3)),
     }
 
     def __init__(self, model: nn.Module):
         super().__init__(model)
         self.n_ctx = model.config.n_positions
+        d = self.d_model
+        self.sites = {**self.sites, "queries": Site("attn.c_attn", "post", columns=(0, d)),
+                      "values": Site("attn.c_attn", "post", columns=(2 * d, 3 * d))}
 
     def _W_O(self, layer):
         return self.attn_out(layer).weight.view(self.n_heads, self.d_head, self.d_model)
