@@ -2,7 +2,8 @@
 found from a config's model_type before any weights load.
 
 `base` holds the common ground (`Site`, `Arch`, keys without positions); `gpt2`, `llama`,
-`gemma`, `neox` and `phi3` one family each. A new family is a module here, a line in `ARCHITECTURES` and its tests.
+`gemma`, `neox` and `phi3` one family each. A new family is a module here, a line in
+`ARCHITECTURES` and its tests.
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from .neox import NeoXArch
 from .phi3 import Phi3Arch
 
 __all__ = ["Angles", "Arch", "Branch", "PositionFreeKeys", "RotaryKeys", "Site", "AbsoluteKeys", "GPT2Arch",
-           "LlamaArch", "NeoXArch", "Phi3Arch", "Gemma3Arch", "Gemma3MultimodalArch", "ARCHITECTURES", "adapter_class", "arch_for"]
+           "LlamaArch", "NeoXArch", "Phi3Arch", "Gemma3Arch", "Gemma3MultimodalArch", "ARCHITECTURES",
+           "adapter_class", "arch_for"]
 
 
 ARCHITECTURES: dict[str, type[Arch]] = {
