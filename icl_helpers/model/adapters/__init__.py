@@ -1,21 +1,25 @@
 """Where each architecture family keeps its weights and activations: one adapter a family,
 found from a config's model_type before any weights load.
 
-`base` holds the common ground (`Site`, `Arch`, keys without positions); `gpt2`, `llama` and
-`gemma` one family each. A new family is a module here, a line in `ARCHITECTURES` and its tests.
+`base` holds the common ground (`Site`, `Arch`, keys without positions); `gpt2`, `llama`,
+`qwen3` and `olmo2` one family each, `gemma` Gemma 1, 2 and 3. A new family is a module
+here, a line in `ARCHITECTURES` and its tests.
 """
 from __future__ import annotations
 
 from torch import nn
 
 from ...errors import UsageError
-from .base import Angles, Arch, Branch, PositionFreeKeys, RotaryKeys, Site
-from .gemma import Gemma3Arch, Gemma3MultimodalArch
+from .base import Angles, Arch, Branch, PositionFreeKeys, RotaryKeys, Site, softcap_
+from .gemma import Gemma2Arch, Gemma3Arch, Gemma3MultimodalArch, GemmaArch
 from .gpt2 import AbsoluteKeys, GPT2Arch
 from .llama import LlamaArch
+from .olmo2 import Olmo2Arch
+from .qwen3 import Qwen3Arch
 
-__all__ = ["Angles", "Arch", "Branch", "PositionFreeKeys", "RotaryKeys", "Site", "AbsoluteKeys", "GPT2Arch",
-           "LlamaArch", "Gemma3Arch", "Gemma3MultimodalArch", "ARCHITECTURES", "adapter_class", "arch_for"]
+__all__ = ["Angles", "Arch", "Branch", "PositionFreeKeys", "RotaryKeys", "Site", "softcap_", "AbsoluteKeys", "GPT2Arch",
+           "LlamaArch", "Qwen3Arch", "Olmo2Arch", "GemmaArch", "Gemma2Arch", "Gemma3Arch", "Gemma3MultimodalArch",
+           "ARCHITECTURES", "adapter_class", "arch_for"]
 
 
 ARCHITECTURES: dict[str, type[Arch]] = {
@@ -23,6 +27,10 @@ ARCHITECTURES: dict[str, type[Arch]] = {
     "llama": LlamaArch,
     "mistral": LlamaArch,
     "qwen2": LlamaArch,
+    "qwen3": Qwen3Arch,
+    "olmo2": Olmo2Arch,
+    "gemma": GemmaArch,
+    "gemma2": Gemma2Arch,
     "gemma3_text": Gemma3Arch,
     "gemma3": Gemma3MultimodalArch,
 }

@@ -31,7 +31,8 @@ class Site:
     path: submodule of the block ("" is the block itself); hook: "pre" reads the module's
     first input, "post" its output; output: the element of a tuple output to read; part:
     (i, n), the i-th of n equal slices of the last dimension (a fused projection);
-    heads_first: the tensor is [B, n, T, dh] (heads before positions), read as [B, T, n*dh].
+    heads_first: the tensor is [B, n, T, dh] (heads before positions), read as [B, T, n*dh];
+    heads_last: the tensor is [B, T, n, dh] (a per-head norm's output), read as [B, T, n*dh].
     """
 
     path: str
@@ -39,6 +40,7 @@ class Site:
     output: int | None = None
     part: tuple[int, int] = (0, 1)
     heads_first: bool = False
+    heads_last: bool = False
 
     def read(self, args: tuple, out: object = None) -> torch.Tensor:
         """The site's tensor from a hook's (args) or (args, output)."""
@@ -46,7 +48,9 @@ class Site:
         if self.output is not None:
             t = t[self.output]
         if self.heads_first:
-            t = t.transpose(1, 2).flatten(2)
+            t = t.transpose(1, 2)
+        if self.heads_first or self.heads_last:
+            t = t.flatten(2)
         i, n = self.part
         if n > 1:
             width = t.shape[-1] // n
@@ -67,6 +71,12 @@ class PositionFreeKeys:
 
     def __call__(self, key: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
+
+
+def softcap_(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
+    """cap * tanh(logits / cap) computed in place, as the model caps its logits; logits as
+    they are where cap is None."""
+    return logits if cap is None else logits.div_(cap).tanh_().mul_(cap)
 
 
 # (x, positions [B, T]) -> (cos, sin) [B, T, dh] of a RoPE at those positions, without any attention scaling
@@ -104,6 +114,9 @@ class Arch:
     the norm's gain is folded into W_O (and b_O, W_out, b_out), its 1/sigma at the position
     is recorded per prompt and layer (`Decomposition.attn_scale`, `mlp_scale`), frozen as
     the final norm's sigma is. Without such a norm the scale is 1.
+
+    `final_softcap` (Gemma 2): the model's logits are cap * tanh(z / cap) of the linear
+    readout z; None where the family's logits are linear.
     """
 
     family: str  # the family's name: "gpt2", "llama", "gemma3" (what a claim about one family checks)
@@ -112,6 +125,7 @@ class Arch:
     final_norm_path: str
     sites: dict[str, Site]
     branch_norm_paths: dict[Branch, str] = {}  # branch -> path in a block of the norm that ends it
+    final_softcap: float | None = None  # the cap of the final logits' soft-capping, if any
 
     def __init__(self, model: nn.Module):
         self.model = model
