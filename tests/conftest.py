@@ -14,14 +14,22 @@ import pytest
 import torch
 from transformers import (
     AutoTokenizer,
+    Gemma2Config,
+    Gemma2ForCausalLM,
     Gemma3ForCausalLM,
     Gemma3TextConfig,
+    GemmaConfig,
+    GemmaForCausalLM,
     GPT2Config,
     GPT2LMHeadModel,
     LlamaConfig,
     LlamaForCausalLM,
+    Olmo2Config,
+    Olmo2ForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
 )
 
 from icl_helpers import ICLModel, load_model
@@ -135,10 +143,30 @@ def _randomise(model: torch.nn.Module, seed: int, gain: tuple[float, float] = (1
     return model
 
 
+_WINDOWED = dict(sliding_window=4, layer_types=["sliding_attention", "full_attention", "sliding_attention"])
+# kind -> (model class, config class, the kind's config values): the families with norms beyond Llama's
+NORMED = {
+    # per-head query and key norms; attention biases (the config allows them)
+    "qwen3": (Qwen3ForCausalLM, Qwen3Config, dict(num_key_value_heads=2, head_dim=16, attention_bias=True,
+                                                  tie_word_embeddings=False)),
+    # norms ending each branch, query and key norms over the full projected width; attention biases
+    "olmo2": (Olmo2ForCausalLM, Olmo2Config, dict(num_key_value_heads=2, attention_bias=True, eos_token_id=50256)),
+    # multi-query, as Gemma 2B
+    "gemma": (GemmaForCausalLM, GemmaConfig, dict(num_key_value_heads=1, head_dim=16, attention_bias=True)),
+    # a 4-token window in layers 0 and 2, scores scaled by 24**-0.5, soft caps within the small model's scores and logits
+    "gemma2": (Gemma2ForCausalLM, Gemma2Config, dict(num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=24,
+                                                     attention_bias=True, attn_logit_softcapping=1.0,
+                                                     final_logit_softcapping=2.0, **_WINDOWED)),
+    # one key/value head, attention biases, a 4-token window in layers 0 and 2, scores scaled by 24**-0.5
+    "gemma3": (Gemma3ForCausalLM, Gemma3TextConfig, dict(num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=24,
+                                                         attention_bias=True, **_WINDOWED)),
+}
+
+
 def small_model(kind: str, vocab_size: int = 50257, **settings) -> torch.nn.Module:
     """A 3-layer model of width 64, every weight random, with the GPT-2 vocabulary by default
-    (`vocab_size`: another tokenizer's, `len(tokenizer)`); settings: Gemma 3 config values
-    that replace the kind's own (e.g. sliding_window=8)."""
+    (`vocab_size`: another tokenizer's, `len(tokenizer)`); settings: config values of a
+    `NORMED` kind that replace the kind's own (e.g. sliding_window=8)."""
     torch.manual_seed(0)
     common = dict(vocab_size=vocab_size, num_hidden_layers=3, hidden_size=64, intermediate_size=128,
                   max_position_embeddings=64, num_attention_heads=4)
@@ -150,11 +178,11 @@ def small_model(kind: str, vocab_size: int = 50257, **settings) -> torch.nn.Modu
         model = LlamaForCausalLM(LlamaConfig(num_key_value_heads=4, attention_bias=True, mlp_bias=True, **common))
     elif kind == "qwen2":
         model = Qwen2ForCausalLM(Qwen2Config(num_key_value_heads=2, tie_word_embeddings=False, **common))
-    elif kind == "gemma3":  # one key/value head, attention biases, a 4-token window in layers 0 and 2, scores scaled by 24**-0.5
-        gemma = dict(num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=24, sliding_window=4, attention_bias=True,
-                     layer_types=["sliding_attention", "full_attention", "sliding_attention"])
-        model = Gemma3ForCausalLM(Gemma3TextConfig(**common, **{**gemma, **settings}))
-        return _randomise(model, seed=len(kind), gain=(0.0, 0.5))  # the norms multiply by 1 + w: w ~ N(0, 0.5^2)
+    elif kind in NORMED:
+        model_class, config_class, own = NORMED[kind]
+        model = model_class(config_class(**common, **{**own, **settings}))
+        if kind.startswith("gemma"):  # the norms multiply by 1 + w: w ~ N(0, 0.5^2)
+            return _randomise(model, seed=len(kind), gain=(0.0, 0.5))
     return _randomise(model, seed=len(kind))
 
 
