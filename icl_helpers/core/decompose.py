@@ -43,7 +43,7 @@ class Decomposition:
     # [B, V]: the model's own next-token logits, soft-capped where it caps them (None in a `LabelRecord`'s)
     logits: torch.Tensor | None
     scale: torch.Tensor  # [B]: the final norm's sigma (std for LayerNorm, rms for RMSNorm)
-    # [B, L]: 1/sigma of the norm that ends the attention branch (Gemma), frozen like `scale`, so that
+    # [B, L]: 1/sigma of the norm that ends the attention branch (Gemma 2, 3, OLMo 2), frozen like `scale`, so that
     # head_{l,h} = attn_scale_l z_{l,h} W_O^{l,h} (W_O holds that norm's gain); 1 where the family has none
     attn_scale: torch.Tensor | None = None
     mlp_scale: torch.Tensor | None = None  # [B, L]: the same for the FFN branch (None in a `LabelRecord`'s)
@@ -54,7 +54,7 @@ class Decomposition:
     pattern: torch.Tensor | None = _recorded(keep="last_row")  # [B, L, H, T]: attention of the last position
     values: torch.Tensor | None = _recorded(keep="all", heads="kv")  # [B, L, H_kv, T, dh]: every position
     attn_all: torch.Tensor | None = _recorded(site="attn", keep="all")  # [B, L, T, d]: ATTN_l at every position
-    queries: torch.Tensor | None = _recorded(heads="q")  # [B, L, H, dh]: queries before any rotation (after q_norm in Gemma)
+    queries: torch.Tensor | None = _recorded(heads="q")  # [B, L, H, dh]: queries before any rotation, after any q_norm
     neurons: torch.Tensor | None = _recorded()  # [B, L, d_mlp]: FFN activations
 
     @property

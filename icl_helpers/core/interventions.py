@@ -14,7 +14,7 @@
   embedding of its own position; position information that earlier layers wrote stays.
 
 Both label edits act only on label positions the last position may attend to under the
-model's own mask: a label outside a sliding window (Gemma 3's local layers) keeps its zero
+model's own mask: a label outside a sliding window (Gemma 2 and 3's local layers) keeps its zero
 weight and is not counted.
 
 Each is a context manager that changes nothing outside its `with` block: hooks are

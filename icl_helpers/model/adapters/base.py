@@ -109,7 +109,7 @@ class Arch:
     activations [B, T, d_mlp]), queries (the queries dotted with the keys, before any
     rotation, [B, T, H*dh]), values ([B, T, H_kv*dh]).
 
-    Where a norm ends a residual branch (`branch_norm_paths`, Gemma's post-norms), ATTN_l
+    Where a norm ends a residual branch (`branch_norm_paths`: Gemma 2 and 3, OLMo 2), ATTN_l
     and FFN_l are read after it, and a head's share of ATTN_l is attn_scale * z_h @ W_O[h]:
     the norm's gain is folded into W_O (and b_O, W_out, b_out), its 1/sigma at the position
     is recorded per prompt and layer (`Decomposition.attn_scale`, `mlp_scale`), frozen as
@@ -119,7 +119,7 @@ class Arch:
     readout z; None where the family's logits are linear.
     """
 
-    family: str  # the family's name: "gpt2", "llama", "gemma3" (what a claim about one family checks)
+    family: str  # the family's name: "gpt2", "llama", "qwen3", "gemma3"... (what a claim about one family checks)
     norm_kind: str  # "layer" (mean-centred) or "rms"
     blocks_path: str
     final_norm_path: str

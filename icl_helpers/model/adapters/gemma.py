@@ -64,8 +64,8 @@ class Gemma2Arch(GemmaArch):
       cap * tanh(z / cap) of the linear readout z (`final_softcap`). The readout, every
       log-probability and so every increase I = log p(x + v)[w] - log p(x)[w] apply the
       cap, so increases stay exact differences of the model's log-probabilities; but the
-      cap is not linear, so the direct logits of the parts (z of a head, a layer) no longer
-      sum to the capped logits, and increases were never additive.
+      cap is not linear: the direct logits of the parts (a head's, a layer's) sum to z,
+      not to the model's logits (and increases, as in every family, do not add up).
     """
 
     family = "gemma2"
