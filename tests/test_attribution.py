@@ -38,9 +38,10 @@ def test_projection_of_final_residual_is_the_models_logits(small, dec):
 
 
 def test_projection_is_linear(small, dec):
+    """bs, the direct logits (before any final soft cap)."""
     r = Readout(small.arch)
     x, v = dec.resid[:, 1], dec.attn[:, 1]
-    close(r.logits(x + v, dec.scale), r.logits(x, dec.scale) + r.logits(v, dec.scale))
+    close(r.direct(x + v, dec.scale), r.direct(x, dec.scale) + r.direct(v, dec.scale))
 
 
 @pytest.mark.parametrize("n_prompts", [3, 24])  # 24 prompts take the folded path (B(H-1) > d)

@@ -18,7 +18,8 @@ from icl_helpers.core.attribution import Readout
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.interventions import ablated, position_free_labels
 from icl_helpers.core.locate import locate
-from tests.conftest import PROMPTS, check_decomposition, close, exact, logprob_scale, rope, small_model
+from tests.conftest import PROMPTS, close, exact, logprob_scale, small_model
+from tests.hand import assert_exact, rope
 from tests.test_attribution import (  # noqa: F401
     dec,
     naive_increase,
@@ -100,8 +101,8 @@ def attention_row(m: ICLModel, q: torch.Tensor, k: torch.Tensor, last: torch.Ten
 
 # --- the decomposition ----------------------------------------------------------------------
 def test_the_decomposition_is_the_models_own_pass(small):
-    check_decomposition(small, PROMPTS)
-    check_decomposition(small, PROMPTS[1:2])  # one prompt, no padding
+    assert_exact(small, PROMPTS)
+    assert_exact(small, PROMPTS[1:2])  # one prompt, no padding
 
 
 def test_the_ffn_reads_the_block_input_in_a_parallel_block(small, full, hf):

@@ -14,7 +14,8 @@ from icl_helpers import ICLModel, UsageError
 from icl_helpers.core.attribution import Readout
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.interventions import balanced_labels, position_free_labels
-from tests.conftest import PROMPTS, _randomise, check_decomposition, close, rope, small_model
+from tests.conftest import PROMPTS, _randomise, close, small_model
+from tests.hand import assert_attention_rows, assert_exact, assert_position_free_row, assert_query_in_key_space
 from tests.test_interventions import EXAMPLES, labels_of, last_logits
 
 LONG = "one : foo two : bar three : foo four : bar five : foo six : bar seven : foo eight :"  # 23 tokens, window 4
@@ -35,40 +36,6 @@ def hf(gemma):
 @pytest.fixture(scope="module")
 def dec(gemma):
     return decompose(gemma, PROMPTS, record=["pattern", "queries", "neurons"])
-
-
-def keys_and_queries(m: ICLModel, x: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """By hand, from the block input x [B, T, d]: keys [B, H_kv, T, dh] and queries [B, H, T,
-    dh], each through its RMS norm with (1 + w), before the rotation."""
-    block = m.model.model.layers[layer]
-    attn, dh, eps = block.self_attn, m.arch.d_head, m.model.config.rms_norm_eps
-
-    def rms(t: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        return t / (t.pow(2).mean(-1, keepdim=True) + eps).sqrt() * (1 + w)
-
-    normed = rms(x, block.input_layernorm.weight)
-    B, T, _ = x.shape
-    k = rms(attn.k_proj(normed).view(B, T, -1, dh), attn.k_norm.weight)
-    q = rms(attn.q_proj(normed).view(B, T, -1, dh), attn.q_norm.weight)
-    return k.transpose(1, 2), q.transpose(1, 2)
-
-
-def attention_row(m: ICLModel, q: torch.Tensor, k: torch.Tensor, last: torch.Tensor, layer: int) -> torch.Tensor:
-    """[B, H, T]: the last position's attention from rotated queries q [B, H, dh] (at `last`)
-    and rotated keys k [B, H_kv, T, dh], scaled by query_pre_attn_scalar**-0.5, masked
-    causally, to the prompt's real tokens and, in a sliding layer, to its window."""
-    cfg = m.model.config
-    T = k.shape[2]
-    scores = torch.einsum("bhd,bhtd->bht", q, k.repeat_interleave(q.shape[1] // k.shape[1], 1)) * cfg.query_pre_attn_scalar**-0.5
-    p = torch.arange(T)
-    allowed = p[None] <= last[:, None]
-    if cfg.layer_types[layer] == "sliding_attention":
-        allowed &= p[None] > last[:, None] - cfg.sliding_window
-    return scores.masked_fill(~allowed[:, None], -torch.inf).softmax(-1)
-
-
-def base_of(m: ICLModel, layer: int) -> float:
-    return m.model.config.rope_parameters[m.model.config.layer_types[layer]]["rope_theta"]
 
 
 # --- the decomposition ----------------------------------------------------------------------
@@ -106,14 +73,7 @@ def test_the_readout_uses_one_plus_w_and_equals_the_models_logits(gemma, dec):
 def test_queries_are_after_q_norm_and_rebuild_the_windowed_attention_row(gemma, dec, hf):
     """The recorded queries, rotated, against keys made by hand (k_norm, each layer's own RoPE
     base), scaled by query_pre_attn_scalar**-0.5 and masked to the window: the model's row."""
-    rows = torch.arange(len(PROMPTS))
-    for l in range(gemma.arch.n_layers):
-        k, q = keys_and_queries(gemma, hf.hidden_states[l], l)
-        close(dec.queries[:, l], q[rows, :, dec.last])
-        T = k.shape[2]
-        k_rot = rope(k, torch.arange(T), base_of(gemma, l))
-        q_rot = rope(dec.queries[:, l, :, None], dec.last[:, None], base_of(gemma, l))[:, :, 0]
-        close(attention_row(gemma, q_rot, k_rot, dec.last, l), dec.pattern[:, l])
+    assert_attention_rows(gemma, dec, hf.hidden_states)
 
 
 def test_the_window_matters_on_the_test_prompts(gemma, dec):
@@ -128,56 +88,22 @@ def test_the_window_matters_on_the_test_prompts(gemma, dec):
 def test_the_query_in_key_space_dots_with_the_normed_input_as_the_query_with_the_key(gemma, dec, hf):
     """q . k_norm(k_p) = ((q @ W_K) . input_layernorm(x_p) + (q (1 + w)) . b_K) / rms(k_p) at
     every position p: W_K carries k_norm's (1 + w), and each key's own 1/rms stays outside."""
-    arch, eps = gemma.arch, gemma.model.config.rms_norm_eps
-    rows = torch.arange(len(PROMPTS))
-    for l in range(arch.n_layers):
-        block = gemma.model.model.layers[l]
-        x = hf.hidden_states[l]
-        normed = x / (x.pow(2).mean(-1, keepdim=True) + eps).sqrt() * (1 + block.input_layernorm.weight)
-        k, _ = keys_and_queries(gemma, x, l)  # [B, H_kv, T, dh], after k_norm
-        raw = block.self_attn.k_proj(normed).view(*x.shape[:2], arch.n_kv_heads, arch.d_head)
-        rms = (raw.pow(2).mean(-1) + eps).sqrt().transpose(1, 2)  # [B, H_kv, T]
-        b_K = block.self_attn.k_proj.bias.view(arch.n_kv_heads, arch.d_head) * (1 + block.self_attn.k_norm.weight)
-        for h in range(arch.n_heads):
-            g = arch.kv_head(h)
-            want = torch.einsum("bd,btd->bt", dec.queries[:, l, h], k[:, g])
-            from_input = torch.einsum("bd,btd->bt", dec.query_in_key_space(l, h), normed)
-            got = (from_input + (dec.queries[:, l, h] @ b_K[g])[:, None]) / rms[:, g]
-            close(got[rows], want[rows])
+    assert_query_in_key_space(gemma, dec, hf.hidden_states)
 
 
 # --- a prompt longer than the window -----------------------------------------------------
 def test_a_prompt_longer_than_the_window_decomposes_exactly(gemma):
     assert len(gemma.tokenizer(LONG)["input_ids"]) > 5 * gemma.model.config.sliding_window
-    check_decomposition(gemma, [LONG, PROMPTS[0], LONG[:40]])
+    assert_exact(gemma, [LONG, PROMPTS[0], LONG[:40]])
 
 
 # --- interventions ----------------------------------------------------------------------------
 @pytest.mark.parametrize("layer", [1, 2], ids=["full", "sliding"])
-def test_position_free_label_keys_are_k_normed_keys_rotated_to_the_target(gemma, hf, layer):
+def test_position_free_label_keys_are_k_normed_keys_rotated_to_the_target(gemma, layer):
     """The edited row, by hand: label keys (k_norm applied) rotated to the target position
     with the layer's own base, the other keys at their own positions; in the sliding layer
     the labels outside the window stay masked."""
-    prompts, head = EXAMPLES, 3
-    labels = labels_of(gemma, prompts)
-    target = torch.tensor([2, 9, 5])
-    with position_free_labels(gemma, [(layer, head)], labels, target=target):
-        edited = decompose(gemma, prompts, record=["pattern", "queries"])
-    enc = gemma.encode(prompts)
-    with torch.no_grad():
-        x = gemma.model(**enc, output_hidden_states=True).hidden_states[layer]
-    k, _ = keys_and_queries(gemma, x, layer)
-    T, base = k.shape[2], base_of(gemma, layer)
-    is_label = labels.class_masks(T).any(1)  # [B, T]
-    at = torch.where(is_label, target[:, None], torch.arange(T))  # each key's position: the target for labels
-    k_rot = rope(k, at, base)
-    q_rot = rope(edited.queries[:, layer, :, None], edited.last[:, None], base)[:, :, 0]
-    want = attention_row(gemma, q_rot, k_rot, edited.last, layer)
-    close(edited.pattern[:, layer, head], want[:, head])
-    plain = decompose(gemma, prompts, record=["pattern"])
-    others = [h for h in range(gemma.arch.n_heads) if h != head]
-    close(edited.pattern[:, layer, others], plain.pattern[:, layer, others])
-    assert not torch.allclose(edited.pattern[:, layer, head], plain.pattern[:, layer, head], atol=1e-4)
+    assert_position_free_row(gemma, layer)
 
 
 def test_balancing_counts_only_the_labels_in_the_window(gpt2_tokenizer):
@@ -219,7 +145,7 @@ def test_the_vision_language_model_decomposes_its_text_exactly(gpt2_tokenizer):
     both.model.language_model.load_state_dict(text.model.state_dict())
     m, alone = ICLModel(both, gpt2_tokenizer), ICLModel(text, gpt2_tokenizer)
     assert (m.arch.family, m.arch.n_layers, m.arch.d_head) == ("gemma3", 3, 16)
-    check_decomposition(m, PROMPTS)
+    assert_exact(m, PROMPTS)
     ours, theirs = decompose(m, PROMPTS, record=["pattern"]), decompose(alone, PROMPTS, record=["pattern"])
     for name in ("resid", "attn", "mlp", "z", "pattern", "attn_scale", "logits"):
         close(getattr(ours, name), getattr(theirs, name))

@@ -95,8 +95,9 @@ def test_an_unsupported_family_is_refused_before_its_weights_load(gpt2_tokenizer
     BertForMaskedLM(BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)).save_pretrained(tmp_path)
     gpt2_tokenizer.save_pretrained(tmp_path)
     monkeypatch.setattr(loading.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: pytest.fail("loaded the weights"))
-    with pytest.raises(UsageError, match=r"^Model type 'bert' is not supported; supported families: gemma3, gemma3_text, "
-                                         r"gpt2, gpt_neox, llama, mistral, phi3, qwen2\. Add an adapter in icl_helpers/model/adapters/\.$"):
+    with pytest.raises(UsageError, match=r"^Model type 'bert' is not supported; supported families: gemma, gemma2, gemma3, "
+                                         r"gemma3_text, gpt2, gpt_neox, llama, mistral, olmo2, phi3, qwen2, qwen3\. Add an "
+                                         r"adapter in icl_helpers/model/adapters/\.$"):
         load_model(str(tmp_path), device="cpu")
 
 

@@ -11,6 +11,12 @@ bounded whatever the batch, and a per-chunk preparation (folding W_O into G) is 
 once per run, not once per prompt. Head scores go one layer at a time, so that each
 logit tile ([H, b, Vc], a few MB) stays in the CPU's cache through the five passes of
 its log-sum-exp.
+
+Final logit soft-capping (Gemma 2, `Arch.final_softcap`): the model's logits are
+cap * tanh(bs(v) / cap). Every log-probability here caps its logits first, so every
+increase is an exact difference of the model's own log-probabilities; bs itself stays
+linear (`Readout.direct`), but the capped logits of x + v are no longer those of x plus
+those of v: the direct logits of the parts do not sum to the model's.
 """
 from __future__ import annotations
 
@@ -19,7 +25,7 @@ from typing import Callable, Iterator, Sequence
 
 import torch
 
-from ..model.adapters import Arch
+from ..model.adapters import Arch, softcap_
 from .decompose import Decomposition
 from .heads import Head
 
@@ -37,12 +43,19 @@ class Readout:
         if arch.norm_kind == "layer":
             G = G - G.mean(1, keepdim=True)
         self.G = G  # [V, d]
+        self.cap = arch.final_softcap  # the final logits' soft cap, or None
         self.vocab_chunk = vocab_chunk
         self.block_floats = block_floats
 
-    def logits(self, v: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-        """bs(v) [B, ..., V] for vectors v [B, ..., d] and sigma [B]."""
+    def direct(self, v: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        """bs(v) [B, ..., V], linear in v, for vectors v [B, ..., d] and sigma [B]: the
+        direct logits of a part (before any final soft cap)."""
         return (v.float() @ self.G.T) / _expand(scale.float(), v.dim())
+
+    def logits(self, v: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        """The model's logits [B, ..., V] from residuals v [B, ..., d] and sigma [B]: bs(v),
+        soft-capped where the model caps its logits."""
+        return softcap_(self.direct(v, scale), self.cap)
 
     def chunks(self) -> Iterator[tuple[int, torch.Tensor]]:
         """(first column, G_c [d, Vc]) for each vocabulary chunk."""
@@ -72,7 +85,7 @@ class Readout:
         inv = 1 / scale.float()
         B, S = base.shape[0], base.shape[1:-1]
         device = self.G.device
-        before, after = _TargetLogProb((B, *S), device), _TargetLogProb((B, *S, n), device)
+        before, after = _TargetLogProb((B, *S), device, self.cap), _TargetLogProb((B, *S, n), device, self.cap)
         where = target.view(-1, *[1] * len(S))  # [B, 1..]: broadcasts over S
         for start, G_c in self.chunks():
             P = prepare(G_c)
@@ -85,16 +98,19 @@ class Readout:
 
 
 class _TargetLogProb:
-    """log softmax(logits)[w] of logits streamed over vocabulary chunks, into a tensor of `shape`."""
+    """log softmax(logits)[w] of logits streamed over vocabulary chunks, into a tensor of
+    `shape`; the logits soft-capped first where `cap` is given."""
 
-    def __init__(self, shape: tuple[int, ...], device: torch.device | None = None):
+    def __init__(self, shape: tuple[int, ...], device: torch.device | None = None, cap: float | None = None):
         self.lse = torch.full(shape, -torch.inf, device=device)
         self.logit = torch.zeros(shape, device=device)
+        self.cap = cap
 
     def add(self, at: tuple, logits: torch.Tensor, column: torch.Tensor) -> None:
         """Take in logits [*Q, Vc] for the entries self[at] (of shape Q); column: the
         target's index in this chunk, broadcastable to Q (outside [0, Vc): not here).
         Overwrites the logits."""
+        logits = softcap_(logits, self.cap)
         self.logit[at] += _pick(logits, column)
         self.lse[at] = torch.logaddexp(self.lse[at], _logsumexp_(logits))
 
@@ -187,7 +203,7 @@ def layer_head_increase(
     buffers = _Reused(readout.G)
     prepare, head_logits = _head_logits(arch, z, head_inv, buffers)
     b_O = torch.stack([_bias(arch, l, readout.G) for l in range(L)])  # [L, d]
-    x, mid, heads = (_TargetLogProb(shape, device) for shape in ((L + 1, B), (L, B), (L, H, B)))
+    x, mid, heads = (_TargetLogProb(shape, device, readout.cap) for shape in ((L + 1, B), (L, B), (L, H, B)))
     for start, G_c in readout.chunks():
         P, bias = prepare(G_c), b_O @ G_c  # bias: [L, Vc], unscaled logits of b_O
         for rows in readout.blocks(B, L + H + 2):  # base [L+1, b, Vc], heads [H, b, Vc], m_l [b, Vc]

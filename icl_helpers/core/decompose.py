@@ -17,7 +17,7 @@ from typing import Iterable, Literal, Sequence
 import torch
 
 from ..errors import UsageError
-from ..model.adapters import Arch
+from ..model.adapters import Arch, softcap_
 from ..model.hooks import Hook, attached
 from ..model.loading import ICLModel
 
@@ -40,9 +40,10 @@ class Decomposition:
     arch: Arch
     input_ids: torch.Tensor  # [B, T]
     last: torch.Tensor | None  # [B] index of the last real token (None in a `LabelRecord`'s)
-    logits: torch.Tensor | None  # [B, V]: the model's own next-token logits (None in a `LabelRecord`'s)
+    # [B, V]: the model's own next-token logits, soft-capped where it caps them (None in a `LabelRecord`'s)
+    logits: torch.Tensor | None
     scale: torch.Tensor  # [B]: the final norm's sigma (std for LayerNorm, rms for RMSNorm)
-    # [B, L]: 1/sigma of the norm that ends the attention branch (Gemma), frozen like `scale`, so that
+    # [B, L]: 1/sigma of the norm that ends the attention branch (Gemma 2, 3, OLMo 2), frozen like `scale`, so that
     # head_{l,h} = attn_scale_l z_{l,h} W_O^{l,h} (W_O holds that norm's gain); 1 where the family has none
     attn_scale: torch.Tensor | None = None
     mlp_scale: torch.Tensor | None = None  # [B, L]: the same for the FFN branch (None in a `LabelRecord`'s)
@@ -53,7 +54,7 @@ class Decomposition:
     pattern: torch.Tensor | None = _recorded(keep="last_row")  # [B, L, H, T]: attention of the last position
     values: torch.Tensor | None = _recorded(keep="all", heads="kv")  # [B, L, H_kv, T, dh]: every position
     attn_all: torch.Tensor | None = _recorded(site="attn", keep="all")  # [B, L, T, d]: ATTN_l at every position
-    queries: torch.Tensor | None = _recorded(heads="q")  # [B, L, H, dh]: queries before any rotation (after q_norm in Gemma)
+    queries: torch.Tensor | None = _recorded(heads="q")  # [B, L, H, dh]: queries before any rotation, after any q_norm
     neurons: torch.Tensor | None = _recorded()  # [B, L, d_mlp]: FFN activations
 
     @property
@@ -213,7 +214,7 @@ def decompose(m: ICLModel, prompts: list[str], *, record: Iterable[str] = ()) ->
                           branch_scales.update({key: 1 / arch.sigma(keep_rows["last"](args[0]), mod)})))
     with attached(hooks):
         hidden = m.model.base_model(**enc, use_cache=False).last_hidden_state
-    logits = m.model.get_output_embeddings()(keep_rows["last"](hidden))
+    logits = softcap_(m.model.get_output_embeddings()(keep_rows["last"](hidden)), arch.final_softcap)
 
     stacked = {
         f.name: _split_heads(torch.stack(parts[f.name], 1), arch, f.metadata["heads"], f.metadata["keep"]) for f in wanted

@@ -14,7 +14,7 @@
   embedding of its own position; position information that earlier layers wrote stays.
 
 Both label edits act only on label positions the last position may attend to under the
-model's own mask: a label outside a sliding window (Gemma 3's local layers) keeps its zero
+model's own mask: a label outside a sliding window (Gemma 2 and 3's local layers) keeps its zero
 weight and is not counted.
 
 Each is a context manager that changes nothing outside its `with` block: hooks are
@@ -123,8 +123,9 @@ def head_means(m: ICLModel, prompts: list[str], batch_size: int = 32) -> torch.T
 class LabelEdit:
     """Edits one attention module's last-position row for the heads `heads` [H] bool.
 
-    `scores` acts before the softmax, `weights` after; both get and return [B, H, T, T],
-    and are given the model's additive attention mask [B, 1, T, T] (or None: no mask).
+    `scores` acts on the scaled scores q.k * scaling, before any soft cap and the mask,
+    `weights` after the softmax; both get and return [B, H, T, T], and are given the
+    model's additive attention mask [B, 1, T, T] (or None: no mask).
     labels: the batch's label positions (true labels are one class, false labels the other).
     """
 
@@ -201,18 +202,22 @@ _IMPLEMENTATION = "icl_helpers_edited"
 _EDITS: WeakKeyDictionary[nn.Module, list[LabelEdit]] = WeakKeyDictionary()
 
 
-def _edited_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    """Eager attention (as in LlamaAttention / GPT2Attention), with the `scaling` the module
-    passes (Gemma 3: query_pre_attn_scalar**-0.5) and the module's active `LabelEdit`s
-    applied. query [B, H, T, dh], key and value [B, H_kv, T, dh]; returns the output [B, T,
+def _edited_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, softcap=None, **kwargs):
+    """Eager attention (as in LlamaAttention / Gemma2Attention), with the `scaling` the module
+    passes (Gemma 2 and 3: query_pre_attn_scalar**-0.5), its `softcap` (Gemma 2:
+    cap * tanh(s / cap) of the scaled scores s, before the mask, as the model's own eager
+    attention does) and the module's active `LabelEdit`s applied to the scaled scores before
+    the cap. query [B, H, T, dh], key and value [B, H_kv, T, dh]; returns the output [B, T,
     H, dh] and the (edited) weights [B, H, T, T]."""
     groups = query.shape[1] // key.shape[1]
     scores = query @ key.repeat_interleave(groups, 1).transpose(2, 3) * scaling
-    if attention_mask is not None:
-        scores = scores + attention_mask
     edits = _EDITS.get(module, [])
     for edit in edits:
         scores = edit.scores(query, key, scores, scaling, attention_mask)
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    if attention_mask is not None:
+        scores = scores + attention_mask
     weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
     for edit in edits:
         weights = edit.weights(weights, attention_mask)

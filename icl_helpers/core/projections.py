@@ -43,7 +43,7 @@ def kept_tokens(tokenizer) -> torch.Tensor:
 
 def top_tokens(readout: Readout, tokenizer, vectors: torch.Tensor, k: int = 10, filter_stop_words: bool = True) -> list[list[str]]:
     """The k best tokens of bs(v) for each of n vectors [n, d] (sigma does not change the order)."""
-    logits = readout.logits(vectors, torch.ones(len(vectors), device=vectors.device))  # [n, V]
+    logits = readout.direct(vectors, torch.ones(len(vectors), device=vectors.device))  # [n, V]
     if filter_stop_words:
         kept = kept_tokens(tokenizer).to(logits.device)
         logits = logits[:, : len(kept)].masked_fill(~kept[: logits.shape[-1]], -torch.inf)

@@ -2,24 +2,26 @@
 found from a config's model_type before any weights load.
 
 `base` holds the common ground (`Site`, `Arch`, keys without positions); `gpt2`, `llama`,
-`gemma`, `neox` and `phi3` one family each. A new family is a module here, a line in
-`ARCHITECTURES` and its tests.
+`qwen3`, `olmo2`, `neox` and `phi3` one family each, `gemma` Gemma 1, 2 and 3. A new family
+is a module here, a line in `ARCHITECTURES` and its tests.
 """
 from __future__ import annotations
 
 from torch import nn
 
 from ...errors import UsageError
-from .base import Angles, Arch, Branch, PositionFreeKeys, RotaryKeys, Site
-from .gemma import Gemma3Arch, Gemma3MultimodalArch
+from .base import Angles, Arch, Branch, PositionFreeKeys, RotaryKeys, Site, softcap_
+from .gemma import Gemma2Arch, Gemma3Arch, Gemma3MultimodalArch, GemmaArch
 from .gpt2 import AbsoluteKeys, GPT2Arch
 from .llama import LlamaArch
 from .neox import NeoXArch
+from .olmo2 import Olmo2Arch
 from .phi3 import Phi3Arch
+from .qwen3 import Qwen3Arch
 
-__all__ = ["Angles", "Arch", "Branch", "PositionFreeKeys", "RotaryKeys", "Site", "AbsoluteKeys", "GPT2Arch",
-           "LlamaArch", "NeoXArch", "Phi3Arch", "Gemma3Arch", "Gemma3MultimodalArch", "ARCHITECTURES",
-           "adapter_class", "arch_for"]
+__all__ = ["Angles", "Arch", "Branch", "PositionFreeKeys", "RotaryKeys", "Site", "softcap_", "AbsoluteKeys", "GPT2Arch",
+           "LlamaArch", "Qwen3Arch", "Olmo2Arch", "NeoXArch", "Phi3Arch", "GemmaArch", "Gemma2Arch", "Gemma3Arch",
+           "Gemma3MultimodalArch", "ARCHITECTURES", "adapter_class", "arch_for"]
 
 
 ARCHITECTURES: dict[str, type[Arch]] = {
@@ -27,6 +29,10 @@ ARCHITECTURES: dict[str, type[Arch]] = {
     "llama": LlamaArch,
     "mistral": LlamaArch,
     "qwen2": LlamaArch,
+    "qwen3": Qwen3Arch,
+    "olmo2": Olmo2Arch,
+    "gemma": GemmaArch,
+    "gemma2": Gemma2Arch,
     "gemma3_text": Gemma3Arch,
     "gemma3": Gemma3MultimodalArch,
     "gpt_neox": NeoXArch,

@@ -33,7 +33,8 @@ class Site:
     columns: (start, stop), the slice of the last dimension that holds one part of a fused
     projection (GPT-2's c_attn, Phi-3's qkv_proj), taken in each of `groups` equal blocks
     where the projection interleaves its parts by head (GPT-NeoX's [H, 3, dh]);
-    heads_first: the tensor is [B, n, T, dh] (heads before positions), read as [B, T, n*dh].
+    heads_first: the tensor is [B, n, T, dh] (heads before positions), read as [B, T, n*dh];
+    heads_last: the tensor is [B, T, n, dh] (a per-head norm's output), read as [B, T, n*dh].
     """
 
     path: str
@@ -42,6 +43,7 @@ class Site:
     columns: tuple[int, int] | None = None
     groups: int = 1
     heads_first: bool = False
+    heads_last: bool = False
 
     def read(self, args: tuple, out: object = None) -> torch.Tensor:
         """The site's tensor from a hook's (args) or (args, output)."""
@@ -49,7 +51,9 @@ class Site:
         if self.output is not None:
             t = t[self.output]
         if self.heads_first:
-            t = t.transpose(1, 2).flatten(2)
+            t = t.transpose(1, 2)
+        if self.heads_first or self.heads_last:
+            t = t.flatten(2)
         return self.select(t)
 
     def select(self, t: torch.Tensor) -> torch.Tensor:
@@ -73,6 +77,12 @@ class PositionFreeKeys:
 
     def __call__(self, key: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
+
+
+def softcap_(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
+    """cap * tanh(logits / cap) computed in place, as the model caps its logits; logits as
+    they are where cap is None."""
+    return logits if cap is None else logits.div_(cap).tanh_().mul_(cap)
 
 
 # (x, positions [B, T]) -> (cos, sin) [B, T, dh] of a RoPE at those positions, without any attention scaling
@@ -116,14 +126,17 @@ class Arch:
     rotation, [B, T, H*dh]), values ([B, T, H_kv*dh]). Sites that slice a fused projection
     depend on the sizes: such an adapter completes its table in `__init__`.
 
-    Where a norm ends a residual branch (`branch_norm_paths`, Gemma's post-norms), ATTN_l
+    Where a norm ends a residual branch (`branch_norm_paths`: Gemma 2 and 3, OLMo 2), ATTN_l
     and FFN_l are read after it, and a head's share of ATTN_l is attn_scale * z_h @ W_O[h]:
     the norm's gain is folded into W_O (and b_O, W_out, b_out), its 1/sigma at the position
     is recorded per prompt and layer (`Decomposition.attn_scale`, `mlp_scale`), frozen as
     the final norm's sigma is. Without such a norm the scale is 1.
+
+    `final_softcap` (Gemma 2): the model's logits are cap * tanh(z / cap) of the linear
+    readout z; None where the family's logits are linear.
     """
 
-    family: str  # the family's name: "gpt2", "llama", "gemma3" (what a claim about one family checks)
+    family: str  # the family's name: "gpt2", "llama", "qwen3", "gemma3"... (what a claim about one family checks)
     norm_kind: str  # "layer" (mean-centred) or "rms"
     blocks_path: str
     final_norm_path: str
@@ -134,6 +147,7 @@ class Arch:
     # bit. Nothing else changes: every branch is read where the model computes it, and the
     # FFN's increase stays defined on the residual, I(FFN_l | x_l + ATTN_l).
     parallel: bool = False
+    final_softcap: float | None = None  # the cap of the final logits' soft-capping, if any
 
     def __init__(self, model: nn.Module):
         self.model = model

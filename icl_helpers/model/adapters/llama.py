@@ -1,7 +1,11 @@
 """The Llama family (Llama 1-3, Mistral, Qwen2, SmolLM): RMSNorm, RoPE, grouped-query attention."""
 from __future__ import annotations
 
-from .base import Angles, Arch, RotaryKeys, Site
+from .base import Angles, Arch, Branch, RotaryKeys, Site
+
+# The norms that end the residual branches in Gemma 2, Gemma 3 and OLMo 2, and the sites read after them
+POST_NORMS: dict[Branch, str] = {"attn": "post_attention_layernorm", "mlp": "post_feedforward_layernorm"}
+POST_NORM_SITES = {branch: Site(path, "post") for branch, path in POST_NORMS.items()}
 
 
 class LlamaArch(Arch):
@@ -12,6 +16,7 @@ class LlamaArch(Arch):
     blocks_path = "model.layers"
     final_norm_path = "model.norm"
     rotary_path = "model.rotary_emb"
+    k_norm_path: str | None = None  # a norm of the keys before the rotation (in the attention module), if any
     sites = {
         "resid": Site("", "pre"),
         "attn": Site("self_attn", "post", output=0),
@@ -31,8 +36,13 @@ class LlamaArch(Arch):
         return self.module("neurons", layer).weight.T
 
     def W_K(self, layer):
-        w = self.attn(layer).k_proj.weight  # [H_kv*dh, d]
-        return w.reshape(self.n_kv_heads, self.d_head, self.d_model)
+        """A key norm's gain folded in: key = k_norm(normed_input @ W_K_raw.T) = normed_input @ W_K.T / rms,
+        its gain [dh] (one for every head) or [H_kv*dh] (one for each head's own)."""
+        w = self.attn(layer).k_proj.weight.reshape(self.n_kv_heads, self.d_head, self.d_model)  # [H_kv, dh, d]
+        if self.k_norm_path is None:
+            return w
+        gain = self.norm_gain(self.attn(layer).get_submodule(self.k_norm_path))
+        return w * gain.view(-1, self.d_head, 1)
 
     def angles(self, layer: int) -> Angles:
         """The RoPE of `layer` (one for every layer), without its attention scaling (the
