@@ -19,7 +19,8 @@ weight and is not counted.
 
 Each is a context manager that changes nothing outside its `with` block: hooks are
 removed, and the attention function (registered through transformers'
-`AttentionInterface`, see `_edited_attention`) is switched back. They compose by nesting
+`AttentionInterface`, see `_edited_attention`, and put in place by the adapter's
+`edited_attention`) is switched back. They compose by nesting
 or with `applied(...)`, and act on a right-padded batch of B prompts and T tokens: the
 label edits take that batch's `LabelPositions`, row for row in the order the batch runs
 (`studies.accuracy.accuracy(..., within=)` gives each batch its own rows).
@@ -232,17 +233,15 @@ AttentionMaskInterface.register(_IMPLEMENTATION, eager_mask)
 
 @contextmanager
 def _edited(m: ICLModel, edits: dict[int, LabelEdit], hooks: Sequence[Hook] = ()) -> Iterator[None]:
-    """Activate `edits` (layer -> edit) and `hooks`; switch the model's attention function."""
+    """Activate `edits` (layer -> edit) and `hooks`; route the edited modules' attention
+    through `_edited_attention` (the adapter's `edited_attention`)."""
     modules = {l: m.arch.attn(l) for l in edits}
-    previous = m.model.config._attn_implementation
     for l, edit in edits.items():
         _EDITS.setdefault(modules[l], []).append(edit)
-    m.model.set_attn_implementation(_IMPLEMENTATION)
     try:
-        with attached(list(hooks)), _active(m):
+        with m.arch.edited_attention(list(modules.values()), _IMPLEMENTATION), attached(list(hooks)), _active(m):
             yield
     finally:
-        m.model.set_attn_implementation(previous)
         for l, edit in edits.items():
             _EDITS[modules[l]].remove(edit)
 

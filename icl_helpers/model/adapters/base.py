@@ -12,8 +12,9 @@ d_mlp FFN width, V vocabulary, B batch, T tokens.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Callable, Iterator, Literal
 
 import torch
 from torch import nn
@@ -257,6 +258,21 @@ class Arch:
     def kv_head(self, head: int) -> int:
         """The key/value head that query head `head` reads (grouped-query attention)."""
         return head // (self.n_heads // self.n_kv_heads)
+
+    # --- attention edits -------------------------------------------------------------
+    @contextmanager
+    def edited_attention(self, modules: list[nn.Module], implementation: str) -> Iterator[None]:
+        """While active, the attention `modules` compute their scores, weights and output
+        through `implementation`, an attention function registered by that name with
+        transformers' `AttentionInterface`. Here: the model's attention implementation switched
+        to it (every layer; it is plain eager attention where no edit acts); a family whose
+        attention does not go through those functions routes `modules` to it its own way."""
+        previous = self.model.config._attn_implementation
+        self.model.set_attn_implementation(implementation)
+        try:
+            yield
+        finally:
+            self.model.set_attn_implementation(previous)
 
     # --- positions --------------------------------------------------------------------
     def position_free_keys(self, layer: int, target: torch.Tensor) -> PositionFreeKeys:
