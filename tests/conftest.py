@@ -1,6 +1,7 @@
 """Shared fixtures and helpers: real tokenizers, small randomly initialised models of each
 family, the bundled model, the prompts most tests use, and the float comparisons of the
-tolerance policy (tests/README.md): `close`, `exact`, `logprob_scale` and `rank_slack`."""
+tolerance policy (tests/README.md): `close`, `exact`, `logprob_scale` and `rank_slack`; the
+logits' constant that the readout leaves out, `logit_constant`."""
 from __future__ import annotations
 
 import os
@@ -91,6 +92,14 @@ def logprob_scale(of) -> float:
     if not isinstance(of, torch.Tensor):
         of = Readout(of.arch).logits(torch.cat([of.resid, of.mid], 1), of.scale)  # [B, 2L+1, V]
     return max(float(of.abs().max()), float(of.logsumexp(-1).abs().max()))
+
+
+def logit_constant(arch) -> torch.Tensor | float:
+    """[V] (or 0): what the model adds to every logit whatever its input, which the frozen-norm
+    readout leaves out: a final LayerNorm's bias through the unembedding, W_U beta, and the
+    unembedding's own bias b_U (GPT-J)."""
+    beta, b_U = getattr(arch.final_norm(), "bias", None), arch.b_U()
+    return (0 if beta is None else arch.W_U() @ beta) + (0 if b_U is None else b_U)
 
 
 def rank_slack(dec, heads) -> torch.Tensor:

@@ -14,7 +14,7 @@ from icl_helpers import ICLModel
 from icl_helpers.core.attribution import Readout
 from icl_helpers.core.decompose import Decomposition, decompose
 from icl_helpers.core.interventions import position_free_labels
-from tests.conftest import close, exact
+from tests.conftest import close, exact, logit_constant
 from tests.test_interventions import EXAMPLES, labels_of
 
 
@@ -140,7 +140,7 @@ def log_prob(m: ICLModel, v: torch.Tensor, sigma: torch.Tensor, target: torch.Te
 def assert_exact(m: ICLModel, prompts: list[str]) -> None:
     """The decomposition of `prompts` against the model's own pass: hidden states, the
     residual chain, heads (with b_O) summing to ATTN_l, neurons (with b_out) to FFN_l, the
-    readout (plus the final LayerNorm's constant) and the recorded logits equal to the
+    readout (plus the logits' constant, `logit_constant`) and the recorded logits equal to the
     model's, each at the scale of its terms."""
     dec = decompose(m, prompts, record=["neurons"])
     with torch.no_grad():
@@ -160,8 +160,7 @@ def assert_exact(m: ICLModel, prompts: list[str]) -> None:
         close((a @ W_out + b_out) * mlp_scale, dec.mlp[:, l], scale=float(((a.abs() @ W_out.abs() + b_out.abs()) * mlp_scale).max()))
     want = out.logits[rows, dec.last]
     readout = Readout(arch)
-    beta = getattr(arch.final_norm(), "bias", None)  # a final LayerNorm's bias adds W_U beta, the same for every
-    constant = 0 if beta is None else arch.W_U() @ beta  # input, which the readout leaves out (no such family caps)
+    constant = logit_constant(arch)  # the same for every input, left out of the readout (no such family caps)
     close(readout.logits(dec.resid[:, -1], dec.scale) + constant, want,
           scale=float((dec.resid[:, -1].abs() @ readout.G.abs().T / dec.scale[:, None] + abs(constant)).max()))
     close(dec.logits, want)

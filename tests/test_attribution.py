@@ -13,7 +13,7 @@ from icl_helpers.core.attribution import (
 )
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.locate import locate
-from tests.conftest import PROMPTS, close, logprob_scale
+from tests.conftest import PROMPTS, close, logit_constant, logprob_scale
 
 
 def naive_increase(readout: Readout, base, vectors, target, scale) -> torch.Tensor:
@@ -31,10 +31,7 @@ def dec(small):
 
 def test_projection_of_final_residual_is_the_models_logits(small, dec):
     logits = Readout(small.arch).logits(dec.resid[:, -1], dec.scale)
-    beta = getattr(small.arch.final_norm(), "bias", None)
-    if beta is not None:  # LayerNorm: bs leaves out the norm's bias, W_U beta
-        logits = logits + small.arch.W_U() @ beta
-    close(logits, dec.logits)
+    close(logits + logit_constant(small.arch), dec.logits)  # bs leaves out W_U beta and b_U
 
 
 def test_projection_is_linear(small, dec):

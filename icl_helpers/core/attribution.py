@@ -3,7 +3,10 @@
 bs(v) = (C(v) * gamma) @ W_U.T / sigma is linear in v, so gamma and the centring C fold
 into one readout matrix G = C(gamma * W_U) [V, d] (C centres each row over d; for
 RMSNorm it is the identity), and any residual-space vector scores against G; 1/sigma is
-applied to the (small) vectors before they are projected, never to the logits.
+applied to the (small) vectors before they are projected, never to the logits. A final
+LayerNorm's bias beta and an unembedding's bias b_U (GPT-J's lm_head, `Arch.b_U`) add
+W_U beta + b_U to the model's logits, one constant a token whatever the input: bs leaves
+both out.
 I(v | x) = log softmax(bs(x + v))[w] - log softmax(bs(x))[w] needs the log-sum-exp over
 the whole vocabulary, so every score streams over vocabulary chunks (outer loop) and
 prompt blocks (inner loop) into running log-sum-exps (`_TargetLogProb`): memory stays

@@ -255,6 +255,11 @@ class Arch:
         """[V, d] unembedding."""
         return self.model.get_output_embeddings().weight
 
+    def b_U(self) -> torch.Tensor | None:
+        """[V] or None: the unembedding's bias (GPT-J's lm_head), the same for every input;
+        the frozen-norm readout leaves it out, as it does a final LayerNorm's W_U beta."""
+        return self.model.get_output_embeddings().bias
+
     def kv_head(self, head: int) -> int:
         """The key/value head that query head `head` reads (grouped-query attention)."""
         return head // (self.n_heads // self.n_kv_heads)
