@@ -35,14 +35,16 @@ def block_inputs(m: ICLModel, layers: Iterable[int], into: dict[int, torch.Tenso
 
 class _Given(nn.Module):
     """Stands in for a skipped block: whatever it is passed, it returns x, the recorded input of
-    the first block that runs."""
+    the first block that runs, as a block of the model returns its output (as (x, None) where
+    a block returns a tuple: GPT-J)."""
 
-    def __init__(self, x: torch.Tensor):
+    def __init__(self, x: torch.Tensor, as_tuple: bool):
         super().__init__()
         self.x = x
+        self.as_tuple = as_tuple
 
-    def forward(self, *args, **kwargs) -> torch.Tensor:
-        return self.x
+    def forward(self, *args, **kwargs) -> torch.Tensor | tuple[torch.Tensor, None]:
+        return (self.x, None) if self.as_tuple else self.x
 
 
 @contextmanager
@@ -54,7 +56,7 @@ def resumed(m: ICLModel, start: int, x: torch.Tensor) -> Iterator[None]:
     blocks list holds stand-ins while it is active)."""
     blocks = m.arch.blocks()
     skipped = [blocks[l] for l in range(start)]
-    given = _Given(x)
+    given = _Given(x, m.arch.block_returns_tuple)
     for l in range(start):  # in place, so that each block keeps its index (and its layer's mask)
         blocks[l] = given
     try:

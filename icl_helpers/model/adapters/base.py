@@ -149,6 +149,7 @@ class Arch:
     # FFN's increase stays defined on the residual, I(FFN_l | x_l + ATTN_l).
     parallel: bool = False
     final_softcap: float | None = None  # the cap of the final logits' soft-capping, if any
+    block_returns_tuple: bool = False  # a block returns (x_{l+1}, ...) rather than x_{l+1} alone (GPT-J)
 
     def __init__(self, model: nn.Module):
         self.model = model
