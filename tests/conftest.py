@@ -23,6 +23,8 @@ from transformers import (
     GemmaForCausalLM,
     GPT2Config,
     GPT2LMHeadModel,
+    GPTJConfig,
+    GPTJForCausalLM,
     GPTNeoXConfig,
     GPTNeoXForCausalLM,
     LlamaConfig,
@@ -193,6 +195,9 @@ def small_model(kind: str, vocab_size: int = 50257, **settings) -> torch.nn.Modu
         model = Qwen2ForCausalLM(Qwen2Config(num_key_value_heads=2, tie_word_embeddings=False, **common))
     elif kind in ("neox", "neox-sequential"):  # parallel (or not) blocks, rotary on 4 of 16 head dims, biases everywhere
         model = GPTNeoXForCausalLM(GPTNeoXConfig(rotary_pct=0.25, use_parallel_residual=kind == "neox", **common))
+    elif kind == "gptj":  # parallel blocks under one LayerNorm, rotary in pairs on 8 of 16 head dims, lm_head bias
+        model = GPTJForCausalLM(GPTJConfig(vocab_size=vocab_size, n_layer=3, n_embd=64, n_head=4, n_inner=128,
+                                           n_positions=64, rotary_dim=8))
     elif kind == "phi3":  # fused qkv_proj with two key/value heads, fused gate_up_proj, rotary on 8 of 16 head dims
         model = Phi3ForCausalLM(Phi3Config(**{**common, **dict(num_key_value_heads=2, partial_rotary_factor=0.5, pad_token_id=0),
                                               **settings}))

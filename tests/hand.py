@@ -81,16 +81,19 @@ def attention_inputs(m: ICLModel, x: torch.Tensor, layer: int) -> Attention:
     return Attention(normed, q.transpose(1, 2), k.transpose(1, 2), key_rms.transpose(1, 2), key_gain)
 
 
-def rope(x: torch.Tensor, positions: torch.Tensor, base: float, rotary_dim: int | None = None) -> torch.Tensor:
+def rope(x: torch.Tensor, positions: torch.Tensor, base: float, rotary_dim: int | None = None,
+         pairs: bool = False) -> torch.Tensor:
     """x [..., T, dh] rotated to positions [T] (or [B, T] against x [B, n, T, dh]) with RoPE base
-    `base`, in the half layout (dimension i with i + r/2) on its first rotary_dim (default all) dimensions."""
+    `base` on its first rotary_dim (default all) dimensions: in the half layout (dimension i
+    with i + r/2), or where `pairs` in GPT-J's (dimension 2i with 2i + 1)."""
     r = rotary_dim or x.shape[-1]
     angle = positions[..., None].double() / base ** (torch.arange(0, r, 2).double() / r)  # [.., T, r/2]
-    angle = torch.cat([angle, angle], -1)
+    angle = angle.repeat_interleave(2, -1) if pairs else torch.cat([angle, angle], -1)
     if angle.dim() == 3:
         angle = angle[:, None]
     turning = x[..., :r]
-    return torch.cat([turning * angle.cos().float() + rotate_half(turning) * angle.sin().float(), x[..., r:]], -1)
+    turned = torch.stack([-turning[..., 1::2], turning[..., ::2]], -1).flatten(-2) if pairs else rotate_half(turning)
+    return torch.cat([turning * angle.cos().float() + turned * angle.sin().float(), x[..., r:]], -1)
 
 
 def layer_type(m: ICLModel, layer: int) -> str:

@@ -96,7 +96,7 @@ def test_an_unsupported_family_is_refused_before_its_weights_load(gpt2_tokenizer
     gpt2_tokenizer.save_pretrained(tmp_path)
     monkeypatch.setattr(loading.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: pytest.fail("loaded the weights"))
     with pytest.raises(UsageError, match=r"^Model type 'bert' is not supported; supported families: gemma, gemma2, gemma3, "
-                                         r"gemma3_text, gpt2, gpt_neox, llama, mistral, olmo2, phi3, qwen2, qwen3\. Add an "
+                                         r"gemma3_text, gpt2, gpt_neox, gptj, llama, mistral, olmo2, phi3, qwen2, qwen3\. Add an "
                                          r"adapter in icl_helpers/model/adapters/\.$"):
         load_model(str(tmp_path), device="cpu")
 

@@ -2,8 +2,8 @@
 found from a config's model_type before any weights load.
 
 `base` holds the common ground (`Site`, `Arch`, keys without positions); `gpt2`, `llama`,
-`qwen3`, `olmo2`, `neox` and `phi3` one family each, `gemma` Gemma 1, 2 and 3. A new family
-is a module here, a line in `ARCHITECTURES` and its tests.
+`qwen3`, `olmo2`, `neox`, `phi3` and `gptj` one family each, `gemma` Gemma 1, 2 and 3. A new
+family is a module here, a line in `ARCHITECTURES` and its tests.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ...errors import UsageError
 from .base import Angles, Arch, Branch, PositionFreeKeys, RotaryKeys, Site, softcap_
 from .gemma import Gemma2Arch, Gemma3Arch, Gemma3MultimodalArch, GemmaArch
 from .gpt2 import AbsoluteKeys, GPT2Arch
+from .gptj import GPTJArch
 from .llama import LlamaArch
 from .neox import NeoXArch
 from .olmo2 import Olmo2Arch
@@ -20,8 +21,8 @@ from .phi3 import Phi3Arch
 from .qwen3 import Qwen3Arch
 
 __all__ = ["Angles", "Arch", "Branch", "PositionFreeKeys", "RotaryKeys", "Site", "softcap_", "AbsoluteKeys", "GPT2Arch",
-           "LlamaArch", "Qwen3Arch", "Olmo2Arch", "NeoXArch", "Phi3Arch", "GemmaArch", "Gemma2Arch", "Gemma3Arch",
-           "Gemma3MultimodalArch", "ARCHITECTURES", "adapter_class", "arch_for"]
+           "LlamaArch", "Qwen3Arch", "Olmo2Arch", "NeoXArch", "Phi3Arch", "GPTJArch", "GemmaArch", "Gemma2Arch",
+           "Gemma3Arch", "Gemma3MultimodalArch", "ARCHITECTURES", "adapter_class", "arch_for"]
 
 
 ARCHITECTURES: dict[str, type[Arch]] = {
@@ -37,6 +38,7 @@ ARCHITECTURES: dict[str, type[Arch]] = {
     "gemma3": Gemma3MultimodalArch,
     "gpt_neox": NeoXArch,
     "phi3": Phi3Arch,
+    "gptj": GPTJArch,
 }
 
 
