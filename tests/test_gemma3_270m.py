@@ -16,14 +16,13 @@ from icl_helpers.core.decompose import decompose
 from icl_helpers.core.interventions import balanced_labels, position_free_labels
 from icl_helpers.core.locate import locate
 from tests.test_attribution import naive_increase
-from tests.test_gemma3 import exactness
+from tests.hand import assert_exact
 from tests.test_interventions import EXAMPLES, labels_of, last_logits
 
 from icl_helpers.model.offline import OFFLINE_MODELS
 
 WORDS = ["love : bar like : bar eight : foo two : foo one :", "happy : bar seven : foo three : foo ten :",
          "a rather long demonstration here : bar fine : bar twelve : foo nine : foo six :"]
-TOLERANCE = 1e-5  # largest difference relative to the largest magnitude of what is rebuilt
 
 
 def long_prompt(n: int = 200, seed: int = 0) -> str:
@@ -53,8 +52,7 @@ def test_the_released_model_is_gemma3_with_sliding_windows(gemma):
 def test_the_decomposition_is_exact(gemma, prompts):
     if len(prompts) == 2:
         assert len(gemma.tokenizer(prompts[0])["input_ids"]) > gemma.model.config.sliding_window
-    gaps = exactness(gemma, prompts)
-    assert max(gaps.values()) < TOLERANCE, gaps
+    assert_exact(gemma, prompts)
 
 
 def test_the_window_binds_on_the_long_prompt(gemma):
