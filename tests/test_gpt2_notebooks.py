@@ -79,3 +79,29 @@ def test_notebook_runs_on_random_gpt2(path: Path, gpt2_env) -> None:
     if "report_accuracy(" in code:  # a model that gets nothing right is said to (07 reports on sentence datasets only)
         assert "Note: no better than chance." in text or "no copy of the sentence datasets here" in text
     assert "nan%" not in text.lower()
+
+
+OTHER_FAMILIES = {"neox": "parallel blocks", "gemma2": "norms ending each branch, soft caps"}  # kind -> what it adds
+OTHER_NOTEBOOKS = [p for p in NOTEBOOKS if p.stem in ("01_locate", "08_interventions")]  # locate; the interventions
+
+
+@pytest.mark.parametrize("path", OTHER_NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("kind", OTHER_FAMILIES)
+def test_notebook_runs_on_other_families(kind: str, path: Path, gpt2_tokenizer, tmp_path, monkeypatch) -> None:
+    """Locate and the interventions, end to end, on a small random model of a parallel-residual
+    family and of a post-norm family (3 layers x 4 heads, the GPT-2 tokenizer)."""
+    from tests.conftest import small_model
+
+    folder = tmp_path / f"{kind}-small-random"
+    model = small_model(kind)
+    model.config.max_position_embeddings = 1024  # the notebooks' prompts; RoPE computes any position
+    model.save_pretrained(folder)
+    gpt2_tokenizer.save_pretrained(folder)
+    for var, value in {"ICL_MODEL": str(folder), "ICL_LLAMA_MODEL": str(folder), "ICL_N_PROMPTS": "4",
+                       "ICL_N_SENTENCE_PROMPTS": "2", "ICL_HEADS": "2-3,1-0", "TQDM_DISABLE": "1"}.items():
+        monkeypatch.setenv(var, value)
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    text = "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
+                     for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert f"{kind}-small-random" in text and "heads='2-3,1-0'" in text  # it ran on this model and these heads

@@ -325,6 +325,8 @@ def test_top_heads_table_names_heads_and_scores():
     loc = LocateResult(head, torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1, dtype=torch.long))
     table = in_context_heads.top_heads_table({"a": loc}, k=3)
     assert table["a"].tolist() == ["0-1 (2.00)", "1-0 (1.00)", "0-0 (0.50)"] and table.index.tolist() == [1, 2, 3]
+    every = in_context_heads.top_heads_table({"a": loc}, k=20)  # a model with fewer heads than k: all of them
+    assert every["a"].tolist()[-1] == "1-1 (-1.00)" and every.index.tolist() == [1, 2, 3, 4]
 
 
 # --- the results cache: never a stale or damaged result, never a lost one ---------------------

@@ -72,9 +72,11 @@ def layer_range(heads: Sequence[Head]) -> tuple[int, int]:
 
 
 def top_heads_table(located: dict[str, LocateResult], k: int = 20) -> pd.DataFrame:
-    """The top-k heads of each dataset, best first, as "layer-head (mean increase)"."""
+    """The top-k heads of each dataset, best first, as "layer-head (mean increase)" (every head
+    where the model has fewer than k)."""
     columns = {}
     for name, loc in located.items():
         heads = loc.top_heads(k)
         columns[name] = [f"{head_name(h)} ({v:.2f})" for h, v in zip(heads, loc.head_scores(heads).tolist())]
-    return pd.DataFrame(columns, index=pd.RangeIndex(1, k + 1, name="rank"))
+    rows = min([k, *(loc.head_mean.numel() for loc in located.values())])
+    return pd.DataFrame(columns, index=pd.RangeIndex(1, rows + 1, name="rank"))
