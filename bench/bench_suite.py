@@ -34,10 +34,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from icl_helpers import ICLModel, load_model  # noqa: E402
-from icl_helpers.claims import CLAIMS  # noqa: E402
 from icl_helpers.core.decompose import token_batches  # noqa: E402
 from icl_helpers.paths import write_text_atomically  # noqa: E402
-from icl_helpers.studies.report import report  # noqa: E402
+from icl_helpers.verdicts import CLAIMS, report  # noqa: E402
 
 BATCH = 32  # prompts a batch at most, as every pass of the suite
 # How each step's work grows with the suite's size, for the extrapolation to paper scale:

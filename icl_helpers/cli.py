@@ -155,9 +155,8 @@ def cmd_report(args: argparse.Namespace) -> None:
     heads = parse_heads(args.heads, "--heads")  # checked against the model by report, before any study
     import torch  # torch and transformers load only now
 
-    from . import claims
     from .model.loading import load_model
-    from .studies.report import report
+    from .verdicts import markdown, report
 
     start = time.perf_counter()
     m = load_model(args.model, device=args.device, dtype=args.dtype)
@@ -175,14 +174,14 @@ def cmd_report(args: argparse.Namespace) -> None:
                  "the true label on the balanced prompt, as the paper's Appendix A), in the heads located on all "
                  "prompts." + (f" Heads analysed: {given['heads']} in every dataset, instead of each one's top 20."
                                if heads else ""))
-        write_output(md, intro + "\n\n" + claims.markdown(findings), "--markdown")
+        write_output(md, intro + "\n\n" + markdown(findings), "--markdown")
     counts = {v: sum(f.verdict == v for f in findings) for v in dict.fromkeys(f.verdict for f in findings)}
     print(f"{len(findings)} claims in {_clock(start)}: " + ", ".join(f"{c} {v}" for v, c in counts.items())
           + f"; wrote {out}" + (f" and {md}" if md else ""))
 
 
 def cmd_compare(args: argparse.Namespace) -> None:
-    from .compare import markdown, read_reports
+    from .verdicts.compare import markdown, read_reports
 
     md = check_output(args.markdown, "--markdown") if args.markdown else None
     text = markdown(read_reports(args.reports))

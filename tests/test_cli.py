@@ -111,7 +111,7 @@ def test_report_refuses_heads_the_model_lacks_before_any_study(saved, tmp_path, 
 
 def test_report_analyses_the_heads_given_and_records_them(saved, tmp_path, monkeypatch):
     seen = []
-    monkeypatch.setattr("icl_helpers.studies.report.report", lambda m, *a, heads=None, **k: seen.append(heads) or [])
+    monkeypatch.setattr("icl_helpers.verdicts.report", lambda m, *a, heads=None, **k: seen.append(heads) or [])
     out, md = tmp_path / "out.json", tmp_path / "out.md"
     assert main(["report", "--model", saved, "--device", "cpu", "--n", "2", "--heads", "2-3, 1-0", "--json", str(out),
                  "--markdown", str(md)]) == 0
@@ -127,6 +127,6 @@ def test_report_logs_each_step_with_the_time_since_it_started(saved, tmp_path, m
     def fake(m, *a, progress, **k):
         progress("fig2: a claim")
         return []
-    monkeypatch.setattr("icl_helpers.studies.report.report", fake)
+    monkeypatch.setattr("icl_helpers.verdicts.report", fake)
     assert main(["report", "--model", saved, "--device", "cpu", "--n", "2", "--json", str(tmp_path / "out.json")]) == 0
     assert re.fullmatch(r"\.\.\. 0:0\d fig2: a claim\n0 claims in 0:0\d: ; wrote .*out.json\n", capsys.readouterr().out)

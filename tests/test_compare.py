@@ -6,7 +6,7 @@ import json
 import pytest
 
 from icl_helpers.cli import main
-from icl_helpers.compare import cell, differing, markdown, read_reports
+from icl_helpers.verdicts.compare import cell, differing, markdown, read_reports
 from icl_helpers.errors import UsageError
 
 

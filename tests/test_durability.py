@@ -179,7 +179,7 @@ def test_a_disk_filled_during_the_report_keeps_the_earlier_file_and_this_runs_re
 
     model = SimpleNamespace(fingerprint=lambda: "f" * 16, model=SimpleNamespace(dtype=torch.float32), device="cpu")
     monkeypatch.setattr("icl_helpers.model.loading.load_model", lambda *a, **k: model)  # what the JSON header reads
-    monkeypatch.setattr("icl_helpers.studies.report.report", studies)
+    monkeypatch.setattr("icl_helpers.verdicts.report", studies)
     assert main(["report", "--json", str(out)]) == 2
     err = capsys.readouterr().err
     kept = re.fullmatch(rf"error: --json {re.escape(str(out))} could not be written \({NO_SPACE}\): the earlier file "

@@ -9,7 +9,10 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "icl_helpers"
 PRESENTATION = ("matplotlib", "seaborn", "ipywidgets", "IPython")
-LAYERS = ["model", "data", "core", "studies", "viz"]  # each may import the layers before it, except data from model
+# Floors, lowest first: a module may import its own floor and those below it, except data from model.
+BASE = {"errors", "paths", "hub", "progress", "stats"}  # top-level modules everything may use
+FRONT = {"__init__", "__main__", "cli", "notebook"}  # the doors users come in by
+LAYERS = ["base", "model", "data", "core", "studies", "verdicts", "viz", "front"]
 
 
 def imports(path: Path, package: Path) -> list[tuple[str, list[str]]]:
@@ -25,21 +28,38 @@ def imports(path: Path, package: Path) -> list[tuple[str, list[str]]]:
     return found
 
 
+def floor(parts: tuple[str, ...]) -> str:
+    """The floor of a module, from its path inside the package (("core", "locate") or ("cli",))."""
+    if len(parts) > 1 or parts[0] in LAYERS:
+        return parts[0]
+    return "base" if parts[0] in BASE else "front" if parts[0] in FRONT else "unplaced"
+
+
 def violations(path: Path, package: Path = PACKAGE) -> list[str]:
     """What a file of the package imports against the layout rules, one line each."""
-    part, found = path.relative_to(package).parts[0], []
+    parts = path.relative_to(package).with_suffix("").parts
+    part, found = floor(parts), []
+    if part not in LAYERS:
+        return [f"{'/'.join(parts)} is on no floor: add it to BASE or FRONT, or move it into a subpackage"]
     for module, names in imports(path, package):
         if module.split(".")[0] in PRESENTATION and part != "viz":
             found.append(f"imports {module}: presentation belongs in viz/")
-        if not module.startswith(package.name + "."):
-            continue
-        target = module.split(".")[1]
-        if part in LAYERS and target in LAYERS and (LAYERS.index(target) > LAYERS.index(part) or (part, target) == ("data", "model")):
-            found.append(f"{part}/ imports {module}")
-        if target == "viz" and part != "viz":
-            found.append(f"imports {module}: nothing outside viz/ may")
-        if any(n.startswith("_") for n in names):
-            found.append(f"imports private names from {module}")
+        if module == package.name:  # `from .. import notebook`: the names are modules
+            found += [f for name in names for f in violations_of(part, f"{module}.{name}", [])]
+        elif module.startswith(package.name + "."):
+            found += violations_of(part, module, names)
+    return found
+
+
+def violations_of(part: str, module: str, names: list[str]) -> list[str]:
+    """What importing `names` from a module of the package breaks, on floor `part`."""
+    found, target = [], floor(tuple(module.split(".")[1:]))
+    if target in LAYERS and (LAYERS.index(target) > LAYERS.index(part) or (part, target) == ("data", "model")):
+        found.append(f"{part} imports {module}")
+    if target == "viz" and part != "viz":
+        found.append(f"imports {module}: nothing outside viz/ may")
+    if any(n.startswith("_") for n in names):
+        found.append(f"imports private names from {module}")
     return found
 
 
@@ -51,11 +71,18 @@ def test_layout_rules(path):
 def test_the_rules_can_fail(tmp_path):
     bad = tmp_path / "icl_helpers" / "core" / "bad.py"
     bad.parent.mkdir(parents=True)
-    bad.write_text("import seaborn\nfrom ..viz.figures import _fig\nfrom ..studies import runner\n")
+    bad.write_text("import seaborn\nfrom ..viz.figures import _fig\nfrom ..studies import runner\nfrom .. import notebook\n")
     assert violations(bad, tmp_path / "icl_helpers") == [
-        "imports seaborn: presentation belongs in viz/", "core/ imports icl_helpers.viz.figures",
+        "imports seaborn: presentation belongs in viz/", "core imports icl_helpers.viz.figures",
         "imports icl_helpers.viz.figures: nothing outside viz/ may", "imports private names from icl_helpers.viz.figures",
-        "core/ imports icl_helpers.studies"]
+        "core imports icl_helpers.studies", "core imports icl_helpers.notebook"]
+    low = tmp_path / "icl_helpers" / "stats.py"
+    low.write_text("from .verdicts import report\nfrom .errors import UsageError\n")
+    assert violations(low, tmp_path / "icl_helpers") == ["base imports icl_helpers.verdicts"]
+    stray = tmp_path / "icl_helpers" / "stray.py"
+    stray.write_text("")
+    assert violations(stray, tmp_path / "icl_helpers") == [
+        "stray is on no floor: add it to BASE or FRONT, or move it into a subpackage"]
 
 
 PRODUCT = ["README.md", "data/README.md", "notebooks/README.md", "notebooks/*.ipynb", "scripts/*.sh", "icl_helpers/**/*.py"]

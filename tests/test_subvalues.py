@@ -5,11 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from icl_helpers import claims
 from icl_helpers.core.attribution import Readout
 from icl_helpers.core.decompose import decompose
 from icl_helpers.data.positions import LabelPositions
-from icl_helpers.studies import report, runner, subvalues
+from icl_helpers.studies import runner, subvalues
+from icl_helpers.verdicts import claims, evidence, rules
 from icl_helpers.studies.subvalues import DEMONSTRATION, FALSE_LABEL, LAST, OTHER, TRUE_LABEL
 from tests.conftest import MIXED_TEXTS as TEXTS
 from tests.conftest import STUDY_HEADS as HEADS
@@ -98,11 +98,11 @@ def test_the_report_judges_the_studys_top_positions(small, tmp_path, monkeypatch
     """app_e's finding is the judge on the study's numbers: the top heads' kinds of the judged
     rows, a random position's chance, the top FFN layers' best neurons."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
-    s = report.Studies(small, 6, 2, 0, None)
-    ps, heads = s.prompts(report.FIRST), s.heads(report.FIRST)
+    s = evidence.Evidence(small, 6, 2, 0, None)
+    ps, heads = s.prompts(evidence.FIRST), s.heads(evidence.FIRST)
     kinds = subvalues.top_position_kinds(subvalues.position_increases(small, ps, heads), ps.positions)
     layers = subvalues.top_ffn_layers(small, ps)
     neurons = subvalues.top_neurons(small, layers, subvalues.neuron_increases(small, ps, layers), k=1)
-    f = report.FINDERS["app_e"](s)
-    assert f == claims.judge_app_e(kinds, subvalues.true_label_chance(ps.positions), heads, subvalues.neuron_lines(neurons))
+    f = claims.CLAIMS["app_e"].find(s)
+    assert f == rules.judge_app_e(kinds, subvalues.true_label_chance(ps.positions), heads, subvalues.neuron_lines(neurons))
     assert f.n == 6 and len(layers) == 3 and f.why.count("(+") + f.why.count("(-") == 3

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .errors import UsageError
+from ..errors import UsageError
 
 VERDICT_MARK = {"replicates": "yes", "partly": "partly", "does not replicate": "no", "not tested": "not tested"}
 

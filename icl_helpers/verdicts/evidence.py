@@ -1,0 +1,113 @@
+"""The evidence the findings share on one model: each dataset's balanced prompt set, its
+located heads and recency family, built on first use and once (the studies cache their
+passes on disk), and the views a claim is judged again in (the correctly answered records)."""
+from __future__ import annotations
+
+import copy
+import functools
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from ..core.heads import Head, check_heads, head_name, parse_heads
+from ..core.locate import LocateResult
+from ..model.loading import ICLModel
+from ..notebook import sentence_datasets
+from ..studies import recency
+from ..studies.in_context_heads import answered_correctly, in_context_heads, located, shared_heads
+from ..studies.runner import PromptSet, prompt_set
+from .rules import K
+
+WORD = ["sentiment_number", "animal_country"]
+SENTENCE = ["sst2", "trec", "agnews", "ethos"]
+FIRST = WORD[0]  # the dataset of the single-dataset claims (Table 1, Figs. 2, 5, the biases)
+EXAMPLE = "love : bar like : bar eight : foo two : foo one :"  # the paper's running example (Table 1, Fig. 2)
+
+
+class TooFewCorrect(Exception):
+    """A dataset with fewer than 2 correctly answered prompts, in a correct-only judgement."""
+
+
+class Evidence:
+    """What the findings share, each built on first use and once: the balanced prompt set,
+    located heads and recency family of a dataset, and the family's effects pooled.
+
+    `rows(dataset)` [N] bool: the records a finding judges, all of them, or in the view
+    `correct()` those whose balanced prompt the model answers correctly. The heads stay
+    those located on all prompts, or the heads given (checked against the model at once)."""
+
+    def __init__(self, m: ICLModel, n: int, sentence_n: int, seed: int, data_dir: str | Path | None,
+                 heads: str | Sequence[Head] | None = None):
+        self.m, self.n, self.sentence_n, self.seed, self.data_dir = m, n, sentence_n, seed, data_dir
+        self.given = check_heads(parse_heads(heads), m.arch)
+        self.correct_only = False
+        self.prompts = functools.cache(self._prompts)
+        self.loc = functools.cache(self._loc)
+        self.heads = functools.cache(self._heads)
+        self.family = functools.cache(self._family)
+        self.effects = functools.cache(self._effects)
+        self.correct = functools.cache(self._correct)
+
+    @functools.cached_property
+    def sentence(self) -> list[str]:
+        """The sentence datasets this machine has ([] and one printed line where none)."""
+        return sentence_datasets(SENTENCE, self.data_dir)
+
+    def size(self, dataset: str) -> int:
+        return self.n if dataset in WORD else self.sentence_n
+
+    def _heads(self, dataset: str) -> list[Head]:
+        """The heads given (in every dataset), else the dataset's top K."""
+        return in_context_heads(self.m, self.prompts(dataset), K, self.given)
+
+    def heads_named(self, dataset: str) -> str:
+        """Which heads `heads(dataset)` are, in words."""
+        return "the heads given" if self.given else f"{dataset}'s top heads"
+
+    def _correct(self) -> Evidence:
+        """The same studies, judged on the correctly answered records only (built once: the
+        claims share its effects)."""
+        view = copy.copy(self)
+        view.correct_only = True
+        view.effects = functools.cache(view._effects)  # pooled over other rows than ours
+        return view
+
+    def rows(self, dataset: str) -> torch.Tensor:
+        """[N] bool: the records judged (every one, or the correctly answered ones)."""
+        if not self.correct_only:
+            return torch.ones(self.size(dataset), dtype=torch.bool)
+        right = answered_correctly(self.m, self.prompts(dataset))
+        if right.sum() < 2:
+            raise TooFewCorrect(f"{int(right.sum())} of {len(right)} {dataset} prompts answered correctly")
+        return right
+
+    def _prompts(self, dataset: str) -> PromptSet:
+        return prompt_set(self.m, dataset, "balanced", self.size(dataset), self.seed, self.data_dir)
+
+    def _loc(self, dataset: str) -> LocateResult:
+        return located(self.m, self.prompts(dataset))
+
+    def _family(self, dataset: str) -> recency.RecencyFamily:
+        return recency.recency_family(self.m, dataset, self.heads(dataset), self.size(dataset), self.seed, self.data_dir)
+
+    def _effects(self, datasets: tuple[str, ...]) -> recency.Effects:
+        return recency.effects(torch.cat([self.family(d).cells()[self.rows(d)] for d in datasets]))
+
+    def mean_increase(self, datasets: Sequence[str]) -> torch.Tensor:
+        """[L, H]: each head's mean increase, averaged over the datasets (located on all their prompts)."""
+        return torch.stack([self.loc(d).head_mean for d in datasets]).mean(0)
+
+    def shared(self) -> tuple[list[Head], str]:
+        """Appendix B's heads: in every sentence dataset's in-context heads (or the heads given), and a line saying which."""
+        if self.given:
+            return list(self.given), "the heads given"
+        return shared_heads({d: self.heads(d) for d in self.sentence}, self.mean_increase(self.sentence))
+
+    def top_head(self) -> tuple[list[Head], str]:
+        """Appendix D's head: of the sentence datasets' in-context heads (or the heads given), the one with the
+        largest mean increase."""
+        scores = self.mean_increase(self.sentence)
+        best = max({h for d in self.sentence for h in self.heads(d)}, key=lambda h: float(scores[h]))
+        among = "of the heads given, " if self.given else ""
+        return [best], f"head {head_name(best)}, {among}the largest mean increase over {', '.join(self.sentence)}"

@@ -1,0 +1,196 @@
+"""A finder a claim: it runs the studies a claim needs on the shared `Evidence` (all records,
+or a view of them) and applies the claim's rule (`rules`) to their per-prompt results."""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+
+from ..core.heads import Head, at_heads, top_heads
+from ..data.datasets import dataset_records
+from ..model.loading import ICLModel
+from ..studies import causal, label_attention, mrr, projection, recency, subvalues
+from ..studies.accuracy import table2_cells
+from ..studies.in_context_heads import first_correct
+from ..studies.runner import prompt_set, prompt_set_from_texts
+from . import rules
+from .evidence import EXAMPLE, FIRST, WORD, Evidence
+from .judgement import Judgement, not_tested
+from .rules import K, RANDOM_DRAWS, TOP
+
+
+def table2(s: Evidence) -> Judgement:
+    """Top-1 per dataset, direction and true label, and where a false demonstration is nearest."""
+    false_nearest = torch.cat([s.family(d).top1[:, ~s.family(d).is_true[:, -1]].flatten() for d in WORD])
+    cells = table2_cells(s.m, WORD, s.n, s.seed)
+    return rules.judge_table2({f"{c.direction.split('/')[0]} inputs, true label {c.true_label}": c.top1
+                                for c in cells}, false_nearest)
+
+
+def table1(s: Evidence) -> Judgement:
+    example = projection.projections(s.m, prompt_set_from_texts(s.m, [EXAMPLE], name="example"))
+    return rules.judge_label_values(label_value_hits(example, 0, s.heads(FIRST)), s.heads(FIRST)[:5],
+                                     f"the example prompt, {s.heads_named(FIRST)}")
+
+
+def fig6(s: Evidence) -> Judgement:
+    true, false = (torch.cat(parts) for parts in zip(*(word_attention(s, d) for d in WORD)))
+    return rules.judge_fig6(true, false, s.effects(tuple(WORD)))
+
+
+def fig7(s: Evidence) -> Judgement:
+    """Each label position's attention weight and its subvalue's increase [N, S, K] in each word
+    dataset's heads, beside ours: a head's summed true-label attention and its increase [N, S]."""
+    attention, increase = [], []
+    for d in WORD:
+        ps, heads, rows = s.prompts(d), s.heads(d), s.rows(d)
+        attention.append(label_attention.attention_on_labels(s.m, ps).per_label_at(heads)[rows])
+        increase.append(label_attention.label_increase(s.m, ps, heads)[rows])
+    summed = (torch.cat([word_attention(s, d)[0] for d in WORD]),
+              torch.cat([at_heads(s.loc(d).head[s.rows(d)], s.heads(d)) for d in WORD]))
+    return rules.judge_fig7(torch.cat(attention), torch.cat(increase), summed)
+
+
+def word_attention(s: Evidence, dataset: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summed attention on the true and on the false labels [N, K] in the dataset's heads, judged rows."""
+    true, false = label_attention.attention_on_labels(s.m, s.prompts(dataset)).at(s.heads(dataset))
+    return true[s.rows(dataset)], false[s.rows(dataset)]
+
+
+def fig10_11(s: Evidence) -> Judgement:
+    if not s.sentence:
+        return not_tested("no copy of the sentence datasets here, and no hub")
+    return rules.judge_fig10_11(*(variant_finding(s, v, s.sentence) for v in ("imbalanced", "reordered")))
+
+
+def bias(measure: Callable, rule: dict[str, float]) -> Callable[[Evidence], Judgement]:
+    """A bias claim's finder: `measure` (`studies.causal.majority_bias` or `recency_bias`) in
+    FIRST's heads, judged by `rule`."""
+    def find(s: Evidence) -> Judgement:
+        return rules.judge_bias(measure(s.m, dataset_records(FIRST, s.n, s.seed), s.heads(FIRST)).flags, rule)
+    return find
+
+
+def causal_finding(s: Evidence) -> Judgement:
+    """Per word dataset, the top K heads located on its first n/2 balanced prompts (or the heads
+    given), mean-ablated on prompts of its other n/2 records, against RANDOM_DRAWS layer-matched
+    draws; pooled. The first n/2 balanced prompts are the first half of the dataset's located
+    set (a word dataset's records come in one order): their scores and texts are read from it."""
+    n = s.n
+    if n < 2:
+        return not_tested("needs at least 2 prompts a word dataset: half locate the heads, half evaluate them")
+    runs = []
+    for d in WORD:
+        heads = list(s.given) if s.given else top_heads(s.loc(d).head[: n // 2].mean(0), K)
+        k = len(heads)  # K, every head of a smaller model, or the heads given
+        runs.append(causal.ablation_runs(s.m, causal.evaluation_prompts(d, n // 2, n - n // 2, s.seed), heads, [k],
+                                         RANDOM_DRAWS, s.seed, causal.ablation_means(s.m, s.prompts(d).texts[: n // 2])))
+    return rules.judge_causal(causal.AblationRuns.cat(runs), k, "mean", given=s.given is not None)
+
+
+def app_e(s: Evidence) -> Judgement:
+    """Where the in-context heads' largest position-level increase lies [N, S] against a random
+    position's chance [N]; the best neuron of each of the top FFN layers beside it."""
+    ps, heads, rows = s.prompts(FIRST), s.heads(FIRST), s.rows(FIRST)
+    kinds = subvalues.top_position_kinds(subvalues.position_increases(s.m, ps, heads), ps.positions)
+    layers = subvalues.top_ffn_layers(s.m, ps)
+    neurons = subvalues.top_neurons(s.m, layers, subvalues.neuron_increases(s.m, ps, layers)[rows], k=1)
+    return rules.judge_app_e(kinds[rows], subvalues.true_label_chance(ps.positions)[rows], heads,
+                              subvalues.neuron_lines(neurons))
+
+
+def label_value_hits(proj: projection.Projections, prompt: int, heads: Sequence[Head]) -> list[float]:
+    """For the first 5 heads: share of a prompt's label values with their own label in their top tokens."""
+    return [projection.label_value_hits(proj.table(prompt, head, TOP)) for head in heads[:5]]
+
+
+def table3(s: Evidence) -> Judgement:
+    """Table 1's test on the first AG News prompt the model predicts correctly (Appendix C),
+    told by the predictions its heads were located on (no second pass)."""
+    if "agnews" not in s.sentence:
+        return not_tested("no copy of AG News here, and no hub")
+    ps, heads = s.prompts("agnews"), s.heads("agnews")
+    first = first_correct(s.m, ps)
+    if first is None:
+        return not_tested(f"no AG News prompt of {len(ps)} is predicted correctly")
+    one = prompt_set_from_texts(s.m, [ps.texts[first]], name="agnews-correct")
+    return rules.judge_label_values(label_value_hits(projection.projections(s.m, one), 0, heads), heads[:5],
+                                     f"AG News prompt {first} (the first predicted correctly), {s.heads_named('AG News')}")
+
+
+def fig5(s: Evidence) -> Judgement:
+    """MRR [N, S] of the in-context heads against RANDOM_DRAWS draws of a random head of each one's layer."""
+    ours, random = mrr.layer_matched_mrr(s.m, s.prompts(FIRST), s.heads(FIRST), RANDOM_DRAWS, s.seed)
+    rows = s.rows(FIRST)
+    return rules.judge_fig5(ours[rows], random[:, rows], s.heads(FIRST))
+
+
+def stand_in(m: ICLModel) -> str:
+    """Appendix D's model, said plainly: the paper's are LLaMA 1 (7B, 13B, 30B); ours is another."""
+    cfg = m.arch.config
+    return (f"run on {m.name} ({cfg.model_type}, {m.arch.n_layers} layers x {m.arch.n_heads} heads), a stand-in "
+            "for the paper's LLaMA 7B, 13B and 30B")
+
+
+def sentence_finding(judges: Sequence[str], pick: Callable[[Evidence], tuple[list[Head], str]],
+                     llama_only: bool = False) -> Callable[[Evidence], Judgement]:
+    """Appendices B and D: the fig5 and/or fig6 rule (`judges`) in the heads `pick` gives, on
+    each sentence dataset (its correct-only rows in that view), judged together."""
+    def find(s: Evidence) -> Judgement:
+        if not s.sentence:
+            return not_tested("no copy of the sentence datasets here, and no hub")
+        if llama_only and s.m.arch.family != "llama":
+            return not_tested(f"Appendix D is about LLaMA; {s.m.name} is not a Llama-family model")
+        heads, which = pick(s)
+        if llama_only:
+            which = f"{stand_in(s.m)}; {which}"
+        parts = {}
+        for d in s.sentence:
+            ps, rows = s.prompts(d), s.rows(d)
+            if "fig5" in judges:
+                ours, random = mrr.layer_matched_mrr(s.m, ps, heads, RANDOM_DRAWS, s.seed)
+                parts[f"{d} MRR"] = rules.judge_fig5(ours[rows], random[:, rows], heads)
+            if "fig6" in judges:
+                true, false = label_attention.attention_on_labels(s.m, ps).at(heads)
+                family = recency.recency_family(s.m, d, heads, s.size(d), s.seed, s.data_dir)
+                parts[f"{d} attention"] = rules.judge_fig6(true[rows], false[rows], recency.effects(family.cells()[rows]))
+        return rules.judge_together(parts, sum(int(s.rows(d).sum()) for d in s.sentence), which)
+    return find
+
+
+def variant_finding(s: Evidence, variant: str, datasets: Sequence[str]) -> Judgement:
+    """The fig8 (imbalanced) or fig9 (re-ordered) judgement over `datasets` pooled, each in its
+    own heads, beside the recency family's effects on those datasets."""
+    summed: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {"balanced": [], variant: []}
+    per_label: dict[str, list[torch.Tensor]] = {"balanced": [], variant: []}
+    for d in datasets:
+        rows = s.rows(d)
+        for v in summed:
+            ps = prompt_set(s.m, d, v, s.size(d), s.seed, s.data_dir)
+            true, false = label_attention.attention_on_labels(s.m, ps).at(s.heads(d))
+            summed[v].append((true[rows], false[rows]))
+            per_label[v].append((true / ps.positions.chosen(True).sum(1, keepdim=True))[rows])
+    before, after = (tuple(torch.cat(x) for x in zip(*summed[v])) for v in summed)
+    if variant == "imbalanced":
+        return rules.judge_fig8(before, after, tuple(torch.cat(per_label[v]) for v in per_label))
+    return rules.judge_fig9(before, after, s.effects(tuple(datasets)))
+
+
+def fig2(s: Evidence) -> Judgement:
+    return rules.judge_fig2(s.loc(FIRST).attn[s.rows(FIRST)], s.loc(FIRST).ffn[s.rows(FIRST)])
+
+
+def fig3_4(s: Evidence) -> Judgement:
+    return rules.judge_fig3_4({d: s.loc(d).head[s.rows(d)] for d in WORD}, K)
+
+
+def fig12_15(s: Evidence) -> Judgement:
+    return rules.judge_fig12_15({d: s.loc(d).head[s.rows(d)] for d in WORD + s.sentence}, K)
+
+
+def fig8(s: Evidence) -> Judgement:
+    return variant_finding(s, "imbalanced", WORD)
+
+
+def fig9(s: Evidence) -> Judgement:
+    return variant_finding(s, "reordered", WORD)

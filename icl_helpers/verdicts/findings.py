@@ -1,0 +1,67 @@
+"""The findings on one model: every claim of the paper tested: the studies run once (their results cached
+on disk, so notebooks and a second report reuse them), each claim judged by its rule. A
+notebook ends with `report(m, ..., ids=[its claims])`: the same code on its own prompts."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+
+from ..core.heads import Head
+from ..errors import UsageError
+from ..model.loading import ICLModel
+from ..studies.runner import cache_file, cached, prompts_hash, source_hash
+from .claims import CLAIMS, Finding
+from .evidence import Evidence, TooFewCorrect
+from .judgement import Judgement, not_tested
+
+
+def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | Path | None = None,
+           progress: Callable[[str], None] = print, ids: Sequence[str] = tuple(CLAIMS),
+           heads: str | Sequence[Head] | None = None) -> list[Finding]:
+    """One finding a claim of `ids` (default: all of `CLAIMS`), in their order: n prompts
+    a word dataset, sentence_n a sentence dataset (none where no copy or hub can be had: those
+    say why). Only the studies those claims need are run. heads ("19-11,20-11" or (layer, head)
+    pairs): analyse these in every dataset instead of each one's top K located (Figs. 3-4 and
+    12-15 still judge the located top K)."""
+    unknown = [i for i in ids if i not in CLAIMS]
+    if unknown:
+        raise UsageError(f"Unknown claim id(s) {', '.join(unknown)}: choose from {', '.join(CLAIMS)}.")
+    s = Evidence(m, n, sentence_n, seed, data_dir, heads)
+    found = []
+    for id in ids:
+        progress(f"{id}: {CLAIMS[id].claim}")
+        found.append(kept_finding(id, s))
+    return found
+
+
+def judged(id: str, s: Evidence) -> Finding:
+    """The claim judged on all prompts, and where it applies, on the correct ones only."""
+    claim = CLAIMS[id]
+    ours = claim.find(s)
+    return claim.finding(ours, correct_only(claim.find, s) if claim.label_flow and ours.ours is not None else None)
+
+
+def kept_finding(id: str, s: Evidence) -> Finding:
+    """`judged(id, s)`, kept in the results cache under the model's weights, the sizes, seed,
+    heads given, sentence datasets at hand and the package's own source: a report run again,
+    or resumed after an interruption, judges only the claims it had not finished."""
+    m = s.m
+    path = cache_file("finding", model=m.name, weights=m.fingerprint(), dtype=str(m.model.dtype).removeprefix("torch."),
+                      claim=id, n=s.n, sentence_n=s.sentence_n, seed=s.seed, heads=prompts_hash([repr(s.given)]),
+                      data=prompts_hash(s.sentence), code=source_hash())
+
+    def text() -> bytes:
+        return json.dumps(judged(id, s).to_dict()).encode()
+    stored = cached(path, lambda: {"finding": torch.frombuffer(bytearray(text()), dtype=torch.uint8)})
+    return Finding.from_dict(json.loads(stored["finding"].numpy().tobytes()))
+
+
+def correct_only(find: Callable[[Evidence], Judgement], s: Evidence) -> Judgement:
+    """A claim's finder on the correctly answered records only."""
+    try:
+        return find(s.correct())
+    except TooFewCorrect as few:
+        return not_tested(str(few))

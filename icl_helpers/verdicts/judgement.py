@@ -1,0 +1,44 @@
+"""A rule's judgement on our data: our headline number, its 95% bootstrap interval over
+prompts (`stats`), N, the verdict and why; the four verdicts, and how a judgement reads."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+REPLICATES, PARTLY, FAILS, NOT_TESTED = "replicates", "partly", "does not replicate", "not tested"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One rule applied to one set of records."""
+
+    ours: float | str | None
+    ci: tuple[float, float] | None
+    n: int | None
+    verdict: str
+    why: str
+
+
+def not_tested(reason: str) -> Judgement:
+    return Judgement(None, None, None, NOT_TESTED, reason)
+
+
+def all_hold(*conditions: bool) -> str:
+    """All conditions hold: replicates; some: partly; none: does not replicate."""
+    return REPLICATES if all(conditions) else PARTLY if any(conditions) else FAILS
+
+
+def together(parts: Sequence[Judgement]) -> str:
+    """Replicates if every part replicates; does not replicate if no part replicates even partly; else partly."""
+    verdicts = {j.verdict for j in parts}
+    return REPLICATES if verdicts == {REPLICATES} else FAILS if verdicts == {FAILS} else PARTLY
+
+
+def ours_text(j: Judgement) -> str:
+    """Our number and interval as a table cell ("- (why)" where not tested)."""
+    if j.ours is None:
+        return f"- ({j.why})"
+    if isinstance(j.ours, str):
+        return j.ours
+    ci = f" ({j.ci[0]:.3g} to {j.ci[1]:.3g})" if j.ci is not None else ""
+    return f"{j.ours:.3g}{ci}"
