@@ -169,10 +169,11 @@ def cmd_report(args: argparse.Namespace) -> None:
                                   **given, **run, "claims": [f.to_dict() for f in findings]}, indent=1))
     if md:
         intro = (f"# {args.model}: the paper's claims, tested\n\n{args.n} prompts a word dataset, {args.sentence_n} "
-                 f"a sentence dataset, seed {args.seed}; 95% bootstrap intervals over prompts. The last "
-                 "column judges the label-flow claims again on the prompts the model answers correctly (top-1 "
+                 f"a sentence dataset, seed {args.seed}; 95% bootstrap intervals over prompts. The last two "
+                 "columns judge the label-flow claims again: on the prompts the model answers correctly (top-1 "
                  "the true label on the balanced prompt, as the paper's Appendix A), in the heads located on all "
-                 "prompts." + (f" Heads analysed: {given['heads']} in every dataset, instead of each one's top 20."
+                 "prompts; and held out, on the even records in heads located on the odd ones, so that no head is "
+                 "judged on the prompts that selected it (the claims that measure located heads on prompts)." + (f" Heads analysed: {given['heads']} in every dataset, instead of each one's top 20."
                                if heads else ""))
         write_output(md, intro + "\n\n" + markdown(findings), "--markdown")
     counts = {v: sum(f.verdict == v for f in findings) for v in dict.fromkeys(f.verdict for f in findings)}

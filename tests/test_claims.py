@@ -11,6 +11,7 @@ import torch
 
 from icl_helpers.verdicts import claims, evidence, findings, rules
 from icl_helpers.verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES, Judgement, not_tested, ours_text
+from icl_helpers.core.heads import top_heads
 from icl_helpers.data.prompts import prompt_label_ids
 from icl_helpers.errors import UsageError
 from icl_helpers.stats import bootstrap_ci, mean_ci
@@ -107,11 +108,17 @@ def test_fig3_4_and_fig12_15():
 
 
 def test_label_values():
+    """Tables 1 and 3 over N prompts: the top head's share of prompts whose label values all rank
+    their label in the top 10, its interval above one half; partly where another top-5 head's is."""
     heads = [(5, 0), (5, 1), (6, 0), (6, 1), (7, 0)]
-    assert rules.judge_label_values([1, 0, 0, 0, 0], heads, "x").verdict == REPLICATES
-    f = rules.judge_label_values([0, 0.5, 1, 0, 0], heads, "x")
-    assert f.verdict == PARTLY and "6-0: 100%" in f.why and f.ci is None
-    assert rules.judge_label_values([0.75] * 5, heads, "x").verdict == FAILS
+
+    def hits(*shares: float) -> torch.Tensor:
+        return torch.stack([torch.arange(40) < 40 * x for x in shares], 1)  # [40, 5]
+    f = rules.judge_label_values(hits(0.9, 0, 0, 0, 0), heads, "x", "the example: y")
+    assert f.verdict == REPLICATES and f.ours == 0.9 and f.n == 40 and f.ci[0] > 0.5 and "the example: y" in f.why
+    f = rules.judge_label_values(hits(0.5, 0.2, 0.95, 0, 0), heads, "x", "")
+    assert f.verdict == PARTLY and "6-0: 95%" in f.why and f.ci[0] < 0.5 < f.ci[1]
+    assert rules.judge_label_values(hits(0.55, 0.6, 0.5, 0, 0.6), heads, "x", "").verdict == FAILS  # no CI above 0.5
 
 
 def test_fig5():
@@ -271,7 +278,7 @@ def test_a_report_run_again_or_resumed_judges_only_what_it_had_not(small, tmp_pa
         monkeypatch.setitem(claims.CLAIMS, id, replace(c, find=lambda s, id=id, find=c.find: judged.append(id) or find(s)))
     run = lambda ids, sentence_n=2: findings.report(small, 4, sentence_n, progress=lambda step: None, ids=ids)  # noqa: E731
     first = run(["fig2", "table1"])  # then interrupted
-    assert judged == ["fig2", "fig2", "table1"]  # fig2 twice: on all prompts and on the correct ones
+    assert judged == ["fig2", "fig2"] + ["table1"] * 3  # on all prompts, the correct ones, and table1 held out
     judged.clear()
     resumed = run(["fig2", "table1", "fig3_4"])
     assert judged == ["fig3_4", "fig3_4"] and resumed[:2] == first
@@ -280,7 +287,7 @@ def test_a_report_run_again_or_resumed_judges_only_what_it_had_not(small, tmp_pa
     run(["table1"], sentence_n=1)  # another size
     monkeypatch.setattr(findings, "source_hash", lambda: "other code")
     run(["table1"])
-    assert judged == ["table1", "table1"]
+    assert judged == ["table1"] * 6
 
 
 def test_appendices_b_and_d_judge_the_fig5_and_fig6_rules_dataset_by_dataset(small, tmp_path, monkeypatch):
@@ -337,7 +344,7 @@ def test_report_analyses_the_heads_given(small, tmp_path, monkeypatch):
     assert "mean MRR of 3 in-context heads" in by["fig5"].why and "of 12 in-context heads" in top["fig5"].why
     assert "with the 3 heads given mean-ablated" in by["causal"].why and "heads given, not located" in by["causal"].why
     assert "with the top 12 in-context heads mean-ablated" in top["causal"].why and "located on other prompts" in top["causal"].why
-    assert "the heads given; " in by["table1"].why and "sentiment_number's top heads" in top["table1"].why
+    assert "the heads given: " in by["table1"].why and "sentiment_number's top heads" in top["table1"].why
 
 
 @pytest.mark.parametrize("heads, message", [("3-0", "Head 3-0 is not in this model: it has 3 layers x 4 heads"),
@@ -360,7 +367,7 @@ def test_correct_only_judges_the_same_rule_on_the_correct_records(small, tmp_pat
     if right.sum() >= 2:
         assert torch.equal(s.correct().rows("sentiment_number"), right)
     else:
-        with pytest.raises(evidence.TooFewCorrect, match="answered correctly"):
+        with pytest.raises(evidence.Unjudgeable, match="answered correctly"):
             s.correct().rows("sentiment_number")
     keep = torch.tensor([True, False, True, True, False, True])
     view = s.correct()
@@ -376,19 +383,53 @@ def test_correct_only_judges_the_same_rule_on_the_correct_records(small, tmp_pat
     assert fig2 == rules.judge_fig2(loc.attn[keep], loc.ffn[keep])
 
     def too_few(dataset):
-        raise evidence.TooFewCorrect("1 of 6 sentiment_number prompts answered correctly")
+        raise evidence.Unjudgeable("1 of 6 sentiment_number prompts answered correctly")
     assert s.correct() is view  # one view: the claims share its effects
     monkeypatch.setattr(view, "rows", too_few)
-    f = findings.correct_only(claims.CLAIMS["fig2"].find, s)
+    f = findings.in_view(claims.CLAIMS["fig2"].find, s.correct)
     assert f.verdict == NOT_TESTED and "1 of 6" in f.why
 
 
-def test_correct_only_in_the_tables():
+def test_held_out_judges_the_even_records_in_heads_located_on_the_odd_ones(small, tmp_path, monkeypatch):
+    """No head is judged on the prompts that selected it: the view's heads are the top K of the
+    odd records' mean increase, its rows the even records, its recency families its own."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    s = evidence.Evidence(small, 6, 2, 0, None)
+    view = s.held_out()
+    assert view is s.held_out() and s.view == "all"
+    even = torch.tensor([True, False, True, False, True, False])
+    assert torch.equal(view.rows("sentiment_number"), even) and torch.equal(view.locating("sentiment_number"), ~even)
+    loc = s.loc("sentiment_number")
+    odd_heads = top_heads(loc.head[~even].mean(0), rules.K)
+    assert view.heads("sentiment_number") == odd_heads != top_heads(loc.head.mean(0), rules.K)
+    assert s.heads("sentiment_number") == loc.top_heads(rules.K)  # the main view's heads are untouched
+    ps = s.prompts("sentiment_number")
+    ours, random = mrr.layer_matched_mrr(small, ps, odd_heads, rules.RANDOM_DRAWS, 0)
+    assert claims.CLAIMS["fig5"].find(view) == rules.judge_fig5(ours[even], random[:, even], odd_heads)
+    pairs = [[x[view.rows(d)] for x in label_attention.attention_on_labels(small, s.prompts(d)).at(view.heads(d))]
+             for d in evidence.WORD]
+    true, false = (torch.cat(xs) for xs in zip(*pairs))
+    cells = torch.cat([recency.recency_family(small, d, view.heads(d), 6).cells()[view.rows(d)] for d in evidence.WORD])
+    assert claims.CLAIMS["fig6"].find(view) == rules.judge_fig6(true, false, recency.effects(cells))
+    with pytest.raises(evidence.Unjudgeable, match="held out needs at least 4"):
+        view.rows("trec")  # 2 sentence prompts
+    given = evidence.Evidence(small, 6, 2, 0, None, "2-3,1-0")
+    assert "given, not located" in findings.in_view(claims.CLAIMS["fig5"].find, given.held_out).why
+
+
+def test_the_views_in_the_tables_and_the_json():
     f = claims.CLAIMS["fig6"].finding(rules.judge_fig6(torch.rand(10, 3), torch.rand(10, 3), effects(0.05, 0.1)))
     c = rules.judge_fig6(torch.rand(4, 3), torch.rand(4, 3), effects(0.05, 0.1))
-    both = replace(f, correct_only=c)
-    assert claims.CORRECT_ONLY_COLUMN not in claims.table([f]).columns
-    assert claims.table([both]).loc["fig6", claims.CORRECT_ONLY_COLUMN] == f"{ours_text(c)}, N=4: {c.verdict}"
+    h = rules.judge_fig6(torch.rand(5, 3), torch.rand(5, 3), effects(0.05, 0.1))
+    both = replace(f, correct_only=c, held_out=h)
+    correct, held = claims.VIEWS.values()
+    assert correct not in claims.table([f]).columns and held not in claims.table([f]).columns
+    assert claims.table([both]).loc["fig6", correct] == f"{ours_text(c)}, N=4: {c.verdict}"
+    assert claims.table([both]).loc["fig6", held] == f"{ours_text(h)}, N=5: {h.verdict}"
     d = json.loads(json.dumps(both.to_dict()))
     assert d["correct_only"] == {"ours": c.ours, "ci": list(c.ci), "n": 4, "verdict": c.verdict, "why": c.why}
-    assert f"N=4: {c.verdict}" in claims.markdown([both]) and "Correct prompts only" in claims.markdown([both])
+    assert d["held_out"] == {"ours": h.ours, "ci": list(h.ci), "n": 5, "verdict": h.verdict, "why": h.why}
+    assert claims.Finding.from_dict(d) == both
+    md = claims.markdown([both])
+    assert f"N=4: {c.verdict} | {ours_text(h)}, N=5: {h.verdict} |" in md
+    assert "Correct prompts only" in md and f"Held out ({h.verdict}): {h.why}" in md

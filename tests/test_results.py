@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from icl_helpers import claims
+from icl_helpers.verdicts import claims
+from icl_helpers.verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES
 from icl_helpers.model.offline import OFFLINE_MODELS
 
 RESULTS = sorted((Path(__file__).parents[1] / "results").glob("report-*.json"))
@@ -26,10 +27,10 @@ def test_a_committed_report_covers_every_claim_of_the_registry_as_it_states_it(p
     for c in report["claims"]:
         registered = claims.CLAIMS[c["id"]]
         assert (c["claim"], c["paper"], c["source"]) == (registered.claim, registered.paper, registered.source)
-        if c["id"] == "app_d" and c["verdict"] == claims.NOT_TESTED:  # Appendix D, on a model outside LLaMA's layout
+        if c["id"] == "app_d" and c["verdict"] == NOT_TESTED:  # Appendix D, on a model outside LLaMA's layout
             assert "not a Llama-family model" in c["why"]
         else:
-            assert c["verdict"] in (claims.REPLICATES, claims.PARTLY, claims.FAILS), c["id"]  # every other claim tested
+            assert c["verdict"] in (REPLICATES, PARTLY, FAILS), c["id"]  # every other claim tested
         if c["ci"] is not None:
             assert c["ci"][0] <= c["ours"] <= c["ci"][1], c["id"]
 

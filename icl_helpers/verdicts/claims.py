@@ -16,6 +16,8 @@ from .evidence import Evidence
 from .judgement import Judgement, ours_text
 
 AMENDED = "(amended for the recency control, issue 14, before its data were seen)"
+OVER_N = ("(amended, issue 35: judged over every prompt, where it was one, before those data were seen; the one "
+          "prompt the paper shows is kept as the illustration)")
 PREPRINT = "arXiv 2402.02872 (the preprint)"
 EMNLP = "the EMNLP 2024 version"
 # No text of the paper is at hand: each source names where the claim and its number stand as restated
@@ -37,15 +39,17 @@ class Claim:
     find: Callable[[Evidence], Judgement] = field(repr=False)  # the studies and the rule, on the evidence given
     thresholds: dict[str, float] = field(default_factory=dict)
     label_flow: bool = False  # about the label flow in located heads: judged again on the correct records
+    held_out: bool = False  # measures located heads on prompts: judged again in heads located on other records
 
     def __post_init__(self):
         numbers = {**self.thresholds, "K": rules.K, "RANDOM_DRAWS": rules.RANDOM_DRAWS, "TOP": rules.TOP}
         object.__setattr__(self, "paper", self.paper.format(**numbers))
         object.__setattr__(self, "rule", self.rule.format(**numbers))
 
-    def finding(self, ours: Judgement, correct_only: Judgement | None = None) -> Finding:
+    def finding(self, ours: Judgement, correct_only: Judgement | None = None, held_out: Judgement | None = None
+                ) -> Finding:
         return Finding(self.id, self.claim, self.paper, self.source, ours.ours, ours.ci, ours.n, ours.verdict, ours.why,
-                       correct_only)
+                       correct_only, held_out)
 
 
 CLAIMS = {c.id: c for c in [
@@ -74,68 +78,70 @@ CLAIMS = {c.id: c for c in [
           f"{PREPRINT}, Appendix A, Figs. 12-15; {UNCHECKED}", finders.fig12_15, rules.FIG12_15, label_flow=True),
     Claim("table1", "A top in-context head's label values project to the label words (Table 1)",
           "head 22-0: label values' top tokens are the labels (BAR, Bar / foo, Foo)",
-          "replicates: every label value of the top head has its own label among its top {TOP} tokens; partly: not the "
-          "top head's, but one of the top 5 heads' do; does not replicate: none of the top 5",
-          f"{PREPRINT}, Table 1 (GPT-2 large, head 22-0, the example prompt); {UNCHECKED}", finders.table1),
+          "replicates: in the top head, the share of prompts whose every label value ranks its own label token among "
+          "the top {TOP} of the vocabulary has its 95% CI above {share:.0%}; partly: not in the top head, but in one of "
+          "the top 5; does not replicate: in none of the top 5 " + OVER_N,
+          f"{PREPRINT}, Table 1 (GPT-2 large, head 22-0, the example prompt); {UNCHECKED}", finders.table1, rules.TABLE1,
+          label_flow=True, held_out=True),
     Claim("table3", "The same on a correctly predicted AG News prompt (Table 3, Appendix C)",
-          "label values project to the labels", "as table1, on the first correctly predicted AG News prompt",
-          f"{PREPRINT}, Appendix C, Table 3; {UNCHECKED}", finders.table3),
+          "label values project to the labels", "the table1 rule on the AG News prompts, in AG News's top heads " + OVER_N,
+          f"{PREPRINT}, Appendix C, Table 3; {UNCHECKED}", finders.table3, rules.TABLE1, label_flow=True, held_out=True),
     Claim("fig5", "Label values of in-context heads rank their labels far above random heads of the same layer (Fig. 5)",
           "in-context heads far above random; weakest head 19-11 MRR 0.0033",
           "replicates: the in-context heads' mean MRR (95% CI) lies above the {percentile}th percentile of {RANDOM_DRAWS} "
           "layer-matched random draws and >= {heads:.0%} of the heads beat their layer's random mean; partly: one of the "
           "two; does not replicate: neither",
-          f"{PREPRINT}, Fig. 5 (head 19-11's MRR 0.0033); {UNCHECKED}", finders.fig5, rules.FIG5, label_flow=True),
+          f"{PREPRINT}, Fig. 5 (head 19-11's MRR 0.0033); {UNCHECKED}", finders.fig5, rules.FIG5, label_flow=True, held_out=True),
     Claim("fig6", "In-context heads attend more to the true labels than to the false ones (Fig. 6)",
           "true-label weight far above false-label weight",
           "replicates: mean (true - false) summed attention in the top {K} heads has its 95% CI above 0, true > false "
           "in >= {heads:.0%} of heads, and the truth effect at equal distance (recency family) has its CI above 0; "
           "partly: some but not all three; does not replicate: none " + AMENDED,
-          f"{PREPRINT}, Fig. 6; {UNCHECKED}", finders.fig6, rules.FIG6, label_flow=True),
+          f"{PREPRINT}, Fig. 6; {UNCHECKED}", finders.fig6, rules.FIG6, label_flow=True, held_out=True),
     Claim("fig7", "A label position's attention weight rises with the log-probability increase of its subvalue (Fig. 7)",
           "a rising relation", "replicates: Spearman >= {rho} with its 95% CI above 0; partly: CI above 0; "
           "does not replicate: otherwise",
-          f"{PREPRINT}, Fig. 7; {UNCHECKED}", finders.fig7, rules.FIG7, label_flow=True),
+          f"{PREPRINT}, Fig. 7; {UNCHECKED}", finders.fig7, rules.FIG7, label_flow=True, held_out=True),
     Claim("fig8", "Imbalanced prompts: summed attention on true labels drops, on false labels rises (Fig. 8)",
           "true down, false up in the in-context heads",
           "replicates: the mean change of summed true-label attention has its 95% CI below 0, that of false-label "
           "attention above 0, and the attention per true-label position does not rise (CI of its change not above 0); "
           "partly: some but not all three; does not replicate: none " + AMENDED,
-          f"{PREPRINT}, Section 5.1, Fig. 8; {UNCHECKED}", finders.fig8, label_flow=True),
+          f"{PREPRINT}, Section 5.1, Fig. 8; {UNCHECKED}", finders.fig8, label_flow=True, held_out=True),
     Claim("fig9", "Re-ordered prompts: summed attention on true labels drops in every in-context head (Fig. 9)",
           "true down in every in-context head",
           "replicates: the mean change of true-label attention has its 95% CI below 0, it drops in >= {heads:.0%} of heads, "
           "and the distance effect at equal truth (recency family) has its CI above 0; partly: some but not all three; "
           "does not replicate: none " + AMENDED,
-          f"{PREPRINT}, Section 5.2, Fig. 9; {UNCHECKED}", finders.fig9, rules.FIG9, label_flow=True),
+          f"{PREPRINT}, Section 5.2, Fig. 9; {UNCHECKED}", finders.fig9, rules.FIG9, label_flow=True, held_out=True),
     Claim("fig10_11", "Figs. 8 and 9 hold on the sentence datasets (Figs. 10, 11)", "as Figs. 8, 9",
           "the fig8 and fig9 rules on the sentence datasets pooled: replicates if both replicate; does not replicate "
           "if neither does at least partly; partly otherwise",
-          f"{PREPRINT}, Sections 5.1 and 5.2, Figs. 10 and 11; {UNCHECKED}", finders.fig10_11, label_flow=True),
+          f"{PREPRINT}, Sections 5.1 and 5.2, Figs. 10 and 11; {UNCHECKED}", finders.fig10_11, label_flow=True, held_out=True),
     Claim("app_b_mrr", "Appendix B: label-value MRR in the heads shared by the sentence datasets (Figs. 16-18)",
           "in-context heads far above random",
           "the fig5 rule in the heads in all four sentence datasets' top {K} (the top {K} of their mean increase if "
           "none is), on each sentence dataset: replicates if it replicates on every dataset; does not replicate if "
           "on none even partly; partly otherwise",
           f"{PREPRINT}, Appendix B, Figs. 16-18; {UNCHECKED}", finders.sentence_finding(["fig5"], Evidence.shared),
-          label_flow=True),
+          label_flow=True, held_out=True),
     Claim("app_b_attention", "Appendix B: true/false attention in the shared heads (Figs. 19-21)",
           "true above false", "the fig6 rule in app_b_mrr's heads on each sentence dataset, judged together as app_b_mrr",
           f"{PREPRINT}, Appendix B, Figs. 19-21; {UNCHECKED}", finders.sentence_finding(["fig6"], Evidence.shared),
-          label_flow=True),
+          label_flow=True, held_out=True),
     Claim("app_d", "Appendix D: the same picture in LLaMA 7B, 13B, 30B", "label-value MRR and true > false attention",
           "on a Llama-family model, the fig5 and fig6 rules for the single head with the largest mean increase "
           "over the sentence datasets, on each of them: replicates if all eight judgements replicate; does not "
           "replicate if none does even partly; partly otherwise",
           f"{PREPRINT}, Appendix D (LLaMA 7B, 13B, 30B); {UNCHECKED}",
-          finders.sentence_finding(["fig5", "fig6"], Evidence.top_head, llama_only=True), label_flow=True),
+          finders.sentence_finding(["fig5", "fig6"], Evidence.top_head, llama_only=True), label_flow=True, held_out=True),
     Claim("app_e", "Appendix E: position- and neuron-level increases", "label positions carry the head's increase",
           "replicates: the top head's largest position-level increases lie at true-label positions in most prompts: "
           "the share of prompts whose top-head position with the largest increase is a true-label position has its "
           "95% CI above {share}; partly: otherwise, when that share's CI lies above chance (the share of a prompt's "
           "positions that are true-label positions, mean over prompts) and the position is a true label more often "
           "than a false one; does not replicate: otherwise",
-          f"{PREPRINT}, Appendix E; {UNCHECKED}", finders.app_e, rules.APP_E, label_flow=True),
+          f"{PREPRINT}, Appendix E; {UNCHECKED}", finders.app_e, rules.APP_E, label_flow=True, held_out=True),
     Claim("causal", "Ablating the in-context heads destroys accuracy; random heads do not (EMNLP version)",
           "87.6% -> 24.4% top-1 with the top 20 in-context heads ablated",
           "replicates: with the top {K} ablated (mean ablation, heads located on other prompts), top-1 falls below the "
@@ -170,12 +176,13 @@ class Finding:
     verdict: str
     why: str
     correct_only: Judgement | None = None  # the same rule on the correctly answered prompts, where it applies
+    held_out: Judgement | None = None  # the same rule on held-out records, in heads located on the others
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d["ci"] = list(self.ci) if self.ci is not None else None
-        if self.correct_only is not None:
-            d["correct_only"]["ci"] = list(self.correct_only.ci) if self.correct_only.ci is not None else None
+        for part in (d, d["correct_only"], d["held_out"]):  # JSON has lists, not tuples
+            if part is not None and part["ci"] is not None:
+                part["ci"] = list(part["ci"])
         return d
 
     @classmethod
@@ -184,37 +191,41 @@ class Finding:
         def ci(fields: dict) -> tuple[float, float] | None:
             return None if fields["ci"] is None else tuple(fields["ci"])
 
-        extra = d.get("correct_only")
-        correct = None if extra is None else Judgement(**{**extra, "ci": ci(extra)})
-        return cls(**{**d, "ci": ci(d), "correct_only": correct})
+        def judgement(key: str) -> Judgement | None:
+            extra = d.get(key)
+            return None if extra is None else Judgement(**{**extra, "ci": ci(extra)})
+        return cls(**{**d, "ci": ci(d), "correct_only": judgement("correct_only"), "held_out": judgement("held_out")})
 
 
-CORRECT_ONLY_COLUMN = "correct prompts only: ours, N, verdict"
+VIEWS = {"correct_only": "correct prompts only: ours, N, verdict", "held_out": "held out: ours, N, verdict"}
 
 
 def table(findings: Sequence[Finding]) -> pd.DataFrame:
     """One row a claim: claim, paper, ours (CI), N, verdict, and where any finding has one,
-    the correct-only judgement."""
+    the correct-only and the held-out judgement."""
     rows = [{"claim": f.claim, "paper": f.paper, "ours (95% CI)": ours_text(f), "N": f.n, "verdict": f.verdict}
             for f in findings]
-    if any(f.correct_only is not None for f in findings):
-        for row, f in zip(rows, findings):
-            row[CORRECT_ONLY_COLUMN] = correct_only_text(f)
+    for key, column in VIEWS.items():
+        if any(getattr(f, key) is not None for f in findings):
+            for row, f in zip(rows, findings):
+                row[column] = view_text(getattr(f, key))
     return pd.DataFrame(rows, index=[f.id for f in findings])
 
 
-def correct_only_text(f: Finding) -> str:
-    c = f.correct_only
-    return "-" if c is None else f"{ours_text(c)}, N={c.n}: {c.verdict}" if c.ours is not None else f"- ({c.why})"
+def view_text(j: Judgement | None) -> str:
+    """A view's judgement as a table cell: ours, N and verdict, "- (why)" where not tested, "-" where none."""
+    return "-" if j is None else f"{ours_text(j)}, N={j.n}: {j.verdict}" if j.ours is not None else f"- ({j.why})"
 
 
 def markdown(findings: Sequence[Finding]) -> str:
-    """The findings as one markdown table (claim, paper, ours (CI), N, verdict, correct-only
-    judgement), then each tested claim's why and rule."""
-    rows = [f"| id | claim | paper | ours (95% CI) | N | verdict | {CORRECT_ONLY_COLUMN} |", "|---|---|---|---|---|---|---|"]
+    """The findings as one markdown table (claim, paper, ours (CI), N, verdict, the correct-only
+    and held-out judgements), then each tested claim's why and rule."""
+    rows = [f"| id | claim | paper | ours (95% CI) | N | verdict | {' | '.join(VIEWS.values())} |",
+            "|---|---|---|---|---|---|---|---|"]
     rows += [f"| {f.id} | {f.claim} | {f.paper} | {ours_text(f)} | {f.n if f.n is not None else '-'} | {f.verdict} | "
-             f"{correct_only_text(f)} |" for f in findings]
+             + " | ".join(view_text(getattr(f, key)) for key in VIEWS) + " |" for f in findings]
     why = [f"- **{f.id}** ({f.verdict}): {f.why}. Rule: {CLAIMS[f.id].rule}. Paper: {f.source}."
            + (f" Correct prompts only ({f.correct_only.verdict}): {f.correct_only.why}." if f.correct_only else "")
+           + (f" Held out ({f.held_out.verdict}): {f.held_out.why}." if f.held_out else "")
            for f in findings if f.ours is not None]
     return "\n".join(rows) + "\n\nWhy, claim by claim, with the rule each verdict follows:\n\n" + "\n".join(why) + "\n"

@@ -1,6 +1,7 @@
 """The evidence the findings share on one model: each dataset's balanced prompt set, its
 located heads and recency family, built on first use and once (the studies cache their
-passes on disk), and the views a claim is judged again in (the correctly answered records)."""
+passes on disk), and the views a claim is judged again in (the correctly answered records;
+held-out records, in heads located on others)."""
 from __future__ import annotations
 
 import copy
@@ -10,7 +11,7 @@ from typing import Sequence
 
 import torch
 
-from ..core.heads import Head, check_heads, head_name, parse_heads
+from ..core.heads import Head, check_heads, head_name, parse_heads, top_heads
 from ..core.locate import LocateResult
 from ..model.loading import ICLModel
 from ..notebook import sentence_datasets
@@ -25,29 +26,33 @@ FIRST = WORD[0]  # the dataset of the single-dataset claims (Table 1, Figs. 2, 5
 EXAMPLE = "love : bar like : bar eight : foo two : foo one :"  # the paper's running example (Table 1, Fig. 2)
 
 
-class TooFewCorrect(Exception):
-    """A dataset with fewer than 2 correctly answered prompts, in a correct-only judgement."""
+class Unjudgeable(Exception):
+    """A view a claim cannot be judged in, and why: fewer than 2 correctly answered prompts in a
+    dataset (correct only), or heads given rather than located (held out)."""
 
 
 class Evidence:
     """What the findings share, each built on first use and once: the balanced prompt set,
     located heads and recency family of a dataset, and the family's effects pooled.
 
-    `rows(dataset)` [N] bool: the records a finding judges, all of them, or in the view
-    `correct()` those whose balanced prompt the model answers correctly. The heads stay
-    those located on all prompts, or the heads given (checked against the model at once)."""
+    `rows(dataset)` [N] bool: the records a finding judges, all of them; in the view
+    `correct()` those whose balanced prompt the model answers correctly, in the heads located
+    on all prompts; in the view `held_out()` the even records (0, 2, ...), in heads located on
+    the odd ones, so that no head is judged on the prompts that selected it. The heads given
+    (checked against the model at once) replace the located ones in every dataset."""
 
     def __init__(self, m: ICLModel, n: int, sentence_n: int, seed: int, data_dir: str | Path | None,
                  heads: str | Sequence[Head] | None = None):
         self.m, self.n, self.sentence_n, self.seed, self.data_dir = m, n, sentence_n, seed, data_dir
         self.given = check_heads(parse_heads(heads), m.arch)
-        self.correct_only = False
+        self.view = "all"  # or "correct", "held out"
         self.prompts = functools.cache(self._prompts)
         self.loc = functools.cache(self._loc)
         self.heads = functools.cache(self._heads)
         self.family = functools.cache(self._family)
         self.effects = functools.cache(self._effects)
         self.correct = functools.cache(self._correct)
+        self.held_out = functools.cache(self._held_out)
 
     @functools.cached_property
     def sentence(self) -> list[str]:
@@ -58,7 +63,10 @@ class Evidence:
         return self.n if dataset in WORD else self.sentence_n
 
     def _heads(self, dataset: str) -> list[Head]:
-        """The heads given (in every dataset), else the dataset's top K."""
+        """The heads given (in every dataset), else the dataset's top K (located on the odd records
+        in the held-out view)."""
+        if self.view == "held out":
+            return top_heads(self.mean_increase([dataset]), K)
         return in_context_heads(self.m, self.prompts(dataset), K, self.given)
 
     def heads_named(self, dataset: str) -> str:
@@ -69,17 +77,40 @@ class Evidence:
         """The same studies, judged on the correctly answered records only (built once: the
         claims share its effects)."""
         view = copy.copy(self)
-        view.correct_only = True
+        view.view = "correct"
         view.effects = functools.cache(view._effects)  # pooled over other rows than ours
         return view
 
+    def _held_out(self) -> Evidence:
+        """The same studies, judged on the even records in heads located on the odd ones (built
+        once: the claims share its heads, families and effects)."""
+        if self.given:
+            raise Unjudgeable("the heads were given, not located: no prompt selected them")
+        view = copy.copy(self)
+        view.view = "held out"
+        view.heads = functools.cache(view._heads)
+        view.family = functools.cache(view._family)
+        view.effects = functools.cache(view._effects)
+        return view
+
+    def locating(self, dataset: str) -> torch.Tensor:
+        """[N] bool: the records the heads are located on (the odd ones in the held-out view)."""
+        n = self.size(dataset)
+        if self.view != "held out":
+            return torch.ones(n, dtype=torch.bool)
+        if n < 4:
+            raise Unjudgeable(f"{n} {dataset} prompts: held out needs at least 4, half to locate the heads, half to judge")
+        return torch.arange(n) % 2 == 1
+
     def rows(self, dataset: str) -> torch.Tensor:
-        """[N] bool: the records judged (every one, or the correctly answered ones)."""
-        if not self.correct_only:
+        """[N] bool: the records judged (every one, the correctly answered ones, or the even ones)."""
+        if self.view == "held out":
+            return ~self.locating(dataset)
+        if self.view == "all":
             return torch.ones(self.size(dataset), dtype=torch.bool)
         right = answered_correctly(self.m, self.prompts(dataset))
         if right.sum() < 2:
-            raise TooFewCorrect(f"{int(right.sum())} of {len(right)} {dataset} prompts answered correctly")
+            raise Unjudgeable(f"{int(right.sum())} of {len(right)} {dataset} prompts answered correctly")
         return right
 
     def _prompts(self, dataset: str) -> PromptSet:
@@ -95,7 +126,9 @@ class Evidence:
         return recency.effects(torch.cat([self.family(d).cells()[self.rows(d)] for d in datasets]))
 
     def mean_increase(self, datasets: Sequence[str]) -> torch.Tensor:
-        """[L, H]: each head's mean increase, averaged over the datasets (located on all their prompts)."""
+        """[L, H]: each head's mean increase over the records it is located on, averaged over the datasets."""
+        if self.view == "held out":
+            return torch.stack([self.loc(d).head[self.locating(d)].mean(0) for d in datasets]).mean(0)
         return torch.stack([self.loc(d).head_mean for d in datasets]).mean(0)
 
     def shared(self) -> tuple[list[Head], str]:

@@ -28,9 +28,11 @@ def table2(s: Evidence) -> Judgement:
 
 
 def table1(s: Evidence) -> Judgement:
+    """Table 1's test over every prompt of FIRST, with the paper's example prompt as its illustration."""
+    heads = s.heads(FIRST)
     example = projection.projections(s.m, prompt_set_from_texts(s.m, [EXAMPLE], name="example"))
-    return rules.judge_label_values(label_value_hits(example, 0, s.heads(FIRST)), s.heads(FIRST)[:5],
-                                     f"the example prompt, {s.heads_named(FIRST)}")
+    return rules.judge_label_values(label_value_hits(s, FIRST), heads[:5], f"{FIRST}, {s.heads_named(FIRST)}",
+                                    f"the example prompt: {example_hits(example, heads)}")
 
 
 def fig6(s: Evidence) -> Judgement:
@@ -99,23 +101,34 @@ def app_e(s: Evidence) -> Judgement:
                               subvalues.neuron_lines(neurons))
 
 
-def label_value_hits(proj: projection.Projections, prompt: int, heads: Sequence[Head]) -> list[float]:
-    """For the first 5 heads: share of a prompt's label values with their own label in their top tokens."""
-    return [projection.label_value_hits(proj.table(prompt, head, TOP)) for head in heads[:5]]
+def label_value_hits(s: Evidence, dataset: str) -> torch.Tensor:
+    """[N, S] bool, the judged records and the dataset's top S = 5 heads: every label value of
+    the prompt ranks its own label token among the top TOP of the vocabulary (`mrr.label_ranks`)."""
+    ranks = mrr.label_ranks(s.m, s.prompts(dataset), s.heads(dataset)[:5])[s.rows(dataset)]  # [N, S, labels]
+    return ((ranks <= TOP) | ranks.isnan()).all(2)
+
+
+def example_hits(proj: projection.Projections, heads: Sequence[Head]) -> str:
+    """The paper's illustration on one prompt (`proj` holds it alone): for the first 5 heads, the
+    share of its label values with their own label (any case) in their top TOP tokens, stop
+    words left out (`Projections.table`)."""
+    return ", ".join(f"{l}-{h}: {projection.label_value_hits(proj.table(0, (l, h), TOP)):.0%}" for l, h in heads[:5])
 
 
 def table3(s: Evidence) -> Judgement:
-    """Table 1's test on the first AG News prompt the model predicts correctly (Appendix C),
-    told by the predictions its heads were located on (no second pass)."""
+    """Table 1's test over every AG News prompt (Appendix C), with the first prompt the model
+    predicts correctly as its illustration (told by the predictions its heads were located on)."""
     if "agnews" not in s.sentence:
         return not_tested("no copy of AG News here, and no hub")
     ps, heads = s.prompts("agnews"), s.heads("agnews")
     first = first_correct(s.m, ps)
     if first is None:
-        return not_tested(f"no AG News prompt of {len(ps)} is predicted correctly")
-    one = prompt_set_from_texts(s.m, [ps.texts[first]], name="agnews-correct")
-    return rules.judge_label_values(label_value_hits(projection.projections(s.m, one), 0, heads), heads[:5],
-                                     f"AG News prompt {first} (the first predicted correctly), {s.heads_named('AG News')}")
+        shown = f"no AG News prompt of {len(ps)} is predicted correctly"
+    else:
+        one = projection.projections(s.m, prompt_set_from_texts(s.m, [ps.texts[first]], name="agnews-correct"))
+        shown = f"AG News prompt {first} (the first predicted correctly): {example_hits(one, heads)}"
+    return rules.judge_label_values(label_value_hits(s, "agnews"), heads[:5], f"AG News, {s.heads_named('agnews')}",
+                                    shown)
 
 
 def fig5(s: Evidence) -> Judgement:

@@ -14,7 +14,7 @@ from ..errors import UsageError
 from ..model.loading import ICLModel
 from ..studies.runner import cache_file, cached, prompts_hash, source_hash
 from .claims import CLAIMS, Finding
-from .evidence import Evidence, TooFewCorrect
+from .evidence import Evidence, Unjudgeable
 from .judgement import Judgement, not_tested
 
 
@@ -38,10 +38,13 @@ def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | 
 
 
 def judged(id: str, s: Evidence) -> Finding:
-    """The claim judged on all prompts, and where it applies, on the correct ones only."""
+    """The claim judged on all prompts, and where it applies, on the correct ones only and on
+    held-out records in heads located on others."""
     claim = CLAIMS[id]
     ours = claim.find(s)
-    return claim.finding(ours, correct_only(claim.find, s) if claim.label_flow and ours.ours is not None else None)
+    tested = ours.ours is not None
+    return claim.finding(ours, in_view(claim.find, s.correct) if claim.label_flow and tested else None,
+                         in_view(claim.find, s.held_out) if claim.held_out and tested else None)
 
 
 def kept_finding(id: str, s: Evidence) -> Finding:
@@ -59,9 +62,10 @@ def kept_finding(id: str, s: Evidence) -> Finding:
     return Finding.from_dict(json.loads(stored["finding"].numpy().tobytes()))
 
 
-def correct_only(find: Callable[[Evidence], Judgement], s: Evidence) -> Judgement:
-    """A claim's finder on the correctly answered records only."""
+def in_view(find: Callable[[Evidence], Judgement], view: Callable[[], Evidence]) -> Judgement:
+    """A claim's finder on a view of the evidence (`Evidence.correct`, `Evidence.held_out`),
+    or not tested, saying why, where the view cannot judge it."""
     try:
-        return find(s.correct())
-    except TooFewCorrect as few:
-        return not_tested(str(few))
+        return find(view())
+    except Unjudgeable as why:
+        return not_tested(str(why))
