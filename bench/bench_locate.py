@@ -73,8 +73,9 @@ def build_model(name: str, device: str) -> ICLModel:
 
 def build_prompts(data: str, n: int) -> list[str]:
     """n word prompts (both word datasets, shuffled) or n AG News prompts."""
-    from icl_helpers.data.datasets import load_word_records, sentence_records
     from icl_helpers.data.prompts import build_prompts as render
+    from icl_helpers.data.sentences import sentence_records
+    from icl_helpers.data.words import load_word_records
 
     if data == "agnews":
         records = sentence_records("agnews", n=n, max_chars=AGNEWS_CHARS)

@@ -17,9 +17,9 @@ from ..claims import Finding, not_tested
 from ..core.heads import Head, at_heads, check_heads, head_name, parse_heads, top_heads
 from ..core.locate import LocateResult
 from ..data.datasets import dataset_records
+from ..data.sentences import sentence_datasets
 from ..errors import UsageError
 from ..model.loading import ICLModel
-from ..notebook import sentence_datasets
 from . import causal, label_attention, mrr, projection, recency, subvalues
 from .accuracy import table2_cells
 from .in_context_heads import answered_correctly, first_correct, in_context_heads, located, shared_heads
