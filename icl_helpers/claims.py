@@ -16,7 +16,7 @@ import torch
 
 from .core.heads import Head, top_heads
 from .stats import bootstrap_ci, mean_ci, spearman
-from .studies.causal import AblationRuns
+from .studies.ablation import AblationRuns
 from .studies.label_attention import true_vs_false, variant_change
 from .studies.recency import Effects
 from .studies.subvalues import FALSE_LABEL, KINDS, TRUE_LABEL, kind_shares

@@ -20,7 +20,7 @@ from ..data.datasets import dataset_records
 from ..data.sentences import sentence_datasets
 from ..errors import UsageError
 from ..model.loading import ICLModel
-from . import causal, label_attention, mrr, projection, recency, subvalues
+from . import ablation, biases, label_attention, mrr, projection, recency, subvalues
 from .accuracy import table2_cells
 from .in_context_heads import answered_correctly, first_correct, in_context_heads, located, shared_heads
 from .runner import PromptSet, cache_file, cached, prompt_set, prompt_set_from_texts, prompts_hash, source_hash
@@ -237,9 +237,9 @@ def causal_finding(s: Studies) -> Finding:
     for d in WORD:
         heads = list(s.given) if s.given else top_heads(s.loc(d).head[: n // 2].mean(0), K)
         k = len(heads)  # K, every head of a smaller model, or the heads given
-        runs.append(causal.ablation_runs(s.m, causal.evaluation_prompts(d, n // 2, n - n // 2, s.seed), heads, [k],
-                                         RANDOM_DRAWS, s.seed, causal.ablation_means(s.m, s.prompts(d).texts[: n // 2])))
-    return claims.judge_causal(causal.AblationRuns.cat(runs), k, "mean", given=s.given is not None)
+        runs.append(ablation.ablation_runs(s.m, ablation.evaluation_prompts(d, n // 2, n - n // 2, s.seed), heads, [k],
+                                           RANDOM_DRAWS, s.seed, ablation.ablation_means(s.m, s.prompts(d).texts[: n // 2])))
+    return claims.judge_causal(ablation.AblationRuns.cat(runs), k, "mean", given=s.given is not None)
 
 
 def app_e(s: Studies) -> Finding:
@@ -349,7 +349,7 @@ FINDERS: dict[str, Callable[[Studies], Finding]] = {
     "app_d": sentence_finding("app_d", ["fig5", "fig6"], Studies.top_head, llama_only=True),
     "app_e": app_e,
     "causal": causal_finding,
-    "majority_bias": bias("majority_bias", causal.majority_bias, 0.22),
-    "recency_bias": bias("recency_bias", causal.recency_bias, 0.17),
+    "majority_bias": bias("majority_bias", biases.majority_bias, 0.22),
+    "recency_bias": bias("recency_bias", biases.recency_bias, 0.17),
 }
 assert list(FINDERS) == list(claims.CLAIMS), "a finder a claim, in the registry's order"
