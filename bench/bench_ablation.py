@@ -21,11 +21,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from icl_helpers import load_model  # noqa: E402
-from icl_helpers.studies import ablation  # noqa: E402
-from icl_helpers.studies.in_context_heads import in_context_heads  # noqa: E402
-from icl_helpers.studies.intervened import intervened_accuracy  # noqa: E402
-from icl_helpers.studies.runner import prompt_set  # noqa: E402
+from icl_helpers import load_model
+from icl_helpers.studies import ablation
+from icl_helpers.studies.in_context_heads import in_context_heads
+from icl_helpers.studies.intervened import intervened_accuracy
+from icl_helpers.studies.runner import prompt_set
 
 WORD = ["sentiment_number", "animal_country"]
 

@@ -9,7 +9,14 @@ from icl_helpers import ICLModel
 from icl_helpers.core.heads import same_layer_random_heads
 from icl_helpers.core.interventions import ablated, balanced_labels, position_free_labels
 from icl_helpers.data.datasets import dataset_records
-from icl_helpers.data.prompts import VARIANTS, Record, build_prompt, build_prompts, mixed_label_prompts, prompt_label_ids
+from icl_helpers.data.prompts import (
+    VARIANTS,
+    Record,
+    build_prompt,
+    build_prompts,
+    mixed_label_prompts,
+    prompt_label_ids,
+)
 from icl_helpers.errors import UsageError
 from icl_helpers.studies.ablation import (
     AblationRuns,

@@ -15,8 +15,8 @@ from icl_helpers.data.prompts import prompt_label_ids
 from icl_helpers.errors import UsageError
 from icl_helpers.stats import bootstrap_ci, mean_ci
 from icl_helpers.studies import label_attention, mrr, recency, report
-from icl_helpers.studies.accuracy import Accuracy
 from icl_helpers.studies.ablation import AblationRuns
+from icl_helpers.studies.accuracy import Accuracy
 from icl_helpers.studies.recency import Effects
 from icl_helpers.studies.runner import prompt_set
 from icl_helpers.studies.subvalues import FALSE_LABEL, LAST, OTHER, TRUE_LABEL
