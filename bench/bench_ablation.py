@@ -21,10 +21,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from icl_helpers import load_model  # noqa: E402
-from icl_helpers.studies import causal  # noqa: E402
-from icl_helpers.studies.in_context_heads import in_context_heads  # noqa: E402
-from icl_helpers.studies.runner import prompt_set  # noqa: E402
+from icl_helpers import load_model
+from icl_helpers.studies import ablation
+from icl_helpers.studies.in_context_heads import in_context_heads
+from icl_helpers.studies.intervened import intervened_accuracy
+from icl_helpers.studies.runner import prompt_set
 
 WORD = ["sentiment_number", "animal_country"]
 
@@ -35,8 +36,8 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=5, help="layer-matched random draws (default 5)")
     args = parser.parse_args()
     m = load_model("smollm2-135m", device="cpu")
-    plan = causal.CausalPlan.for_prompts(4 * args.n_ablation)
-    first_layer = causal.first_layer
+    plan = ablation.CausalPlan.for_prompts(4 * args.n_ablation)
+    first_layer = ablation.first_layer
     print(f"{args.n_ablation} prompts a dataset, ks {plan.ks}, {args.draws} draws, "
           f"{torch.get_num_threads()} torch threads\n")
     print("| dataset | runs | first layers of the top-k runs | shared prefix s | from the embeddings s | speed-up |")
@@ -44,21 +45,21 @@ def main() -> None:
     for d in WORD:
         locating = prompt_set(m, d, "balanced", plan.n_locate)
         top = in_context_heads(m, locating, 20)
-        means = causal.ablation_means(m, locating.texts)
-        prompts = causal.evaluation_prompts(d, plan.n_locate, args.n_ablation)
-        causal.intervened_accuracy(m, prompts[:8])  # warm-up
+        means = ablation.ablation_means(m, locating.texts)
+        prompts = ablation.evaluation_prompts(d, plan.n_locate, args.n_ablation)
+        intervened_accuracy(m, prompts[:8])  # warm-up
 
-        def timed() -> tuple[causal.AblationRuns, float]:
+        def timed() -> tuple[ablation.AblationRuns, float]:
             start = time.perf_counter()
-            runs = causal.ablation_runs(m, prompts, top, plan.ks, args.draws, means=means)
+            runs = ablation.ablation_runs(m, prompts, top, plan.ks, args.draws, means=means)
             return runs, time.perf_counter() - start
 
         shared, shared_s = timed()
-        causal.first_layer = lambda heads: 0  # every run from the embeddings, as before the change
+        ablation.first_layer = lambda heads: 0  # every run from the embeddings, as before the change
         try:
             full, full_s = timed()
         finally:
-            causal.first_layer = first_layer
+            ablation.first_layer = first_layer
         same = all(torch.equal(a.true_logit, b.true_logit) and torch.equal(a.top, b.top)
                    for a, b in zip([shared.plain, *shared.top.values(), *sum(shared.random.values(), [])],
                                    [full.plain, *full.top.values(), *sum(full.random.values(), [])]))

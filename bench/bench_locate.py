@@ -55,7 +55,14 @@ def build_model(name: str, device: str) -> ICLModel:
     """A randomly initialised GPT-2-small- or Llama-7B-shaped model, else load_model(name)."""
     if name not in RANDOM_MODELS:
         return load_model(name, device=device)
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast, LlamaConfig
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoTokenizer,
+        GPT2Config,
+        GPT2LMHeadModel,
+        GPT2TokenizerFast,
+        LlamaConfig,
+    )
 
     torch.manual_seed(0)
     if name == "gpt2-small":
@@ -73,8 +80,9 @@ def build_model(name: str, device: str) -> ICLModel:
 
 def build_prompts(data: str, n: int) -> list[str]:
     """n word prompts (both word datasets, shuffled) or n AG News prompts."""
-    from icl_helpers.data.datasets import load_word_records, sentence_records
     from icl_helpers.data.prompts import build_prompts as render
+    from icl_helpers.data.sentences import sentence_records
+    from icl_helpers.data.words import load_word_records
 
     if data == "agnews":
         records = sentence_records("agnews", n=n, max_chars=AGNEWS_CHARS)
@@ -230,21 +238,28 @@ def run_job(args: argparse.Namespace) -> dict:
     bs = args.batch_size
     check: dict = {}
     if args.method == "forward":
-        work = lambda: forward_pass(m, timed_prompts, bs)
+        def work() -> object:
+            return forward_pass(m, timed_prompts, bs)
     elif args.method == "forward-last":
-        work = lambda: forward_pass(m, timed_prompts, bs, logits_to_keep=1)
+        def work() -> object:
+            return forward_pass(m, timed_prompts, bs, logits_to_keep=1)
     elif args.method == "locate-forward":
-        work = lambda: locate_forward(m, timed_prompts, bs)
+        def work() -> object:
+            return locate_forward(m, timed_prompts, bs)
     elif args.method == "locate":
-        work = lambda: locate(m, timed_prompts, batch_size=bs)
+        def work() -> object:
+            return locate(m, timed_prompts, batch_size=bs)
     elif args.method == "positions":
         heads = [tuple(int(i) for i in h.split(".")) for h in args.heads.split(",")]
-        work = lambda: positions(m, timed_prompts, bs, heads)
+        def work() -> object:
+            return positions(m, timed_prompts, bs, heads)
     elif args.method == "authors":
-        work = lambda: [authors_scores(m, p) for p in timed_prompts]
+        def work() -> object:
+            return [authors_scores(m, p) for p in timed_prompts]
     elif args.method == "transformer-lens":
         bridge = boot_bridge(m, args.device)
-        work = lambda: transformer_lens_scores(bridge, m, timed_prompts, bs)
+        def work() -> object:
+            return transformer_lens_scores(bridge, m, timed_prompts, bs)
     locate_forward(m, prompts[:bs], bs)  # warm-up
     base_mb = _reset_peak(args.device)
     seconds, times, result = _timed(work, args.repeats, args.device)

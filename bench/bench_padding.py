@@ -20,9 +20,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from icl_helpers import ICLModel, load_model  # noqa: E402
-from icl_helpers.core.decompose import BATCH_TOKENS, decompose, length_batches  # noqa: E402
-from icl_helpers.studies.runner import prompt_set  # noqa: E402
+from icl_helpers import ICLModel, load_model
+from icl_helpers.core.decompose import BATCH_TOKENS, decompose, length_batches
+from icl_helpers.studies.runner import prompt_set
 
 BATCH = 32
 

@@ -156,7 +156,8 @@ def run(n: int, sentence_n: int, ids: list[str], sdpa: bool) -> dict:
         "tokens": sum(r["tokens"] for r in counter.by_step.values()),
         "padded_tokens": sum(r["padded"] for r in counter.by_step.values()),
         "distinct_prompts": len(distinct), "distinct_tokens": tokens, "matmul_gflops": gflops,
-        "floor_arithmetic_seconds": arithmetic, "floor_arithmetic_by_step": by_step, "floor_forward_seconds": forward, "floor_forward_sdpa_seconds": forward_sdpa,
+        "floor_arithmetic_seconds": arithmetic, "floor_arithmetic_by_step": by_step,
+        "floor_forward_seconds": forward, "floor_forward_sdpa_seconds": forward_sdpa,
         "peak_mb_after_load": peak_load, "peak_mb_after_suite": peak_suite,
     }
 

@@ -2,7 +2,7 @@
 
 The public API; the subpackages hold the rest: `model` (loading, adapters, hooks, prefix), `core`
 (decompose, attribution, locate, projections, interventions), `data` (prompts, positions,
-datasets), `studies` (one module per paper analysis), `viz` (figures and widgets). Names
+words, sentences, datasets), `studies` (one module per paper analysis), `viz` (figures and widgets). Names
 are imported on first use, so `python -m icl_helpers` answers bad arguments before torch loads.
 """
 from __future__ import annotations

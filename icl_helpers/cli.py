@@ -173,8 +173,8 @@ def cmd_report(args: argparse.Namespace) -> None:
                  "columns judge the label-flow claims again: on the prompts the model answers correctly (top-1 "
                  "the true label on the balanced prompt, as the paper's Appendix A), in the heads located on all "
                  "prompts; and held out, on the even records in heads located on the odd ones, so that no head is "
-                 "judged on the prompts that selected it (the claims that measure located heads on prompts)." + (f" Heads analysed: {given['heads']} in every dataset, instead of each one's top 20."
-                               if heads else ""))
+                 "judged on the prompts that selected it (the claims that measure located heads on prompts)."
+                 + (f" Heads analysed: {given['heads']} in every dataset, instead of each one's top 20." if heads else ""))
         write_output(md, intro + "\n\n" + markdown(findings), "--markdown")
     counts = {v: sum(f.verdict == v for f in findings) for v in dict.fromkeys(f.verdict for f in findings)}
     print(f"{len(findings)} claims in {_clock(start)}: " + ", ".join(f"{c} {v}" for v, c in counts.items())

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .core.heads import Head, heads_text, parse_heads
-from .data.datasets import resolve_data_dir, unavailable
+from .data.sentences import resolve_data_dir
 from .errors import UsageError
 from .model.loading import ICLModel
 from .paths import REPO_ROOT
@@ -93,18 +93,6 @@ def notebook_params(
     if values["data_dir"] is not None:  # relative: from the checkout, as in scripts/; checked before the model loads
         values["data_dir"] = resolve_data_dir(REPO_ROOT / Path(values["data_dir"]).expanduser())
     return Params(**values)
-
-
-def sentence_datasets(names: list[str], data_dir: str | Path | None = None) -> list[str]:
-    """`names` where the sentence datasets can be had on this machine (a local copy, else the
-    hub); else [] and one printed line saying what is skipped and how to get the data, so
-    that a notebook's sentence-dataset sections run on nothing and the rest runs as usual."""
-    reason = unavailable(data_dir)
-    if reason is None:
-        return list(names)
-    print(f"Skipping {', '.join(names)}: {reason}. For these sections, run `python -m icl_helpers data fetch` on a "
-          "machine with a network, set ICL_DATA_DIR to local copies (layout: data/README.md), or install `datasets`.")
-    return []
 
 
 def report_accuracy(m: ICLModel, sets: dict[str, PromptSet]) -> None:

@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from icl_helpers import UsageError
-from icl_helpers.data.datasets import load_word_records
 from icl_helpers.data.prompts import Variant, build_prompts, label_token_ids, prompt_label_ids
+from icl_helpers.data.words import load_word_records
 from icl_helpers.studies.accuracy import Accuracy, accuracy
 from tests.conftest import close, vocab_tokenizer
 

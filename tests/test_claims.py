@@ -9,18 +9,18 @@ from dataclasses import replace
 import pytest
 import torch
 
-from icl_helpers.verdicts import claims, evidence, findings, rules
-from icl_helpers.verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES, Judgement, not_tested, ours_text
 from icl_helpers.core.heads import top_heads
 from icl_helpers.data.prompts import prompt_label_ids
 from icl_helpers.errors import UsageError
 from icl_helpers.stats import bootstrap_ci, mean_ci
 from icl_helpers.studies import label_attention, mrr, recency
+from icl_helpers.studies.ablation import AblationRuns
 from icl_helpers.studies.accuracy import Accuracy
-from icl_helpers.studies.causal import AblationRuns
 from icl_helpers.studies.recency import Effects
 from icl_helpers.studies.runner import prompt_set
 from icl_helpers.studies.subvalues import FALSE_LABEL, LAST, OTHER, TRUE_LABEL
+from icl_helpers.verdicts import claims, evidence, findings, rules
+from icl_helpers.verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES, Judgement, not_tested, ours_text
 from tests.conftest import close
 
 g = torch.Generator()

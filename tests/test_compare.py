@@ -6,8 +6,8 @@ import json
 import pytest
 
 from icl_helpers.cli import main
-from icl_helpers.verdicts.compare import cell, differing, markdown, read_reports
 from icl_helpers.errors import UsageError
+from icl_helpers.verdicts.compare import cell, differing, markdown, read_reports
 
 
 def finding(id: str, verdict: str, ours) -> dict:

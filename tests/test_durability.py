@@ -29,7 +29,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from icl_helpers import UsageError
 from icl_helpers.cli import main
 from icl_helpers.model import loading
-from icl_helpers.paths import BUNDLED, REPO_ROOT, sweep_leftovers, write_atomically, write_text_atomically
+from icl_helpers.paths import BUNDLED, REPO_ROOT, sweep_leftovers, write_atomically
 from icl_helpers.studies import runner
 
 TENSORS = {"head": torch.arange(12.0).reshape(3, 4), "targets": torch.tensor([1, 2, 3])}
@@ -331,7 +331,8 @@ def test_a_disk_filled_during_a_conversion_is_one_line_and_leaves_nothing(fault,
     (folder / "earlier").write_text("an earlier file")
     tokenizer, before = TinyTokenizer(), lambda: None
     if fault == "tmpfs":
-        before = lambda: fill(folder)  # another program takes the room after the check
+        def before() -> None:  # another program takes the room after the check
+            fill(folder)
     elif fault == "safetensors":
         monkeypatch.setattr("transformers.modeling_utils.safe_save_file",
                             raising(SafetensorError(f"Error while serializing: I/O error: {NO_SPACE} (os error 28)")))

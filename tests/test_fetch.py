@@ -22,12 +22,12 @@ import pytest
 
 from icl_helpers import UsageError
 from icl_helpers.cli import main
-from icl_helpers.data import datasets as ds
+from icl_helpers.data import sentences as ds
 from icl_helpers.data.fetch import fetch
 from icl_helpers.paths import REPO_ROOT
-from tests.test_datasets import DATA_DIR, SIZES, SMALL, full_copy
+from tests.test_sentences import DATA_DIR, SIZES, SMALL, full_copy
 
-COUNTS = {  # examples a class in test_datasets' small copies
+COUNTS = {  # examples a class in test_sentences' small copies
     "sst2": {"train": (3, 3), "test": (1, 1)},
     "trec": {"train": (3,) * 6, "test": (1,) * 6},
     "agnews": {"test": (3, 3, 3, 3)},

@@ -6,7 +6,8 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from icl_helpers.studies.causal import IN_CONTEXT, RANDOM, BiasCount, BiasEffect
+from icl_helpers.studies.ablation import IN_CONTEXT, RANDOM
+from icl_helpers.studies.biases import BiasCount, BiasEffect
 from icl_helpers.viz import figures
 
 g = torch.Generator().manual_seed(0)

@@ -15,11 +15,10 @@ from icl_helpers.core.attribution import Readout
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.interventions import balanced_labels, position_free_labels
 from icl_helpers.core.locate import locate
-from tests.test_attribution import naive_increase
-from tests.hand import assert_exact
-from tests.test_interventions import EXAMPLES, labels_of, last_logits
-
 from icl_helpers.model.offline import OFFLINE_MODELS
+from tests.hand import assert_exact
+from tests.test_attribution import naive_increase
+from tests.test_interventions import EXAMPLES, labels_of, last_logits
 
 WORDS = ["love : bar like : bar eight : foo two : foo one :", "happy : bar seven : foo three : foo ten :",
          "a rather long demonstration here : bar fine : bar twelve : foo nine : foo six :"]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from icl_helpers import UsageError, hub
-from icl_helpers.notebook import ENV, Params, notebook_params, sentence_datasets
+from icl_helpers import UsageError
+from icl_helpers.notebook import ENV, Params, notebook_params
 from icl_helpers.paths import REPO_ROOT
 
 
@@ -38,20 +38,6 @@ def test_echo_shows_no_absolute_path_beside_the_checkout():
     shown = repr(Params("smollm2-135m", 32, 8, None, "float32", REPO_ROOT.parent / "shared" / "datasets", 0))
     assert shown == ("Params(model='smollm2-135m', n_prompts=32, n_sentence_prompts=8, device=None, dtype='float32', "
                      "data_dir='../shared/datasets', seed=0)")
-
-
-def test_sentence_sections_skip_with_one_line(tmp_path, monkeypatch, capsys):
-    assert sentence_datasets(["sst2", "trec"], tmp_path) == ["sst2", "trec"]  # a local copy
-    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path / "cache"))  # nothing fetched
-    monkeypatch.setattr(hub, "reachable", lambda: False)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-    assert capsys.readouterr().out == ""
-    assert sentence_datasets(["sst2", "trec"]) == []
-    out = capsys.readouterr().out
-    assert out.startswith("Skipping sst2, trec: no local copy, and ") and out.endswith(
-        "For these sections, run `python -m icl_helpers data fetch` on a machine with a network, set ICL_DATA_DIR to "
-        "local copies (layout: data/README.md), or install `datasets`.\n") and out.count("\n") == 1
 
 
 def test_environment_overrides(monkeypatch):

@@ -6,8 +6,8 @@ import torch
 
 from icl_helpers.core.interventions import ablated, position_free_labels
 from icl_helpers.data.prompts import parse_prompt, prompt_label_ids
-from icl_helpers.model.prefix import block_inputs, resumed
 from icl_helpers.model.hooks import attached
+from icl_helpers.model.prefix import block_inputs, resumed
 from icl_helpers.studies.accuracy import Run, accuracies, accuracy
 from tests.test_interventions import EXAMPLES, labels_of
 

@@ -6,7 +6,14 @@ import torch
 
 from icl_helpers.core.attribution import Readout
 from icl_helpers.core.decompose import decompose
-from icl_helpers.core.projections import STOP_WORDS, kept_tokens, label_attention, label_value_ranks, project_head, top_tokens
+from icl_helpers.core.projections import (
+    STOP_WORDS,
+    kept_tokens,
+    label_attention,
+    label_value_ranks,
+    project_head,
+    top_tokens,
+)
 from tests.conftest import PROMPTS, close, rank_slack
 
 HEADS = [(0, 1), (2, 3), (1, 0)]

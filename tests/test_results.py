@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from icl_helpers.model.offline import OFFLINE_MODELS
 from icl_helpers.verdicts import claims
 from icl_helpers.verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES
-from icl_helpers.model.offline import OFFLINE_MODELS
 
 RESULTS = sorted((Path(__file__).parents[1] / "results").glob("report-*.json"))
 

@@ -431,7 +431,8 @@ def test_cache_files_take_the_users_umask(fresh, tmp_path):
 
 
 def test_an_unknown_variant_is_one_line_naming_the_choices(small):
-    with pytest.raises(UsageError, match=r"^Unknown prompt variant 'balance': choose one of balanced, imbalanced, reordered, swapped, order-ftft, order-fttf, order-tfft, order-tftf\.$"):
+    with pytest.raises(UsageError, match=r"^Unknown prompt variant 'balance': choose one of balanced, imbalanced, reordered, swapped, "
+                                         r"order-ftft, order-fttf, order-tfft, order-tftf\.$"):
         runner.prompt_set(small, "sentiment_number", "balance", n=4)
     with pytest.raises(UsageError, match=r"^Unknown prompt variant 'balance'"):
         label_attention.variant_studies(small, "balance", ["sentiment_number"], [], 4, 1)

@@ -9,8 +9,8 @@ from icl_helpers.core.attribution import Readout
 from icl_helpers.core.decompose import decompose
 from icl_helpers.data.positions import LabelPositions
 from icl_helpers.studies import runner, subvalues
-from icl_helpers.verdicts import claims, evidence, rules
 from icl_helpers.studies.subvalues import DEMONSTRATION, FALSE_LABEL, LAST, OTHER, TRUE_LABEL
+from icl_helpers.verdicts import claims, evidence, rules
 from tests.conftest import MIXED_TEXTS as TEXTS
 from tests.conftest import STUDY_HEADS as HEADS
 from tests.conftest import close, exact, logprob_scale

@@ -29,6 +29,12 @@ def demos_per_class(k: int) -> int:
     return k // 2
 
 
+def check_size(name: str, n: int, size: int, what: str) -> None:
+    """A UsageError where n prompts are asked of `name`, which holds `size` `what` (records, test inputs)."""
+    if n > size:
+        raise UsageError(f"{name} has {size:,} {what}: ask for at most {size:,} prompts, not {n:,}.")
+
+
 @dataclass(frozen=True)
 class Record:
     """One prompt's material. Demonstrations are listed in the order the balanced prompt

@@ -1,6 +1,6 @@
 """Models: loading (hub, local, bundled), per-family adapters with their activation sites, hooks,
 passes that share the blocks below an intervention (`prefix`)."""
 from .adapters import Arch, Site
-from .loading import BUNDLED, ICLModel, offline_model_dir, load_model
+from .loading import BUNDLED, ICLModel, load_model, offline_model_dir
 
 __all__ = ["Arch", "BUNDLED", "ICLModel", "Site", "offline_model_dir", "load_model"]

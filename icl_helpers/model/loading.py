@@ -15,8 +15,18 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedConfig, 
 
 from .. import hub
 from ..errors import UsageError, check_prompts
-from ..paths import (BUNDLED, DTYPE_NAMES, cache_root, checksum_of, locked, out_of_space, remove, remove_orphans,
-                     sweep_leftovers, write_atomically)
+from ..paths import (
+    BUNDLED,
+    DTYPE_NAMES,
+    cache_root,
+    checksum_of,
+    locked,
+    out_of_space,
+    remove,
+    remove_orphans,
+    sweep_leftovers,
+    write_atomically,
+)
 from .adapters import Arch, adapter_class, arch_for
 from .offline import OFFLINE_MODELS, assemble_gguf, check_gguf
 

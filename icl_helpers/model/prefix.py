@@ -5,7 +5,7 @@ nothing in blocks 0..s-1, so several runs of one batch can compute those blocks 
 `block_inputs` records block s's input x_s [B, T, d] during a full pass, and inside
 `resumed` a pass of the same batch runs only blocks s..L-1 from it. The result is the full
 pass's to the bit: block s gets the same tensor, mask and positions. The causal check's
-ablations (`studies.causal`) run this way: an ablation of heads in layers 23-29 of a
+ablations (`studies.ablation`) run this way: an ablation of heads in layers 23-29 of a
 30-layer model costs a quarter of a pass.
 """
 from __future__ import annotations

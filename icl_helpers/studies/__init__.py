@@ -1,7 +1,11 @@
-"""One module per paper analysis, each computing its numbers and its summary, on the
-batched, disk-cached runner (`studies.runner`) they all share:
+"""One module per paper analysis, each computing its numbers and its summary:
 
 accuracy (Table 2), in_context_heads (Figs. 3-4, 12-15), projection (Tables 1, 3),
-mrr (Fig. 5), label_attention (Figs. 6-11), subvalues (Appendix E: position- and neuron-level
-increases), causal (ablation and biases, EMNLP version).
+mrr (Fig. 5), label_attention (Figs. 6-11), recency (the recency family), subvalues
+(Appendix E: position- and neuron-level increases), ablation (the causal check) and biases
+(the bias reductions), the last two from the EMNLP version.
+
+They share the batched, disk-cached runner (`runner`), one recorded pass a prompt set
+(`prompt_pass`) and accuracy under a per-batch intervention (`intervened`); `report` judges
+every claim of the paper from them.
 """

@@ -7,7 +7,7 @@ from __future__ import annotations
 from .claims import CLAIMS, Claim, Finding, markdown, table
 from .evidence import FIRST, SENTENCE, WORD, Evidence
 from .findings import report
-from .rules import K, RANDOM_DRAWS, TOP
+from .rules import RANDOM_DRAWS, TOP, K
 
 __all__ = ["CLAIMS", "Claim", "Evidence", "FIRST", "Finding", "K", "RANDOM_DRAWS", "SENTENCE", "TOP", "WORD", "markdown",
            "report", "table"]

@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
-from ..studies import causal
+from ..studies import biases
 from . import finders, rules
 from .evidence import Evidence
 from .judgement import Judgement, ours_text
@@ -153,12 +153,12 @@ CLAIMS = {c.id: c for c in [
           "reduced by {paper:.0%}", "replicates: relative reduction >= {at_least:.0%} (half the paper's) with its 95% CI "
           "above 0; partly: CI above 0; does not replicate: otherwise",
           f"{EMNLP}, its abstract as summaries quote it (22%); {UNCHECKED}",
-          finders.bias(causal.majority_bias, rules.MAJORITY_BIAS), rules.MAJORITY_BIAS),
+          finders.bias(biases.majority_bias, rules.MAJORITY_BIAS), rules.MAJORITY_BIAS),
     Claim("recency_bias", "Position-free label keys in the in-context heads reduce recency bias",
           "reduced by {paper:.0%}", "replicates: relative reduction >= {at_least:.1%} (half the paper's) with its 95% CI "
           "above 0; partly: CI above 0; does not replicate: otherwise",
           f"{EMNLP}, its abstract as summaries quote it (17%); {UNCHECKED}",
-          finders.bias(causal.recency_bias, rules.RECENCY_BIAS), rules.RECENCY_BIAS),
+          finders.bias(biases.recency_bias, rules.RECENCY_BIAS), rules.RECENCY_BIAS),
 ]}
 
 

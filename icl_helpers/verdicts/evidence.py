@@ -13,8 +13,8 @@ import torch
 
 from ..core.heads import Head, check_heads, head_name, parse_heads, top_heads
 from ..core.locate import LocateResult
+from ..data.sentences import sentence_datasets
 from ..model.loading import ICLModel
-from ..notebook import sentence_datasets
 from ..studies import recency
 from ..studies.in_context_heads import answered_correctly, in_context_heads, located, shared_heads
 from ..studies.runner import PromptSet, prompt_set

@@ -9,14 +9,14 @@ import torch
 from ..core.heads import Head, at_heads, top_heads
 from ..data.datasets import dataset_records
 from ..model.loading import ICLModel
-from ..studies import causal, label_attention, mrr, projection, recency, subvalues
+from ..studies import ablation, label_attention, mrr, projection, recency, subvalues
 from ..studies.accuracy import table2_cells
 from ..studies.in_context_heads import first_correct
 from ..studies.runner import prompt_set, prompt_set_from_texts
 from . import rules
 from .evidence import EXAMPLE, FIRST, WORD, Evidence
 from .judgement import Judgement, not_tested
-from .rules import K, RANDOM_DRAWS, TOP
+from .rules import RANDOM_DRAWS, TOP, K
 
 
 def table2(s: Evidence) -> Judgement:
@@ -66,7 +66,7 @@ def fig10_11(s: Evidence) -> Judgement:
 
 
 def bias(measure: Callable, rule: dict[str, float]) -> Callable[[Evidence], Judgement]:
-    """A bias claim's finder: `measure` (`studies.causal.majority_bias` or `recency_bias`) in
+    """A bias claim's finder: `measure` (`studies.biases.majority_bias` or `recency_bias`) in
     FIRST's heads, judged by `rule`."""
     def find(s: Evidence) -> Judgement:
         return rules.judge_bias(measure(s.m, dataset_records(FIRST, s.n, s.seed), s.heads(FIRST)).flags, rule)
@@ -85,9 +85,10 @@ def causal_finding(s: Evidence) -> Judgement:
     for d in WORD:
         heads = list(s.given) if s.given else top_heads(s.loc(d).head[: n // 2].mean(0), K)
         k = len(heads)  # K, every head of a smaller model, or the heads given
-        runs.append(causal.ablation_runs(s.m, causal.evaluation_prompts(d, n // 2, n - n // 2, s.seed), heads, [k],
-                                         RANDOM_DRAWS, s.seed, causal.ablation_means(s.m, s.prompts(d).texts[: n // 2])))
-    return rules.judge_causal(causal.AblationRuns.cat(runs), k, "mean", given=s.given is not None)
+        evaluated = ablation.evaluation_prompts(d, n // 2, n - n // 2, s.seed)
+        means = ablation.ablation_means(s.m, s.prompts(d).texts[: n // 2])
+        runs.append(ablation.ablation_runs(s.m, evaluated, heads, [k], RANDOM_DRAWS, s.seed, means))
+    return rules.judge_causal(ablation.AblationRuns.cat(runs), k, "mean", given=s.given is not None)
 
 
 def app_e(s: Evidence) -> Judgement:

@@ -11,7 +11,7 @@ import torch
 
 from ..core.heads import Head, top_heads
 from ..stats import bootstrap_ci, mean_ci, spearman
-from ..studies.causal import AblationRuns
+from ..studies.ablation import AblationRuns
 from ..studies.label_attention import true_vs_false, variant_change
 from ..studies.recency import Effects
 from ..studies.subvalues import FALSE_LABEL, KINDS, TRUE_LABEL, kind_shares
@@ -234,7 +234,7 @@ def judge_app_e(kinds: torch.Tensor, chance: torch.Tensor, heads: Sequence[Head]
 
 def judge_causal(runs: AblationRuns, k: int, ablation: str, given: bool = False) -> Judgement:
     """N prompts plainly, with the top k in-context heads (or the k heads given) ablated, and
-    with k layer-matched random heads ablated in each of D draws (`studies.causal.ablation_runs`)."""
+    with k layer-matched random heads ablated in each of D draws (`studies.ablation.ablation_runs`)."""
     plain, top, random = runs.plain, runs.top[k], runs.random[k]
     ours = top.top1
     ci = mean_ci(top.top1_hits.double())

@@ -20,7 +20,8 @@ from matplotlib.patches import Rectangle
 from pandas.io.formats.style import Styler
 
 from ..core.heads import Head, head_name
-from ..studies.causal import IN_CONTEXT, RANDOM, BiasEffect
+from ..studies.ablation import IN_CONTEXT, RANDOM
+from ..studies.biases import BiasEffect
 from ..studies.subvalues import KINDS
 
 MAX_HEIGHT = 6.8  # inches: 680 px at 100 dpi, a laptop screen's height whole

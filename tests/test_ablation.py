@@ -1,7 +1,5 @@
-"""Biased labels, label mixing, accuracy under a per-batch intervention, bias counts, and the causal plan."""
+"""Label mixing, accuracy under a per-batch intervention, and the causal check: its ablations, prompts, plan and curves."""
 from __future__ import annotations
-
-import math
 
 import pandas as pd
 import pytest
@@ -16,26 +14,21 @@ from icl_helpers.data.prompts import (
     Record,
     build_prompt,
     build_prompts,
-    majority_labels,
     mixed_label_prompts,
-    nearest_labels,
     prompt_label_ids,
 )
 from icl_helpers.errors import UsageError
-from icl_helpers.studies.accuracy import accuracy
-from icl_helpers.studies.causal import (
+from icl_helpers.studies.ablation import (
     AblationRuns,
-    BiasEffect,
     CausalPlan,
     ablation_means,
     ablation_runs,
-    bias_count,
     curve_ends,
     curve_table,
     evaluation_prompts,
-    intervened_accuracy,
-    relative_reduction,
 )
+from icl_helpers.studies.accuracy import accuracy
+from icl_helpers.studies.intervened import intervened_accuracy
 from tests.conftest import close, logprob_scale, small_model
 
 RECORDS = [
@@ -44,14 +37,6 @@ RECORDS = [
     Record("nine", "number", "sentiment", ("four", "five"), ("sad", "good")),
     Record("calm", "sentiment", "number", ("joy", "kind"), ("three", "seven")),
 ]
-
-
-def test_biased_labels_of_the_variants():
-    imbalanced = build_prompt(RECORDS[0], VARIANTS["imbalanced"])
-    reordered = build_prompt(RECORDS[0], VARIANTS["reordered"])
-    balanced = build_prompt(RECORDS[0])
-    assert majority_labels([imbalanced, balanced]) == ["bar", None]
-    assert nearest_labels([reordered, balanced]) == ["bar", "foo"]
 
 
 def test_mixed_labels_swap_every_other_pair():
@@ -129,20 +114,6 @@ def test_true_prob_is_the_softmax_of_the_true_label(llama):
         logits = llama.model(**enc).logits[0, -1].float()
     want = logits.softmax(-1)[acc.true_id[0]]
     close(acc.true_prob[0], want, scale=float(want) * logprob_scale(logits))  # p = exp(log p): its log's rounding, times p
-
-
-def test_bias_count_and_reduction():
-    truth = torch.tensor([1, 1, 1, 1, 2])
-    biased = torch.tensor([2, 2, 2, -1, 2])  # prompt 3 has no biased label, prompt 4's is right
-    predicted = torch.tensor([2, 7, 1, 2, 1])
-    count = bias_count(predicted, truth, biased)
-    assert (count.exposed, count.biased, count.wrong) == (3, 1, 2)
-    assert count.share_of_wrong == 0.5
-    after = bias_count(torch.tensor([1, 7, 1, 2, 1]), truth, biased)
-    assert relative_reduction(count, after) == 1.0
-    assert math.isnan(relative_reduction(after, count))  # no bias before: nothing to reduce, not a ZeroDivisionError
-    effect = BiasEffect(after, count, (0.0, 0.0), (0.0, 0.0))
-    assert "a relative reduction of nothing (no prompt showed the bias plainly)" in effect.summary("recency", paper=0.17)
 
 
 def test_causal_plan_scales_with_the_prompts():

@@ -1,0 +1,346 @@
+"""The sentence classification datasets (Appendix A) as prompt records.
+
+SST-2, TREC (coarse), AG News and ETHOS, read from a data directory (argument, else
+$ICL_DATA_DIR, else the copy `python -m icl_helpers data fetch` downloads into the cache,
+`fetched_dir()`), or else from the Hugging Face hub with the `datasets` package;
+`sentence_datasets` says whether this machine has them. Long texts:
+every demonstration and input is cut to at most `max_chars` characters (default 400, at
+the last space before the limit; 2% of AG News and 3% of ETHOS texts are cut, no SST-2 or
+TREC text). The tests check that this keeps every K=4 prompt that any of the four datasets
+can give within 1,024 GPT-2 tokens, the smallest context of the supported models.
+"""
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import os
+import random
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .. import hub
+from ..errors import UsageError
+from ..paths import cache_root, checksum_of
+from .prompts import Record, check_size, demos_per_class
+
+MAX_CHARS = 400
+
+
+@dataclass(frozen=True)
+class Example:
+    text: str
+    label: str  # a class name
+
+
+@dataclass(frozen=True)
+class SentenceData:
+    """A sentence dataset. `train` is None where there is none: demonstrations then come from
+    `test` examples other than the input."""
+
+    name: str
+    classes: tuple[str, ...]
+    test: list[Example]
+    train: list[Example] | None
+
+
+class _Malformed(ValueError):
+    """A bad line of a local file (the loader adds the file name)."""
+
+
+class BadCopy(ValueError):
+    """A file that is not a copy of a dataset: the message names the file and says why;
+    the caller adds what to do."""
+
+
+def _sst2_line(row: list[str], classes: tuple[str, ...]) -> Example:
+    label, _, text = row[0].partition(" ")
+    if label not in ("0", "1") or not text.strip():
+        raise _Malformed("expected 'LABEL TEXT' with LABEL 0 or 1")
+    return Example(text, classes[int(label)])
+
+
+def _trec_line(row: list[str], classes: tuple[str, ...]) -> Example:
+    tag, _, text = row[0].partition(" ")
+    coarse = tag.split(":")[0]
+    if coarse not in classes or ":" not in tag or not text.strip():
+        raise _Malformed(f"expected 'COARSE:fine QUESTION' with COARSE one of {', '.join(classes)}")
+    return Example(text, coarse)
+
+
+def _agnews_row(row: list[str], classes: tuple[str, ...]) -> Example:
+    if len(row) != 3 or row[0] not in ("1", "2", "3", "4"):
+        raise _Malformed("expected 'Class Index,Title,Description' with a class index 1-4")
+    return Example(f"{row[1]} {row[2]}", classes[int(row[0]) - 1])
+
+
+def _ethos_row(row: list[str], classes: tuple[str, ...]) -> Example:
+    try:
+        score = float(row[1]) if len(row) == 2 else None
+    except ValueError:
+        score = None
+    if score is None or not 0 <= score <= 1:
+        raise _Malformed("expected 'comment;isHate' with isHate a number in [0, 1]")
+    return Example(row[0], classes[int(score >= 0.5)])
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a dataset lives: local files under <data dir>/<name>/, their originals at
+    <url>/<file>, and on the hub."""
+
+    classes: tuple[str, ...]  # hub label i is classes[i]
+    files: dict[str, str]  # split ("test", "train") -> file name
+    parse: Callable[[list[str], tuple[str, ...]], Example]  # (a row's fields, classes) -> example
+    table: tuple[str, list[str]] | None  # a CSV file's (delimiter, header); None: one example a line
+    hub: dict[str, str]  # load_dataset keyword arguments
+    hub_splits: dict[str, str]  # our split -> the hub's
+    counts: dict[str, tuple[int, ...]]  # split -> examples of each class in the standard copy (local and hub alike)
+    sha256: dict[str, str]  # split -> SHA-256 of the standard local file
+    url: str  # the folder of the original repository that holds the files (raw, at a fixed commit)
+    hub_label: str = "label"
+
+
+# The original repositories, at the commits whose files have the SHA-256 below
+FEW_SHOT_URL = "https://raw.githubusercontent.com/tonyzhaozh/few-shot-learning/e04d8643be91c2cce63f33e07760ff75d5aa3ad0/data"
+ETHOS_URL = ("https://raw.githubusercontent.com/intelligence-csd-auth-gr/Ethos-Hate-Speech-Dataset/"
+             "705258e118ce9611ebbd5ab2a4841b0066547293/ethos/ethos_data")
+SOURCES: dict[str, Source] = {
+    "sst2": Source(("negative", "positive"), {"train": "stsa.binary.train", "test": "stsa.binary.test"},
+                    _sst2_line, None, {"path": "SetFit/sst2"}, {"train": "train", "test": "test"},
+                    {"train": (3310, 3610), "test": (912, 909)},
+                    {"train": "71c04bcc41291fa47454dd670df701b14ee9249156babeaac404cfe2c8d74338",
+                     "test": "6a80dc9b9a0db2d3b37f2f809304febad31c90ab67a5b4157b7d9f881c53ef5b"},
+                    url=f"{FEW_SHOT_URL}/sst2"),
+    "trec": Source(("ABBR", "ENTY", "DESC", "HUM", "LOC", "NUM"), {"train": "train.txt", "test": "test.txt"},
+                    _trec_line, None, {"path": "CogComp/trec", "revision": "refs/convert/parquet"},
+                    {"train": "train", "test": "test"},
+                    {"train": (86, 1250, 1162, 1223, 835, 896), "test": (9, 94, 138, 65, 81, 113)},
+                    {"train": "202e3e1ad6143ed4f147f199324277e25b2573a78c08c3af1ff840b49c0779de",
+                     "test": "69b2d406aa15b3b514b6bf9b3bf1fa2c3515ce7ae744651173f8e57347bfb2a9"},
+                    url=f"{FEW_SHOT_URL}/trec", hub_label="coarse_label"),
+    "agnews": Source(("World", "Sports", "Business", "Sci/Tech"), {"test": "test.csv"},
+                      _agnews_row, (",", ["Class Index", "Title", "Description"]), {"path": "fancyzhx/ag_news"}, {"test": "test"},
+                      {"test": (1900, 1900, 1900, 1900)},
+                      {"test": "1b1b6c5f1dd034c83fec3f585611d2bc65c34fafd86685fc92cee5e6059313ef"},
+                      url=f"{FEW_SHOT_URL}/agnews"),
+    "ethos": Source(("not hate", "hate"), {"test": "Ethos_Dataset_Binary.csv"},
+                     _ethos_row, (";", ["comment", "isHate"]), {"path": "iamollas/ethos", "name": "binary"}, {"test": "train"},
+                     {"test": (565, 433)},
+                     {"test": "0cd0050c2592afcb5eca5876df485ca15cda9d7d16fe32c269857260fd10d96c"},
+                     url=ETHOS_URL),
+}
+
+
+def fetched_dir() -> Path:
+    """Where `python -m icl_helpers data fetch` puts the datasets by default:
+    ~/.cache/icl_helpers/datasets, or datasets/ in $ICL_HELPERS_CACHE."""
+    return cache_root() / "datasets"
+
+
+def resolve_data_dir(path: str | Path | None = None) -> Path | None:
+    """The sentence-dataset directory: `path`, else $ICL_DATA_DIR, else `fetched_dir()`
+    where it holds every dataset; None: no local copies (load from the hub)."""
+    chosen = path or os.environ.get("ICL_DATA_DIR")
+    if chosen:
+        chosen = Path(chosen).expanduser()
+        if not chosen.is_dir():
+            raise UsageError(
+                f"Data directory {chosen} does not exist: pass a directory holding "
+                f"{', '.join(f'{n}/' for n in SOURCES)} (argument or ICL_DATA_DIR), or unset ICL_DATA_DIR to use the hub."
+            )
+        return chosen
+    fetched = fetched_dir()
+    return fetched if all((fetched / name).is_dir() for name in SOURCES) else None
+
+
+def _clean(text: str) -> str:
+    """Whitespace runs to one space (both sources read alike)."""
+    return " ".join(text.split())
+
+
+def _read_local(path: Path, source: Source) -> list[Example]:
+    if not path.is_file():
+        raise UsageError(f"Missing file {path}: copy the dataset there (layout: data/README.md), download it with "
+                         f"`python -m icl_helpers data fetch --to {path.parent.parent}`, or point ICL_DATA_DIR elsewhere.")
+    try:
+        return parse_examples(path.read_bytes(), source, str(path))
+    except BadCopy as err:
+        raise UsageError(f"{err}. Replace the file with a fresh copy.") from None
+
+
+def parse_examples(data: bytes, source: Source, shown: str) -> list[Example]:
+    """The examples in a file's bytes; a BadCopy naming the file as `shown` where they are
+    not UTF-8 text, the header or a row is malformed, or there is no example."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise BadCopy(f"{shown} is not UTF-8 text (byte {err.start:,})") from None
+    first = 1
+    if source.table:
+        delimiter, header = source.table
+        rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
+        if not rows or rows[0] != header:
+            raise BadCopy(f"{shown}:1: malformed: expected the header {delimiter.join(header)!r}")
+        rows, first = rows[1:], 2
+    else:
+        rows = [[line] for line in text.splitlines()]
+    examples = []
+    for i, row in enumerate(rows, first):
+        try:
+            example = source.parse(row, source.classes)
+        except _Malformed as err:
+            raise BadCopy(f"{shown}:{i}: malformed: {err}") from None
+        examples.append(Example(_clean(example.text), example.label))
+    if not examples:
+        raise BadCopy(f"{shown} holds no examples")
+    return examples
+
+
+def unavailable(data_dir: str | Path | None = None) -> str | None:
+    """Why the sentence datasets cannot be had on this machine, or None where they can: a
+    local copy (`resolve_data_dir`), else the hub through the `datasets` package."""
+    if resolve_data_dir(data_dir) is not None:
+        return None
+    if not _installed("datasets"):
+        return "no local copy, and the `datasets` package (which loads them from the Hugging Face hub) is not installed"
+    if not hub.offline() and not hub.reachable():
+        return "no local copy, and the Hugging Face hub cannot be reached (offline?)"
+    return None
+
+
+def _installed(package: str) -> bool:
+    if package in sys.modules:  # imported already (None: blocked)
+        return sys.modules[package] is not None
+    return importlib.util.find_spec(package) is not None
+
+
+def sentence_datasets(names: list[str], data_dir: str | Path | None = None) -> list[str]:
+    """`names` where the sentence datasets can be had on this machine (a local copy, else the
+    hub); else [] and one printed line saying what is skipped and how to get the data, so
+    that a notebook's sentence-dataset sections run on nothing and the rest runs as usual."""
+    reason = unavailable(data_dir)
+    if reason is None:
+        return list(names)
+    print(f"Skipping {', '.join(names)}: {reason}. For these sections, run `python -m icl_helpers data fetch` on a "
+          "machine with a network, set ICL_DATA_DIR to local copies (layout: data/README.md), or install `datasets`.")
+    return []
+
+
+def _read_hub(name: str, source: Source) -> dict[str, list[Example]]:
+    reason = unavailable()
+    if reason:
+        raise UsageError(f"Cannot load {name}: {reason}. Download the datasets with `python -m icl_helpers data fetch`, "
+                         f"set ICL_DATA_DIR to a directory holding {name}/ (layout: data/README.md), "
+                         f"or HF_HUB_OFFLINE=1 to use a copy the hub cached earlier.")
+    import datasets as hf
+
+    try:
+        loaded = hf.load_dataset(**source.hub)
+        return {
+            split: [Example(_clean(row["text"]), source.classes[row[source.hub_label]]) for row in loaded[hub_split]]
+            for split, hub_split in source.hub_splits.items()
+        }
+    except Exception as err:  # network, hub and schema errors alike: one message
+        reason = (str(err).splitlines() or [type(err).__name__])[0]
+        raise UsageError(
+            f"Could not load {name} from the Hugging Face hub ({source.hub['path']}: {reason}); "
+            f"download the datasets with `python -m icl_helpers data fetch`, or set ICL_DATA_DIR to a directory holding {name}/."
+        ) from None
+
+
+def load_sentences(name: str, data_dir: str | Path | None = None) -> SentenceData:
+    """Sentence dataset `name` (sst2, trec, agnews, ethos) from the data directory, else the hub."""
+    if name not in SOURCES:
+        raise UsageError(f"Unknown sentence dataset {name!r}; choose one of {', '.join(SOURCES)}.")
+    source, root = SOURCES[name], resolve_data_dir(data_dir)
+    if root is None:
+        splits = _read_hub(name, source)
+    else:
+        splits = {split: _read_local(root / name / file, source) for split, file in source.files.items()}
+    for split, examples in splits.items():
+        path = None if root is None else root / name / source.files[split]
+        digest = None if path is None else checksum_of(path)[1]
+        _check_copy(f"{path or source.hub['path']} ({name} {split})", examples, source, split, digest)
+    return SentenceData(name, source.classes, splits["test"], splits.get("train"))
+
+
+def _check_copy(what: str, examples: list[Example], source: Source, split: str, digest: str | None) -> None:
+    """A copy whose examples a class or (for a local file) whose bytes differ from the
+    standard copy's is an error; with ICL_OWN_DATA=1 (a copy of your own, on purpose) a
+    warning. Hub copies are checked by their counts alone."""
+    message = copy_difference(what, examples, source, split, digest)
+    if message is None:
+        return
+    if os.environ.get("ICL_OWN_DATA") == "1":
+        warnings.warn(f"{message}; using it as it is (ICL_OWN_DATA=1).", stacklevel=3)
+        return
+    raise UsageError(f"{message}. Replace it with a fresh copy, or set ICL_OWN_DATA=1 to use your own copy as it is.")
+
+
+def copy_difference(what: str, examples: list[Example], source: Source, split: str, digest: str | None) -> str | None:
+    """How a copy (`what`) differs from the standard one: in its examples a class, or where
+    `digest` is given, in its bytes' SHA-256; None where it does not."""
+    counts = tuple(sum(e.label == c for e in examples) for c in source.classes)
+    standard = source.counts[split]
+    if counts == standard and digest in (None, source.sha256[split]):
+        return None
+    shown = ", ".join(f"{c} {n:,}" for c, n in zip(source.classes, counts))
+    if sum(counts) != sum(standard):
+        return f"{what} holds {sum(counts):,} examples, not the standard {sum(standard):,}: the copy is cut or edited"
+    if counts != standard:
+        return (f"{what} holds {shown} examples a class, not the standard "
+                f"{', '.join(f'{n:,}' for n in standard)}: the copy is edited")
+    return (f"{what} holds the standard examples a class ({shown}) but its bytes differ from the standard "
+            f"copy's (SHA-256 {digest[:12]}..., not {source.sha256[split][:12]}...): the copy is edited")
+
+
+def truncate(text: str, max_chars: int = MAX_CHARS) -> str:
+    """`text` cut to at most `max_chars` characters, at the last space before the limit
+    (mid-word only where the first word alone is longer)."""
+    if len(text) <= max_chars:
+        return text
+    head = text[: max_chars + 1]
+    return head.rsplit(" ", 1)[0] if " " in head else text[:max_chars]
+
+
+def sentence_records(
+    name: str, n: int = 1000, seed: int = 0, k: int = 4, max_chars: int = MAX_CHARS, data_dir: str | Path | None = None
+) -> list[Record]:
+    """n records: inputs from the test split, K/2 true and K/2 false demonstrations.
+
+    Inputs are the first n of a random permutation of the test split (n at most its size).
+    True demonstrations share the input's class; the false ones all come from one
+    other class, drawn at random. Demonstrations come from the train split, or where there
+    is none (AG News, ETHOS) from the other test examples, never the input itself. Every
+    text is cut to `max_chars` characters. Same arguments, same records.
+    """
+    half = demos_per_class(k)
+    data = load_sentences(name, data_dir)
+    check_size(name, n, len(data.test), "test inputs")
+    rng = random.Random(seed)
+    pool = data.train if data.train is not None else data.test
+    by_class = {c: [i for i, ex in enumerate(pool) if ex.label == c] for c in data.classes}
+    order = rng.sample(range(len(data.test)), len(data.test))
+    records = []
+    for idx in order[:n]:
+        x = data.test[idx]
+        false_class = rng.choice([c for c in data.classes if c != x.label])
+        mine = idx if data.train is None else -1  # the input's index in the pool, if it is there
+        true = _draw(rng, [i for i in by_class[x.label] if i != mine], half, name)
+        false = _draw(rng, by_class[false_class], half, name)
+        records.append(Record(
+            truncate(x.text, max_chars), x.label, false_class,
+            tuple(truncate(pool[i].text, max_chars) for i in true),
+            tuple(truncate(pool[i].text, max_chars) for i in false),
+        ))
+    return records
+
+
+def _draw(rng: random.Random, indices: list[int], count: int, name: str) -> list[int]:
+    if len(indices) < count:
+        raise UsageError(f"{name} has too few examples of a class for {count} demonstrations: lower K.")
+    return rng.sample(indices, count)

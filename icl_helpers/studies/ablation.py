@@ -1,0 +1,168 @@
+"""The causal check of notebook 08 (EMNLP version).
+
+The causal check ablates the top-k in-context heads (mean ablation by default: each head's
+output set to its mean over the prompts the heads were located on; zero as an option) and,
+as a baseline, k random heads matched to them layer by layer in 20 draws, on prompts of
+records other than those the heads were located on (`evaluation_prompts`); it measures
+top-1, ranked (true above false) and the true label's probability, each run under its
+ablation batch by batch (`studies.intervened`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+import torch
+
+from ..core.heads import Head, same_layer_random_heads
+from ..core.interventions import ablated, head_means
+from ..data.datasets import dataset_records
+from ..data.prompts import Prompt, build_prompts, mixed_label_prompts
+from ..errors import UsageError
+from ..model.loading import ICLModel
+from .accuracy import Accuracy
+from .intervened import Intervene, first_layer, intervened_accuracies
+
+IN_CONTEXT, RANDOM = "top in-context heads", "random heads"  # the `heads` column of `AblationRuns.curves`
+ABLATIONS = ("mean", "zero")  # what an ablated head's output is set to
+
+
+def check_ablation(ablation: str) -> None:
+    """A UsageError unless `ablation` names one of ABLATIONS."""
+    if ablation not in ABLATIONS:
+        raise UsageError(f"Unknown ablation {ablation!r}: choose one of {', '.join(ABLATIONS)}.")
+
+
+def ablation_means(m: ICLModel, texts: list[str], ablation: str = "mean") -> torch.Tensor | None:
+    """What `ablated` sets a head's output to: its mean [L, H, dh] over `texts` (the prompts
+    the heads were located on) for mean ablation, None (zero) for zero ablation."""
+    check_ablation(ablation)
+    return head_means(m, texts) if ablation == "mean" else None
+
+
+def evaluation_prompts(dataset: str, n_locate: int, n: int, seed: int = 0,
+                       data_dir: str | Path | None = None) -> list[Prompt]:
+    """n prompts of the records after the first n_locate (those the heads are located on),
+    label words swapped on every other pair (`mixed_label_prompts`). The prompts differ from
+    the locating ones; a word dataset repeats inputs (174 and 227 distinct words in 1,000
+    records), so a word can be an input of both, with other demonstrations."""
+    return mixed_label_prompts(dataset_records(dataset, n_locate + n, seed, data_dir)[n_locate:])
+
+
+@dataclass
+class AblationRuns:
+    """Per-prompt accuracy of N prompts with the top-k in-context heads ablated, and with k
+    layer-matched random heads ablated in each of D draws, for each k."""
+
+    plain: Accuracy
+    top: dict[int, Accuracy]  # k -> the first k in-context heads ablated
+    random: dict[int, list[Accuracy]]  # k -> per draw, its first k heads ablated
+
+    @classmethod
+    def cat(cls, parts: Sequence["AblationRuns"]) -> "AblationRuns":
+        """The prompts of several runs with the same ks and draws (e.g. datasets), in order."""
+        first = parts[0]
+        return cls(Accuracy.cat([p.plain for p in parts]), {k: Accuracy.cat([p.top[k] for p in parts]) for k in first.top},
+                   {k: [Accuracy.cat([p.random[k][d] for p in parts]) for d in range(len(draws))]
+                    for k, draws in first.random.items()})
+
+    def curves(self) -> pd.DataFrame:
+        """Columns heads (IN_CONTEXT or RANDOM), draw, k (0: the plain model), accuracy (top-1),
+        ranked, true_prob (the true label's mean probability)."""
+        def row(heads: str, draw: int, k: int, acc: Accuracy) -> dict:
+            return dict(heads=heads, draw=draw, k=k, accuracy=acc.top1, ranked=acc.ranked,
+                        true_prob=float(acc.true_prob.mean()))
+
+        draws = len(next(iter(self.random.values())))
+        rows = [row(name, d, 0, self.plain) for name, d in [(IN_CONTEXT, 0), *((RANDOM, d) for d in range(draws))]]
+        rows += [row(IN_CONTEXT, 0, k, acc) for k, acc in self.top.items()]
+        rows += [row(RANDOM, d, k, acc) for k, accs in self.random.items() for d, acc in enumerate(accs)]
+        return pd.DataFrame(rows)
+
+
+def ablation_runs(
+    m: ICLModel,
+    prompts: Sequence[Prompt],
+    top: Sequence[Head],
+    ks: Sequence[int],
+    n_random: int = 20,
+    seed: int = 0,
+    means: torch.Tensor | None = None,
+    batch_size: int = 32,
+) -> AblationRuns:
+    """Accuracy with the first k of `top` ablated, and with k random heads ablated, for each
+    k; the plain model once. means: [L, H, dh] (`ablation_means`), None to zero the heads.
+
+    A random draw takes, for each head of `top`, another head of its layer
+    (`same_layer_random_heads`, seed + draw): its first k heads match the top k layer by layer.
+    """
+    if not ks or min(ks) < 1 or max(ks) > len(top):
+        raise UsageError(f"Numbers of heads to ablate must lie between 1 and the {len(top)} heads given, not {list(ks)}.")
+    draws = [same_layer_random_heads(top, m.arch.n_heads, seed + d) for d in range(n_random)]
+    sets = [top[:k] for k in ks] + [d[:k] for k in ks for d in draws]
+
+    def ablate(heads: Sequence[Head]) -> Intervene:
+        return lambda labels: ablated(m, heads, means)
+
+    accs = intervened_accuracies(m, prompts, [(None, 0)] + [(ablate(h), first_layer(h)) for h in sets], batch_size,
+                                 f"ablation ({len(prompts)} prompts)")
+    plain, top_k, random = accs[0], accs[1 : 1 + len(ks)], iter(accs[1 + len(ks) :])
+    return AblationRuns(plain, dict(zip(ks, top_k)), {k: [next(random) for _ in draws] for k in ks})
+
+
+@dataclass(frozen=True)
+class CausalPlan:
+    """Sample sizes of the causal check, scaled to the prompts a bias measurement uses."""
+
+    n_locate: int  # balanced prompts each dataset's heads are located on
+    n_ablation: int  # prompts a word dataset in the causal check (a sentence dataset: half)
+    ks: list[int]  # numbers of heads ablated
+    n_random: int = 20  # draws of layer-matched random heads
+
+    @classmethod
+    def for_prompts(cls, n: int, k: int = 20) -> "CausalPlan":
+        """The plan for n bias prompts and k heads: up to 100 to locate, n/4 (8 to 64) to ablate,
+        the full range of k from 32 ablation prompts up, else 1, 5, k; 20 random draws."""
+        n_ablation = max(8, min(64, n // 4))
+        ks = [1, 2, 4, 6, 8, 10, 15] if n_ablation >= 32 else [1, 5]
+        return cls(min(n, 100), n_ablation, [i for i in ks if i < k] + [k])
+
+
+def causal_check(m: ICLModel, top: dict[str, list[Head]], plan: CausalPlan, word: Sequence[str], seed: int = 0,
+                 data_dir: str | Path | None = None, ablation: str = "mean") -> dict[str, AblationRuns]:
+    """`ablation_runs` on each dataset of `top` (its in-context heads, located on its first
+    plan.n_locate balanced prompts): plan.n_ablation prompts of the records after those a word
+    dataset, half as many a sentence dataset (`evaluation_prompts`); mean ablation by the
+    heads' means over the locating prompts, or zero. Keyed by dataset."""
+    check_ablation(ablation)
+    runs = {}
+    for d, heads in top.items():
+        n = plan.n_ablation if d in word else plan.n_ablation // 2
+        locating = build_prompts(dataset_records(d, plan.n_locate, seed, data_dir))
+        means = ablation_means(m, [p.text for p in locating], ablation)
+        runs[d] = ablation_runs(m, evaluation_prompts(d, plan.n_locate, n, seed, data_dir), heads, plan.ks,
+                                             plan.n_random, seed, means)
+    return runs
+
+
+def curves(runs: dict[str, AblationRuns]) -> pd.DataFrame:
+    """`AblationRuns.curves` of each dataset's runs, with a `dataset` column: its name and N."""
+    return pd.concat([r.curves().assign(dataset=f"{d} (N={len(r.plain.top)})") for d, r in runs.items()],
+                     ignore_index=True)
+
+
+def curve_table(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset and k: accuracy with the top-k heads ablated, and the random draws' mean
+    and standard deviation (from `AblationRuns.curves` frames with a dataset column)."""
+    top = curves[curves["heads"] == IN_CONTEXT].set_index(["dataset", "k"])["accuracy"]
+    rand = curves[curves["heads"] == RANDOM].groupby(["dataset", "k"], sort=False)["accuracy"]
+    return pd.DataFrame({"top-k ablated": top, "random: mean": rand.mean(), "random: sd": rand.std()})
+
+
+def curve_ends(table: pd.DataFrame, k: int) -> pd.DataFrame:
+    """Per dataset of a `curve_table`: the plain accuracy, and at k heads ablated the top-k
+    accuracy and the random draws' mean and sd."""
+    at_k = table.xs(k, level="k")
+    return at_k.assign(plain=table.xs(0, level="k")["top-k ablated"])
