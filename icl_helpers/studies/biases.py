@@ -67,7 +67,7 @@ def bias_count(predicted: torch.Tensor, truth: torch.Tensor, biased: torch.Tenso
 
 
 def relative_reduction(before: BiasCount, after: BiasCount) -> float:
-    """(rate before - rate after) / rate before: 0.22 is the paper's 22% reduction; NaN
+    """(rate before - rate after) / rate before, as the paper states its reductions; NaN
     where no prompt showed the bias before (nothing to reduce)."""
     return (before.rate - after.rate) / before.rate if before.rate else float("nan")
 
@@ -84,7 +84,7 @@ class BiasEffect:
 
     @property
     def reduction(self) -> float:
-        """Relative reduction of the bias rate (the paper: 0.22 majority, 0.17 recency)."""
+        """Relative reduction of the bias rate (the paper's numbers: `verdicts.rules`)."""
         return relative_reduction(self.plain, self.intervened)
 
     @property

@@ -27,7 +27,7 @@ UNCHECKED = "not checked against the paper's text"
 
 @dataclass(frozen=True)
 class Claim:
-    """One claim of the paper and how we judge it. `paper` and `rule` may name the rule's
+    """One claim of the paper and how we judge it. `paper`, `rule` and `source` may name the rule's
     thresholds ("{heads:.0%}") and the protocol's K, RANDOM_DRAWS and TOP: they are written
     out from the same numbers the judge reads."""
 
@@ -43,8 +43,8 @@ class Claim:
 
     def __post_init__(self):
         numbers = {**self.thresholds, "K": rules.K, "RANDOM_DRAWS": rules.RANDOM_DRAWS, "TOP": rules.TOP}
-        object.__setattr__(self, "paper", self.paper.format(**numbers))
-        object.__setattr__(self, "rule", self.rule.format(**numbers))
+        for text in ("paper", "rule", "source"):
+            object.__setattr__(self, text, getattr(self, text).format(**numbers))
 
     def finding(self, ours: Judgement, correct_only: Judgement | None = None, held_out: Judgement | None = None
                 ) -> Finding:
@@ -152,12 +152,12 @@ CLAIMS = {c.id: c for c in [
     Claim("majority_bias", "Balancing label attention in the in-context heads reduces majority-label bias",
           "reduced by {paper:.0%}", "replicates: relative reduction >= {at_least:.0%} (half the paper's) with its 95% CI "
           "above 0; partly: CI above 0; does not replicate: otherwise",
-          f"{EMNLP}, its abstract as summaries quote it (22%); {UNCHECKED}",
+          f"{EMNLP}, its abstract as summaries quote it ({{paper:.0%}}); {UNCHECKED}",
           finders.bias(biases.majority_bias, rules.MAJORITY_BIAS), rules.MAJORITY_BIAS),
     Claim("recency_bias", "Position-free label keys in the in-context heads reduce recency bias",
           "reduced by {paper:.0%}", "replicates: relative reduction >= {at_least:.1%} (half the paper's) with its 95% CI "
           "above 0; partly: CI above 0; does not replicate: otherwise",
-          f"{EMNLP}, its abstract as summaries quote it (17%); {UNCHECKED}",
+          f"{EMNLP}, its abstract as summaries quote it ({{paper:.0%}}); {UNCHECKED}",
           finders.bias(biases.recency_bias, rules.RECENCY_BIAS), rules.RECENCY_BIAS),
 ]}
 
