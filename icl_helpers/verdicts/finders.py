@@ -27,6 +27,18 @@ def table2(s: Evidence) -> Judgement:
                                 for c in cells}, false_nearest)
 
 
+def fig2(s: Evidence) -> Judgement:
+    return rules.judge_fig2(s.loc(FIRST).attn[s.rows(FIRST)], s.loc(FIRST).ffn[s.rows(FIRST)])
+
+
+def fig3_4(s: Evidence) -> Judgement:
+    return rules.judge_fig3_4({d: s.loc(d).head[s.rows(d)] for d in WORD}, K)
+
+
+def fig12_15(s: Evidence) -> Judgement:
+    return rules.judge_fig12_15({d: s.loc(d).head[s.rows(d)] for d in WORD + s.sentence}, K)
+
+
 def table1(s: Evidence) -> Judgement:
     """Table 1's test over every prompt of FIRST, with the paper's example prompt as its illustration."""
     heads = s.heads(FIRST)
@@ -57,6 +69,14 @@ def word_attention(s: Evidence, dataset: str) -> tuple[torch.Tensor, torch.Tenso
     """Summed attention on the true and on the false labels [N, K] in the dataset's heads, judged rows."""
     true, false = label_attention.attention_on_labels(s.m, s.prompts(dataset)).at(s.heads(dataset))
     return true[s.rows(dataset)], false[s.rows(dataset)]
+
+
+def fig8(s: Evidence) -> Judgement:
+    return variant_finding(s, "imbalanced", WORD)
+
+
+def fig9(s: Evidence) -> Judgement:
+    return variant_finding(s, "reordered", WORD)
 
 
 def fig10_11(s: Evidence) -> Judgement:
@@ -188,23 +208,3 @@ def variant_finding(s: Evidence, variant: str, datasets: Sequence[str]) -> Judge
     if variant == "imbalanced":
         return rules.judge_fig8(before, after, tuple(torch.cat(per_label[v]) for v in per_label))
     return rules.judge_fig9(before, after, s.effects(tuple(datasets)))
-
-
-def fig2(s: Evidence) -> Judgement:
-    return rules.judge_fig2(s.loc(FIRST).attn[s.rows(FIRST)], s.loc(FIRST).ffn[s.rows(FIRST)])
-
-
-def fig3_4(s: Evidence) -> Judgement:
-    return rules.judge_fig3_4({d: s.loc(d).head[s.rows(d)] for d in WORD}, K)
-
-
-def fig12_15(s: Evidence) -> Judgement:
-    return rules.judge_fig12_15({d: s.loc(d).head[s.rows(d)] for d in WORD + s.sentence}, K)
-
-
-def fig8(s: Evidence) -> Judgement:
-    return variant_finding(s, "imbalanced", WORD)
-
-
-def fig9(s: Evidence) -> Judgement:
-    return variant_finding(s, "reordered", WORD)
