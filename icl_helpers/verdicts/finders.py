@@ -148,7 +148,7 @@ def table3(s: Evidence) -> Judgement:
     else:
         one = projection.projections(s.m, prompt_set_from_texts(s.m, [ps.texts[first]], name="agnews-correct"))
         shown = f"AG News prompt {first} (the first predicted correctly): {example_hits(one, heads)}"
-    return rules.judge_label_values(label_value_hits(s, "agnews"), heads[:5], f"AG News, {s.heads_named('agnews')}",
+    return rules.judge_label_values(label_value_hits(s, "agnews"), heads[:5], f"AG News prompts, {s.heads_named('AG News')}",
                                     shown)
 
 
