@@ -43,7 +43,7 @@ def table1(s: Evidence) -> Judgement:
     """Table 1's test over every prompt of FIRST, with the paper's example prompt as its illustration."""
     heads = s.heads(FIRST)
     example = projection.projections(s.m, prompt_set_from_texts(s.m, [EXAMPLE], name="example"))
-    return rules.judge_label_values(label_value_hits(s, FIRST), heads[:5], f"{FIRST}, {s.heads_named(FIRST)}",
+    return rules.judge_label_values(label_value_hits(s, FIRST), heads[:5], f"{FIRST} prompts, {s.heads_named(FIRST)}",
                                     f"the example prompt: {example_hits(example, heads)}")
 
 
@@ -148,8 +148,8 @@ def table3(s: Evidence) -> Judgement:
     else:
         one = projection.projections(s.m, prompt_set_from_texts(s.m, [ps.texts[first]], name="agnews-correct"))
         shown = f"AG News prompt {first} (the first predicted correctly): {example_hits(one, heads)}"
-    return rules.judge_label_values(label_value_hits(s, "agnews"), heads[:5], f"AG News prompts, {s.heads_named('AG News')}",
-                                    shown)
+    where = f"AG News prompts, {s.heads_named('AG News')}"
+    return rules.judge_label_values(label_value_hits(s, "agnews"), heads[:5], where, shown)
 
 
 def fig5(s: Evidence) -> Judgement:
