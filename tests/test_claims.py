@@ -285,7 +285,7 @@ def test_a_report_run_again_or_resumed_judges_only_what_it_had_not(small, tmp_pa
     judged.clear()
     assert run(["fig2", "table1", "fig3_4"]) == resumed and judged == []
     run(["table1"], sentence_n=1)  # another size
-    monkeypatch.setattr(findings, "source_hash", lambda: "other code")
+    monkeypatch.setattr(findings, "CODE", "other code")
     run(["table1"])
     assert judged == ["table1"] * 6
 

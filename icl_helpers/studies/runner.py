@@ -104,11 +104,10 @@ def prompts_hash(prompts: list[str]) -> str:
 
 
 @functools.cache
-@functools.cache
 def source_hash() -> str:
-    """A short hash of the package's own source files, read once a process (the code it runs,
-    even if the files change while it runs): results that depend on its code (a report's
-    findings) are reused only by the same code."""
+    """A short hash of the package's own source files: results that depend on its code (a
+    report's findings) are reused only by the same code. Take it when the code is loaded
+    (`verdicts.findings.CODE`), not later: the files may change under a running process."""
     digest = hashlib.sha256()
     package = Path(__file__).resolve().parents[1]
     for path in sorted(package.rglob("*.py")):

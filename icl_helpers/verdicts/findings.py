@@ -17,6 +17,8 @@ from .claims import CLAIMS, Finding
 from .evidence import Evidence, Unjudgeable
 from .judgement import Judgement, not_tested
 
+CODE = source_hash()  # the package's source as this process loaded it: findings are kept under it
+
 
 def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | Path | None = None,
            progress: Callable[[str], None] = print, ids: Sequence[str] = tuple(CLAIMS),
@@ -54,7 +56,7 @@ def kept_finding(id: str, s: Evidence) -> Finding:
     m = s.m
     path = cache_file("finding", model=m.name, weights=m.fingerprint(), dtype=str(m.model.dtype).removeprefix("torch."),
                       claim=id, n=s.n, sentence_n=s.sentence_n, seed=s.seed, heads=prompts_hash([repr(s.given)]),
-                      data=prompts_hash(s.sentence), code=source_hash())
+                      data=prompts_hash(s.sentence), code=CODE)
 
     def text() -> bytes:
         return json.dumps(judged(id, s).to_dict()).encode()
