@@ -1,7 +1,7 @@
 """Helpers for reproducing Yu & Ananiadou (2024), "How do LLMs learn in context?".
 
 The public API; the subpackages hold the rest: `model` (loading, adapters, hooks, prefix), `core`
-(decompose, attribution, locate, projections, interventions), `data` (prompts, positions,
+(batching, decompose, attribution, locate, projections, interventions), `data` (prompts, positions,
 datasets), `studies` (one module per paper analysis), `viz` (figures and widgets). Names
 are imported on first use, so `python -m icl_helpers` answers bad arguments before torch loads.
 """

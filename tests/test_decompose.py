@@ -5,8 +5,7 @@ import pytest
 import torch
 
 from icl_helpers import UsageError
-from icl_helpers.core import decompose as decompose_module
-from icl_helpers.core.decompose import concat, decompose, length_batches
+from icl_helpers.core.decompose import concat, decompose
 from tests.conftest import PROMPTS, close, exact
 
 
@@ -136,21 +135,6 @@ def test_select_takes_prompts_in_the_order_given(full):
     picked = full.select(torch.tensor([2, 0]))
     assert torch.equal(picked.input_ids, full.input_ids[[2, 0]]) and torch.equal(picked.logits, full.logits[[2, 0]])
     assert torch.equal(picked.values, full.values[[2, 0]]) and torch.equal(picked.scale, full.scale[[2, 0]])
-
-
-def test_length_batches_go_from_the_shortest_prompt_within_both_limits(small, monkeypatch):
-    prompts = PROMPTS * 2
-    lengths = [len(ids) for ids in small.tokenizer(prompts)["input_ids"]]
-    batches = length_batches(small, prompts, batch_size=4)
-    order = torch.cat(batches)
-    assert [len(b) for b in batches] == [4, 2]  # short prompts: batch_size a batch
-    assert [lengths[i] for i in order] == sorted(lengths)  # shortest first
-    assert [[prompts[i] for i in order][j] for j in order.argsort()] == prompts  # argsort restores prompt order
-    monkeypatch.setattr(decompose_module, "BATCH_TOKENS", 2 * max(lengths) - 1)  # two of the longest do not fit
-    batches = length_batches(small, prompts, batch_size=4)
-    assert sorted(torch.cat(batches).tolist()) == list(range(len(prompts)))
-    assert all(len(b) == 1 or len(b) * max(lengths[i] for i in b) <= decompose_module.BATCH_TOKENS for b in batches)
-    assert len(batches[-1]) == 1 and lengths[int(batches[-1])] == max(lengths)
 
 
 def test_an_unknown_quantity_is_refused(small):

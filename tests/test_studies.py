@@ -209,7 +209,7 @@ def test_projection_hits_count_label_words():
 def test_label_attention_alone_is_recorded_without_scoring_heads(small, ps, tmp_path, monkeypatch):
     """A prompt variant's label attention: its pass stores that result only, and scores no head."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
-    monkeypatch.setattr(prompt_pass, "score_decompositions", lambda *a, **k: pytest.fail("scored the heads"))
+    monkeypatch.setattr(prompt_pass, "Scoring", lambda *a, **k: pytest.fail("scored the heads"))
     att = label_attention.attention_on_labels(small, ps)
     assert [f.name.split("__")[0] for f in (tmp_path / "results").glob("*.pt")] == ["label-attention"]
     exact(att.true, label_attention.label_attention_sweep(small, ps).true)  # the same pass, run again

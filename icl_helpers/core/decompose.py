@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field, fields, replace
-from typing import Iterable, Literal, Sequence
+from typing import Iterable, Literal
 
 import torch
 
@@ -124,27 +124,6 @@ class Decomposition:
         """[B, d]: q_{l,h} @ W_K^{l,h}, the last query mapped back to the key-input space."""
         q = self.require("queries")[:, layer, head]
         return q @ self.arch.W_K(layer)[self.arch.kv_head(head)].to(q)
-
-
-BATCH_TOKENS = 2048  # tokens with padding a batch of long prompts may hold (see bench/RESULTS.md, padding)
-
-
-def length_batches(m: ICLModel, prompts: Sequence[str], batch_size: int) -> list[torch.Tensor]:
-    """`token_batches` of the prompts, by their lengths in this model's tokens."""
-    return token_batches([len(ids) for ids in m.tokenizer(list(prompts))["input_ids"]], batch_size)
-
-
-def token_batches(lengths: Sequence[int], batch_size: int) -> list[torch.Tensor]:
-    """Batches of prompt indices [b] for prompts of `lengths` tokens, shortest first: at most
-    batch_size prompts and BATCH_TOKENS tokens with padding a batch (a longer prompt alone),
-    so a batch pads little and its eager attention stays small. Every prompt once;
-    `torch.cat(batches).argsort()` restores prompt order."""
-    batches: list[list[int]] = []
-    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
-        if not batches or len(batches[-1]) == batch_size or (len(batches[-1]) + 1) * lengths[i] > BATCH_TOKENS:
-            batches.append([])
-        batches[-1].append(i)
-    return [torch.tensor(b, dtype=torch.long) for b in batches]
 
 
 def concat(parts: list[Decomposition]) -> Decomposition:

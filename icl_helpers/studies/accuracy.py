@@ -14,12 +14,11 @@ from typing import Callable, ContextManager, Sequence
 import pandas as pd
 import torch
 
-from ..core.decompose import length_batches
+from ..core.batching import length_batches, walk
 from ..data.prompts import prompt_label_ids
-from ..errors import UsageError, check_batch_size, check_prompts
+from ..errors import UsageError, check_prompts
 from ..model.loading import ICLModel
 from ..model.prefix import block_inputs, resumed
-from ..progress import progress_bar
 from .runner import PromptSet, prompt_set
 
 
@@ -107,22 +106,20 @@ def accuracies(
     encoded once, and the blocks before a run's `start` are computed once for all the runs
     (recorded on the batch's first run that leaves them unchanged, the plain one first,
     `model.prefix`); a run then computes only blocks start..L-1. progress: the label of a
-    bar over batches and runs (None: no bar)."""
+    bar over batches (None: no bar)."""
     prompts = check_prompts(prompts)
     n = len(prompts)
     ids = torch.stack([torch.as_tensor(i, dtype=torch.long).expand(n) for i in (true_ids, false_ids)], 1)  # [N, 2]
     if (ids[:, 0] == ids[:, 1]).any():
         raise UsageError("A prompt's true and false labels share their first token: choose label words that start differently.")
-    check_batch_size(batch_size)
     L = m.arch.n_layers
     starts = [L if run.within is None else min(max(run.start, 0), L) for run in runs]  # the plain model changes nothing
     shared = sorted({s for s in starts if 0 < s < L})  # block inputs worth keeping
     batches = length_batches(m, prompts, batch_size)  # similar lengths share a batch: little padding
     out = [(torch.empty(n, dtype=torch.long), torch.empty(n, 2), torch.empty(n)) for _ in runs]  # top, pair, prob
-    bar = progress_bar(len(batches) * len(runs), progress or "", progress is not None)
-    for batch in batches:
+    for batch, texts in walk(prompts, batches, progress or "", progress is not None):
         rows = batch.tolist()
-        enc = m.encode([prompts[i] for i in rows])
+        enc = m.encode(texts)
         last = enc["attention_mask"].sum(1) - 1  # [b]
         inputs: dict[int, torch.Tensor] = {}  # block inputs x_s [b, T, d] of this batch, unchanged by the runs so far
         for run, start, (top, pair, prob) in zip(runs, starts, out):
@@ -133,8 +130,6 @@ def accuracies(
             top[rows] = logits.argmax(-1).cpu()
             pair[rows] = logits.gather(1, ids[rows].to(logits.device)).cpu()  # [b, 2]
             prob[rows] = (pair[rows, 0] - logits.logsumexp(-1).cpu()).exp()
-            bar.update()
-    bar.close()
     return [Accuracy(pair[:, 0], pair[:, 1], top, ids[:, 0].clone(), prob) for top, pair, prob in out]
 
 

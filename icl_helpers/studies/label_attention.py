@@ -66,10 +66,8 @@ def label_increase_sweep(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batc
     readout, record = Readout(m.arch), label_record(m, ps)
     K = ps.positions.labels.shape[1]
     out = torch.full((len(ps), len(heads), K), torch.nan)
-    for start in range(0, len(ps), batch_size):
-        rows = slice(start, start + batch_size)
-        dec = record.decomposition(m, rows)
-        increase = heads_position_increase(readout, dec, heads, torch.arange(K).expand(len(dec.scale), K), record.predictions[rows])
+    for rows, dec in record.decompositions(m, batch_size):
+        increase = heads_position_increase(readout, dec, heads, torch.arange(K).expand(len(rows), K), record.predictions[rows])
         out[rows] = increase.cpu().masked_fill(~ps.positions[rows].valid[:, None], torch.nan)
     return out
 

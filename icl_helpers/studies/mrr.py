@@ -26,9 +26,8 @@ def label_value_ranks_sweep(m: ICLModel, ps: PromptSet, heads: Sequence[Head], b
     a call to `label_value_ranks` (which folds W_O into the readout once a call): no model pass."""
     readout, record = Readout(m.arch), label_record(m, ps)
     out = torch.full((len(ps), len(heads), ps.positions.labels.shape[1]), torch.nan)
-    for start in range(0, len(ps), batch_size):
-        rows = slice(start, start + batch_size)
-        out[rows] = label_value_ranks(readout, record.decomposition(m, rows), list(heads), ps.positions[rows].valid).cpu()
+    for rows, dec in record.decompositions(m, batch_size):
+        out[rows] = label_value_ranks(readout, dec, list(heads), ps.positions[rows].valid).cpu()
     return out
 
 

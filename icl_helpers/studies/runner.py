@@ -26,17 +26,14 @@ from typing import Callable, Iterable, Iterator
 
 import torch
 
-from ..core.decompose import Decomposition, decompose, length_batches
+from ..core.batching import Tensors, length_batches, prompt_order, walk
+from ..core.decompose import Decomposition, concat, decompose
 from ..core.interventions import intervening
 from ..data.datasets import dataset_records
 from ..data.positions import LabelPositions, find_positions
 from ..data.prompts import Prompt, build_prompts, named_variant, parse_prompt
-from ..errors import check_batch_size
 from ..model.loading import ICLModel
 from ..paths import cache_root, locked, remove_orphans, sweep_leftovers, write_atomically
-from ..progress import progress_bar
-
-Tensors = dict[str, torch.Tensor]
 
 
 @dataclass
@@ -53,6 +50,11 @@ class PromptSet:
     @property
     def texts(self) -> list[str]:
         return [p.text for p in self.prompts]
+
+    @property
+    def title(self) -> str:
+        """"dataset (variant)", e.g. for a progress bar."""
+        return f"{self.dataset} ({self.variant})"
 
     def __len__(self) -> int:
         return len(self.prompts)
@@ -80,21 +82,19 @@ def decomposed(m: ICLModel, ps: PromptSet, batch_size: int = 32, record: Iterabl
                ) -> Iterator[tuple[torch.Tensor, Decomposition]]:
     """(rows [b], decomposition of those prompts) for batches of a prompt set's prompts of
     similar length (`length_batches`): every prompt once, not in prompt order."""
-    check_batch_size(batch_size)
-    texts = ps.texts
-    batches = length_batches(m, texts, batch_size)
-    bar = progress_bar(len(batches), f"{ps.dataset} ({ps.variant})")
-    for rows in batches:
-        yield rows, decompose(m, [texts[i] for i in rows], record=record)
-        bar.update()
-    bar.close()
+    for rows, texts in walk(ps.texts, length_batches(m, ps.texts, batch_size), ps.title):
+        yield rows, decompose(m, texts, record=record)
 
 
-def in_prompt_order(parts: list[Tensors], rows: list[torch.Tensor]) -> Tensors:
-    """The batches' tensors ([b, ...] each, from `decomposed`'s batches `rows`) concatenated
-    in prompt order."""
-    restore = torch.cat(rows).argsort()
-    return {k: torch.cat([p[k] for p in parts])[restore] for k in parts[0]}
+def gathered(m: ICLModel, ps: PromptSet, batch_size: int, record: Iterable[str],
+             keep: Callable[[torch.Tensor, Decomposition], Decomposition]) -> Decomposition:
+    """One decomposition of every prompt of a set, in prompt order: `decomposed`'s batches,
+    each reduced by keep(rows [b], its decomposition) (e.g. to some positions, `at_positions`)."""
+    parts, seen = [], []
+    for rows, dec in decomposed(m, ps, batch_size, record):
+        parts.append(keep(rows, dec))
+        seen.append(rows)
+    return concat(parts).select(prompt_order(seen))
 
 
 # --- disk cache --------------------------------------------------------------------------

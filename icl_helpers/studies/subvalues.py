@@ -14,13 +14,12 @@ import pandas as pd
 import torch
 
 from ..core.attribution import Readout, heads_position_increase, neuron_increase
-from ..core.decompose import concat
 from ..core.heads import Head
 from ..core.projections import top_tokens
 from ..data.positions import LabelPositions
 from ..model.loading import ICLModel
 from .in_context_heads import located
-from .runner import PromptSet, decomposed, study_result
+from .runner import PromptSet, decomposed, gathered, study_result
 
 KINDS = ("true label", "false label", "demonstration", "last position", "other")
 TRUE_LABEL, FALSE_LABEL, DEMONSTRATION, LAST, OTHER = range(len(KINDS))
@@ -87,11 +86,8 @@ def neuron_increase_sweep(m: ICLModel, ps: PromptSet, layers: Sequence[int], bat
     """[N, F, d_mlp]: the neuron-level increase of every neuron of each FFN layer toward the
     model's prediction (`neuron_increase`). The last positions of all prompts are scored
     together: W_out is folded into the readout once a layer, not once a batch."""
-    parts, seen = [], []
-    for rows, dec in decomposed(m, ps, batch_size, record=["neurons"]):
-        parts.append(dec.at_positions(dec.last[:, None]))
-        seen.append(rows)
-    dec, readout = concat(parts).select(torch.cat(seen).argsort()), Readout(m.arch)
+    dec = gathered(m, ps, batch_size, ["neurons"], lambda rows, dec: dec.at_positions(dec.last[:, None]))
+    readout = Readout(m.arch)
     return torch.stack([neuron_increase(readout, dec, l, dec.predictions) for l in layers], 1).cpu()
 
 
