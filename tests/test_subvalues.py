@@ -22,7 +22,7 @@ def test_position_increases_are_position_increase_in_batches_of_two(small, ps, t
     head by head; NaN past each prompt's last position; the cached result (batched otherwise)
     is the same, and reads back unchanged."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
-    got = subvalues.position_increase_sweep(small, ps, HEADS, batch_size=2)
+    got = subvalues.position_increases(small, ps, HEADS, batch_size=2, cache=False)
     dec = decompose(small, TEXTS, record=["pattern", "values"])
     scale = logprob_scale(dec)
     assert got.shape == (3, 2, dec.input_ids.shape[1])
@@ -68,7 +68,7 @@ def test_neuron_increases_and_their_ranking_are_neuron_increase(small, ps, tmp_p
     against the naive increases of one batch; the top neurons rank the mean and show their tokens."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     layers = [2, 0]
-    got = subvalues.neuron_increase_sweep(small, ps, layers, batch_size=2)
+    got = subvalues.neuron_increases(small, ps, layers, batch_size=2, cache=False)
     dec = decompose(small, TEXTS, record=["neurons"])
     r, W_out = Readout(small.arch), small.arch.W_out
     neurons = [dec.neurons[:, l, :, None] * W_out(l) * dec.mlp_scale[:, l, None, None] for l in layers]  # [B, K, d] each

@@ -96,11 +96,11 @@ def prompt_pass(m: ICLModel, ps: PromptSet, kinds: Sequence[str] = KINDS, batch_
     return results
 
 
-def from_pass(kind: str, m: ICLModel, ps: PromptSet, batch_size: int = 32) -> Tensors:
-    """Result `kind` of `prompt_pass` on a prompt set, cached on disk. Locating a prompt set
-    (the balanced sets every study reads) records all of `KINDS` in its pass and stores those
-    not yet stored; a label-only kind (as the prompt variants of Figs. 8-11 need) is recorded
-    alone, with no scoring of heads."""
+def from_pass(kind: str, m: ICLModel, ps: PromptSet, batch_size: int = 32, cache: bool = True) -> Tensors:
+    """Result `kind` of `prompt_pass` on a prompt set, cached on disk (cache=False: computed
+    afresh, nothing stored). Locating a prompt set (the balanced sets every study reads)
+    records all of `KINDS` in its pass and stores those not yet stored; a label-only kind (as
+    the prompt variants of Figs. 8-11 need) is recorded alone, with no scoring of heads."""
     kinds = KINDS if kind == "locate" else (kind,)
     done: dict[str, Tensors] = {}
 
@@ -108,8 +108,8 @@ def from_pass(kind: str, m: ICLModel, ps: PromptSet, batch_size: int = 32) -> Te
         done.update(prompt_pass(m, ps, kinds, batch_size))
         return done[kind]
 
-    result = study_result(kind, m, ps, compute)
-    if done and not intervening(m):
+    result = study_result(kind, m, ps, compute, cache)
+    if done and cache and not intervening(m):
         for other in set(kinds) - {kind}:
             if not result_file(other, m, ps).exists():
                 cached(result_file(other, m, ps), lambda: done[other])

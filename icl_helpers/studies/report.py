@@ -200,7 +200,7 @@ def fig7(s: Studies) -> Finding:
     for d in WORD:
         ps, heads, rows = s.prompts(d), s.heads(d), s.rows(d)
         attention.append(label_attention.attention_on_labels(s.m, ps).per_label_at(heads)[rows])
-        increase.append(label_attention.label_increase(s.m, ps, heads)[rows])
+        increase.append(label_attention.label_increases(s.m, ps, heads)[rows])
     summed = (torch.cat([word_attention(s, d)[0] for d in WORD]),
               torch.cat([at_heads(s.loc(d).head[s.rows(d)], s.heads(d)) for d in WORD]))
     return claims.judge_fig7(torch.cat(attention), torch.cat(increase), summed)

@@ -12,6 +12,11 @@ on every read; a damaged entry is rebuilt with a warning (an older version's ent
 with a `.sha256` beside it, is rebuilt without one), and a cache that cannot be written (a
 full disk, no permission) gives a warning and the computed result. One process at a time
 makes an entry (a lock file beside it): two runs on one cache compute each result once.
+
+Study functions, the naming rule: one function a result, named for what it returns, never
+for how it is computed (`label_ranks`, `position_increases`, `attention_on_labels`); it
+reads and writes the cache under its kind (`cached_study` makes one of a computation on
+some heads or layers), and cache=False computes it afresh (at any batch_size), storing nothing.
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 
@@ -34,6 +39,8 @@ from ..data.positions import LabelPositions, find_positions
 from ..data.prompts import Prompt, build_prompts, named_variant, parse_prompt
 from ..model.loading import ICLModel
 from ..paths import cache_root, locked, remove_orphans, sweep_leftovers, write_atomically
+
+Study = Callable[..., torch.Tensor]  # compute(m, ps, heads or layers, **options) -> [N, ...]
 
 
 @dataclass
@@ -97,6 +104,18 @@ def gathered(m: ICLModel, ps: PromptSet, batch_size: int, record: Iterable[str],
     return concat(parts).select(prompt_order(seen))
 
 
+def cached_study(kind: str, name: str, key: str) -> Callable[[Study], Study]:
+    """A study function from compute(m, ps, arg, **options) -> [N, ...], arg the heads or layers
+    studied: its result is cached as the tensor `name` under `result_file(kind, m, ps,
+    **{key: list(arg)})`; cache=False computes it afresh (at any options, e.g. batch_size)."""
+    def decorate(compute: Study) -> Study:
+        @functools.wraps(compute)
+        def study(m: ICLModel, ps: PromptSet, arg: Sequence, *, cache: bool = True, **options: object) -> torch.Tensor:
+            return study_result(kind, m, ps, lambda: {name: compute(m, ps, arg, **options)}, cache, **{key: list(arg)})[name]
+        return study
+    return decorate
+
+
 # --- disk cache --------------------------------------------------------------------------
 def prompts_hash(prompts: list[str]) -> str:
     """A short, stable hash of a prompt list (order matters)."""
@@ -129,10 +148,11 @@ def result_file(kind: str, m: ICLModel, ps: PromptSet, **extra: object) -> Path:
                       **{k: prompts_hash([repr(v)]) for k, v in extra.items()})
 
 
-def study_result(kind: str, m: ICLModel, ps: PromptSet, compute: Callable[[], Tensors], **extra: object) -> Tensors:
+def study_result(kind: str, m: ICLModel, ps: PromptSet, compute: Callable[[], Tensors], cache: bool = True,
+                 **extra: object) -> Tensors:
     """compute(), cached under `result_file(kind, m, ps, **extra)`; computed afresh and not
-    stored while an intervention is active on the model."""
-    if intervening(m):
+    stored where cache is False or while an intervention is active on the model."""
+    if not cache or intervening(m):
         return {k: v.detach().cpu() for k, v in compute().items()}
     return cached(result_file(kind, m, ps, **extra), compute)
 

@@ -19,14 +19,15 @@ from ..core.projections import top_tokens
 from ..data.positions import LabelPositions
 from ..model.loading import ICLModel
 from .in_context_heads import located
-from .runner import PromptSet, decomposed, gathered, study_result
+from .runner import PromptSet, cached_study, decomposed, gathered
 
 KINDS = ("true label", "false label", "demonstration", "last position", "other")
 TRUE_LABEL, FALSE_LABEL, DEMONSTRATION, LAST, OTHER = range(len(KINDS))
 
 
+@cached_study("position-increase", "increase", "heads")
 @torch.no_grad()
-def position_increase_sweep(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 16) -> torch.Tensor:
+def position_increases(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 16) -> torch.Tensor:
     """[N, S, T]: the position-level increase of every position's subvalue in each head toward
     the model's prediction (`heads_position_increase`), NaN past a prompt's last position."""
     readout = Readout(m.arch)
@@ -37,12 +38,6 @@ def position_increase_sweep(m: ICLModel, ps: PromptSet, heads: Sequence[Head], b
         increase = heads_position_increase(readout, dec, heads, every, dec.predictions)  # [B, S, T]
         out[rows, :, :T] = increase.masked_fill((every > dec.last[:, None])[:, None], torch.nan).cpu()
     return out
-
-
-def position_increases(m: ICLModel, ps: PromptSet, heads: Sequence[Head]) -> torch.Tensor:
-    """`position_increase_sweep` [N, S, T] on a prompt set, cached on disk."""
-    compute = lambda: {"increase": position_increase_sweep(m, ps, heads)}  # noqa: E731
-    return study_result("position-increase", m, ps, compute, heads=list(heads))["increase"]
 
 
 def position_kinds(positions: LabelPositions, length: int) -> torch.Tensor:
@@ -81,20 +76,15 @@ def top_ffn_layers(m: ICLModel, ps: PromptSet, k: int = 3) -> list[int]:
     return located(m, ps).ffn.mean(0).topk(k).indices.tolist()
 
 
+@cached_study("neuron-increase", "increase", "layers")
 @torch.no_grad()
-def neuron_increase_sweep(m: ICLModel, ps: PromptSet, layers: Sequence[int], batch_size: int = 32) -> torch.Tensor:
+def neuron_increases(m: ICLModel, ps: PromptSet, layers: Sequence[int], batch_size: int = 32) -> torch.Tensor:
     """[N, F, d_mlp]: the neuron-level increase of every neuron of each FFN layer toward the
     model's prediction (`neuron_increase`). The last positions of all prompts are scored
     together: W_out is folded into the readout once a layer, not once a batch."""
     dec = gathered(m, ps, batch_size, ["neurons"], lambda rows, dec: dec.at_positions(dec.last[:, None]))
     readout = Readout(m.arch)
     return torch.stack([neuron_increase(readout, dec, l, dec.predictions) for l in layers], 1).cpu()
-
-
-def neuron_increases(m: ICLModel, ps: PromptSet, layers: Sequence[int]) -> torch.Tensor:
-    """`neuron_increase_sweep` [N, F, d_mlp] on a prompt set, cached on disk."""
-    compute = lambda: {"increase": neuron_increase_sweep(m, ps, layers)}  # noqa: E731
-    return study_result("neuron-increase", m, ps, compute, layers=list(layers))["increase"]
 
 
 def top_neurons(m: ICLModel, layers: Sequence[int], increase: torch.Tensor, k: int = 5, tokens: int = 10
