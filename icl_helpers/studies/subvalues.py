@@ -4,7 +4,7 @@ For chosen heads, the increase of every position's subvalue alpha_{l,h}(t,p) v_{
 toward the model's prediction, and where the largest one lies: a true or false label, a
 demonstration, the last position or elsewhere. For the FFN layers with the largest mean
 increase, each neuron's increase and the top vocabulary tokens of the best neurons' output rows.
-Shapes: N prompts, S heads, T positions (the longest prompt), F FFN layers, d_mlp neurons.
+Shapes: N prompts, S heads, T positions (the longest prompt), F FFN layers, d_ffn neurons.
 """
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def top_ffn_layers(m: ICLModel, ps: PromptSet, k: int = 3) -> list[int]:
 @cached_study("neuron-increase", "increase", "layers")
 @torch.no_grad()
 def neuron_increases(m: ICLModel, ps: PromptSet, layers: Sequence[int], batch_size: int = 32) -> torch.Tensor:
-    """[N, F, d_mlp]: the neuron-level increase of every neuron of each FFN layer toward the
+    """[N, F, d_ffn]: the neuron-level increase of every neuron of each FFN layer toward the
     model's prediction (`neuron_increase`). The last positions of all prompts are scored
     together: W_out is folded into the readout once a layer, not once a batch."""
     dec = gathered(m, ps, batch_size, ["neurons"], lambda rows, dec: dec.at_positions(dec.last[:, None]))
@@ -90,7 +90,7 @@ def neuron_increases(m: ICLModel, ps: PromptSet, layers: Sequence[int], batch_si
 def top_neurons(m: ICLModel, layers: Sequence[int], increase: torch.Tensor, k: int = 5, tokens: int = 10
                 ) -> pd.DataFrame:
     """The k neurons of each layer with the largest mean increase over prompts, increase
-    [N, F, d_mlp], best first, with the top tokens of their output rows W_out[k] in the vocabulary."""
+    [N, F, d_ffn], best first, with the top tokens of their output rows W_out[k] in the vocabulary."""
     readout, rows = Readout(m.arch), []
     for layer, mean in zip(layers, increase.mean(0)):
         best = mean.topk(k)
