@@ -405,7 +405,7 @@ def judge_causal(runs: AblationRuns, k: int, ablation: str, given: bool = False)
     prob = lambda a: float(a.true_prob.mean())  # noqa: E731
     heads, where = ((f"the {k} heads given", "heads given, not located") if given else
                     (f"the top {k} in-context heads", "heads located on other prompts (other records) of the same datasets"))
-    return finding("causal", ours, ci, len(top.top), verdict,
+    return finding("causal", ours, ci, len(top.predictions), verdict,
                    f"top-1 {plain.top1:.1%} plain, {ours:.1%} with {heads} {ablation}-ablated, "
                    f"{mean(lambda r: r.top1):.1%} with {k} layer-matched random heads (mean of {len(random)} draws; "
                    f"5th percentile {p5:.1%}); ranked (true above false) {plain.ranked:.1%} / {top.ranked:.1%} / "

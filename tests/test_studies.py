@@ -105,7 +105,7 @@ def test_mrr_by_label_splits_the_label_positions_by_their_word(small, ps):
 def test_answered_correctly_compares_the_located_prediction_with_the_true_label(small, ps, monkeypatch):
     true = prompt_label_ids(small.tokenizer, ps.prompts)[0]
     acc = accuracy.prompt_accuracy(small, ps)
-    assert torch.equal(in_context_heads.answered_correctly(small, ps), acc.top == true)  # located's targets: the argmax
+    assert torch.equal(in_context_heads.answered_correctly(small, ps), acc.predictions == true)  # located's targets: the argmax
     for targets, first in ((torch.stack([true[0] + 1, true[1], true[2]]), 1), (true + 1, None)):
         monkeypatch.setattr(in_context_heads, "located", lambda m, ps, t=targets: SimpleNamespace(targets=t))
         assert in_context_heads.first_correct(small, ps) == first

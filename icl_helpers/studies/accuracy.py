@@ -28,7 +28,7 @@ class Accuracy:
 
     true_logit: torch.Tensor  # [N]
     false_logit: torch.Tensor  # [N]
-    top: torch.Tensor  # [N] long: the argmax token
+    predictions: torch.Tensor  # [N] long: the argmax token
     true_id: torch.Tensor  # [N] long
     true_prob: torch.Tensor | None = None  # [N]: the true label's next-token probability
 
@@ -40,7 +40,7 @@ class Accuracy:
     @property
     def top1_hits(self) -> torch.Tensor:
         """[N] bool: the argmax is the true label."""
-        return self.top == self.true_id
+        return self.predictions == self.true_id
 
     @property
     def ranked_hits(self) -> torch.Tensor:
@@ -116,21 +116,21 @@ def accuracies(
     starts = [L if run.within is None else min(max(run.start, 0), L) for run in runs]  # the plain model changes nothing
     shared = sorted({s for s in starts if 0 < s < L})  # block inputs worth keeping
     batches = length_batches(m, prompts, batch_size)  # similar lengths share a batch: little padding
-    out = [(torch.empty(n, dtype=torch.long), torch.empty(n, 2), torch.empty(n)) for _ in runs]  # top, pair, prob
+    out = [(torch.empty(n, dtype=torch.long), torch.empty(n, 2), torch.empty(n)) for _ in runs]  # predictions, pair, prob
     for batch, texts in walk(prompts, batches, progress or "", progress is not None):
         rows = batch.tolist()
         enc = m.encode(texts)
         last = enc["attention_mask"].sum(1) - 1  # [b]
         inputs: dict[int, torch.Tensor] = {}  # block inputs x_s [b, T, d] of this batch, unchanged by the runs so far
-        for run, start, (top, pair, prob) in zip(runs, starts, out):
+        for run, start, (predictions, pair, prob) in zip(runs, starts, out):
             pass_from = (resumed(m, start, inputs[start]) if start in inputs
                          else block_inputs(m, [s for s in shared if s <= start and s not in inputs], inputs))
             with run.within(rows) if run.within else nullcontext(), pass_from:
                 logits = m.model(**enc, logits_to_keep=last[:, None]).logits[:, 0].float()  # [b, V]
-            top[rows] = logits.argmax(-1).cpu()
+            predictions[rows] = logits.argmax(-1).cpu()
             pair[rows] = logits.gather(1, ids[rows].to(logits.device)).cpu()  # [b, 2]
             prob[rows] = (pair[rows, 0] - logits.logsumexp(-1).cpu()).exp()
-    return [Accuracy(pair[:, 0], pair[:, 1], top, ids[:, 0].clone(), prob) for top, pair, prob in out]
+    return [Accuracy(pair[:, 0], pair[:, 1], predictions, ids[:, 0].clone(), prob) for predictions, pair, prob in out]
 
 
 def prompt_accuracy(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> Accuracy:
