@@ -144,8 +144,8 @@ class Table2Cell:
 
     direction: str  # "sentiment/number": the input's (true) class / the false class
     true_label: str  # foo (balanced prompts) or bar (labels swapped)
-    top1: torch.Tensor  # [N_cell] bool: the argmax is the true label
-    ranked: torch.Tensor  # [N_cell] bool: the true label outscores the false one
+    top1_hits: torch.Tensor  # [N_cell] bool: the argmax is the true label
+    ranked_hits: torch.Tensor  # [N_cell] bool: the true label outscores the false one
 
 
 def table2_cells(m: ICLModel, datasets: Sequence[str], n: int, seed: int = 0, batch_size: int = 32) -> list[Table2Cell]:
@@ -156,10 +156,10 @@ def table2_cells(m: ICLModel, datasets: Sequence[str], n: int, seed: int = 0, ba
         for variant in ("balanced", "swapped"):
             ps = prompt_set(m, dataset, variant, n, seed)
             acc = prompt_accuracy(m, ps, batch_size)
-            top1, ranked = acc.top1_hits, acc.ranked_hits
+            top1_hits, ranked_hits = acc.top1_hits, acc.ranked_hits
             for direction in dict.fromkeys(ps.directions):
                 keep = torch.tensor([d == direction for d in ps.directions])
-                cells.append(Table2Cell(direction, ps.prompts[0].true_label, top1[keep], ranked[keep]))
+                cells.append(Table2Cell(direction, ps.prompts[0].true_label, top1_hits[keep], ranked_hits[keep]))
     return cells
 
 
@@ -168,7 +168,8 @@ def accuracy_table(m: ICLModel, datasets: Sequence[str], n: int, batch_size: int
     the true label foo (balanced prompts) and bar (labels swapped); n prompts a dataset,
     half in each direction. Top-1: the argmax is the true label; ranked: the true label
     outscores the false one."""
-    table = pd.DataFrame([{"direction": c.direction, "true label": c.true_label, "top-1": float(c.top1.float().mean()),
-                           "ranked": float(c.ranked.float().mean())} for c in table2_cells(m, datasets, n, batch_size=batch_size)])
+    table = pd.DataFrame([{"direction": c.direction, "true label": c.true_label, "top-1": float(c.top1_hits.float().mean()),
+                           "ranked": float(c.ranked_hits.float().mean())}
+                          for c in table2_cells(m, datasets, n, batch_size=batch_size)])
     wide = table.pivot(index="direction", columns="true label", values=["top-1", "ranked"])
     return wide.reindex(index=list(dict.fromkeys(table["direction"])), columns=["foo", "bar"], level=1)

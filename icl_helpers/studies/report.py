@@ -176,9 +176,9 @@ def correct_only(id: str, s: Studies) -> Finding:
 
 def table2(s: Studies) -> Finding:
     """Top-1 per dataset, direction and true label, and where a false demonstration is nearest."""
-    false_nearest = torch.cat([s.family(d).top1[:, ~s.family(d).is_true[:, -1]].flatten() for d in WORD])
+    false_nearest = torch.cat([s.family(d).top1_hits[:, ~s.family(d).is_true[:, -1]].flatten() for d in WORD])
     cells = table2_cells(s.m, WORD, s.n, s.seed)
-    return claims.judge_table2({f"{c.direction.split('/')[0]} inputs, true label {c.true_label}": c.top1
+    return claims.judge_table2({f"{c.direction.split('/')[0]} inputs, true label {c.true_label}": c.top1_hits
                                 for c in cells}, false_nearest)
 
 
