@@ -19,7 +19,7 @@ from .stats import bootstrap_ci, mean_ci, spearman
 from .studies.causal import AblationRuns
 from .studies.label_attention import true_vs_false, variant_change
 from .studies.recency import Effects
-from .studies.subvalues import FALSE_LABEL, KINDS, TRUE_LABEL, kind_shares
+from .studies.subvalues import FALSE_LABEL, POSITION_KINDS, TRUE_LABEL, kind_shares
 
 REPLICATES, PARTLY, FAILS, NOT_TESTED = "replicates", "partly", "does not replicate", "not tested"
 AMENDED = "(amended for the recency control, issue 14, before its data were seen)"
@@ -375,7 +375,7 @@ def judge_together(id: str, parts: dict[str, Finding], n: int, heads: str) -> Fi
 
 def judge_app_e(kinds: torch.Tensor, chance: torch.Tensor, heads: Sequence[Head], neurons: Sequence[str] = ()) -> Finding:
     """kinds: [N, S] where each of S heads' position with the largest position-level increase
-    lies, an index into `studies.subvalues.KINDS` (the top head first); chance: [N] the share of
+    lies, an index into `studies.subvalues.POSITION_KINDS` (the top head first); chance: [N] the share of
     each prompt's positions that are true-label positions; neurons: the top FFN neurons and
     their tokens, a line each, for the why."""
     hits = kinds[:, 0] == TRUE_LABEL
@@ -383,7 +383,7 @@ def judge_app_e(kinds: torch.Tensor, chance: torch.Tensor, heads: Sequence[Head]
     false = float((kinds[:, 0] == FALSE_LABEL).double().mean())
     verdict = REPLICATES if ci[0] > 0.5 else PARTLY if ci[0] > float(chance.mean()) and ours > false else FAILS
     shares = kind_shares(kinds)  # [S, kinds]
-    top5 = "; ".join(f"{l}-{h}: " + ", ".join(f"{name} {float(x):.1%}" for name, x in zip(KINDS, row) if x > 0)
+    top5 = "; ".join(f"{l}-{h}: " + ", ".join(f"{name} {float(x):.1%}" for name, x in zip(POSITION_KINDS, row) if x > 0)
                      for (l, h), row in zip(heads[:5], shares))
     return finding("app_e", ours, ci, len(hits), verdict,
                    f"share of prompts whose top head ({heads[0][0]}-{heads[0][1]}) has its largest position-level "

@@ -58,7 +58,7 @@ def test_the_top_position_is_the_largest_increase_before_the_last_position():
     assert kinds.tolist() == [[TRUE_LABEL, FALSE_LABEL, OTHER], [LAST, DEMONSTRATION, TRUE_LABEL]]
     shares = subvalues.kind_shares(kinds)
     # shares of two prompts are 0, 1/2 or 1, exact in binary floating point
-    assert shares.shape == (3, len(subvalues.KINDS)) and shares[2, TRUE_LABEL] == 0.5 and shares.sum(1).eq(1).all()
+    assert shares.shape == (3, len(subvalues.POSITION_KINDS)) and shares[2, TRUE_LABEL] == 0.5 and shares.sum(1).eq(1).all()
     # one float64 division of the same two integers as Python's: the same correctly rounded quotient
     exact(subvalues.true_label_chance(hand_built()), torch.tensor([1 / 9, 1 / 7], dtype=torch.float64))
 

@@ -21,8 +21,8 @@ from ..model.loading import ICLModel
 from .in_context_heads import located
 from .runner import PromptSet, cached_study, decomposed, gathered
 
-KINDS = ("true label", "false label", "demonstration", "last position", "other")
-TRUE_LABEL, FALSE_LABEL, DEMONSTRATION, LAST, OTHER = range(len(KINDS))
+POSITION_KINDS = ("true label", "false label", "demonstration", "last position", "other")  # what a position is
+TRUE_LABEL, FALSE_LABEL, DEMONSTRATION, LAST, OTHER = range(len(POSITION_KINDS))
 
 
 @cached_study("position-increase", "increase", "heads")
@@ -41,7 +41,7 @@ def position_increases(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_
 
 
 def position_kinds(positions: LabelPositions, length: int) -> torch.Tensor:
-    """[N, length] long: what each position is, an index into KINDS (a label before its
+    """[N, length] long: what each position is, an index into POSITION_KINDS (a label before its
     demonstration's span, the last position before anything else)."""
     at = torch.arange(length)
     demos = positions.demos.cpu()  # [N, K, 2]; -1 past a prompt's demonstrations: an empty span
@@ -53,15 +53,15 @@ def position_kinds(positions: LabelPositions, length: int) -> torch.Tensor:
 
 
 def top_position_kinds(increase: torch.Tensor, positions: LabelPositions) -> torch.Tensor:
-    """[N, S] long: the kind (index into KINDS) of each head's position with the largest
+    """[N, S] long: the kind (index into POSITION_KINDS) of each head's position with the largest
     increase, from increase [N, S, T] (NaN past a prompt's last position)."""
     top = increase.nan_to_num(-torch.inf).argmax(-1)  # [N, S]
     return position_kinds(positions, increase.shape[-1]).gather(1, top)
 
 
 def kind_shares(kinds: torch.Tensor) -> torch.Tensor:
-    """[S, len(KINDS)]: the share of prompts whose top position is of each kind, from kinds [N, S]."""
-    return torch.nn.functional.one_hot(kinds, len(KINDS)).double().mean(0)
+    """[S, len(POSITION_KINDS)]: the share of prompts whose top position is of each kind, from kinds [N, S]."""
+    return torch.nn.functional.one_hot(kinds, len(POSITION_KINDS)).double().mean(0)
 
 
 def true_label_chance(positions: LabelPositions) -> torch.Tensor:
