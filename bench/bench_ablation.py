@@ -60,7 +60,7 @@ def main() -> None:
             full, full_s = timed()
         finally:
             ablation.first_layer = first_layer
-        same = all(torch.equal(a.true_logit, b.true_logit) and torch.equal(a.top, b.top)
+        same = all(torch.equal(a.true_logit, b.true_logit) and torch.equal(a.predictions, b.predictions)
                    for a, b in zip([shared.plain, *shared.top.values(), *sum(shared.random.values(), [])],
                                    [full.plain, *full.top.values(), *sum(full.random.values(), [])]))
         if not same:

@@ -1,5 +1,5 @@
 """Padding benchmark (issue 16): one pass of a sentence prompt set in batches of 32 in
-prompt order (the passes before) against `core.decompose.length_batches` (every pass now:
+prompt order (the passes before) against `core.batching.length_batches` (every pass now:
 similar lengths together, at most 32 prompts and BATCH_TOKENS tokens with padding a batch).
 
     .venv/bin/python bench/bench_padding.py --dataset agnews --n 200
@@ -21,7 +21,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from icl_helpers import ICLModel, load_model
-from icl_helpers.core.decompose import BATCH_TOKENS, decompose, length_batches
+from icl_helpers.core.batching import BATCH_TOKENS, length_batches
+from icl_helpers.core.decompose import decompose
 from icl_helpers.studies.runner import prompt_set
 
 BATCH = 32

@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from icl_helpers import ICLModel, load_model  # noqa: E402
-from icl_helpers.core.decompose import token_batches  # noqa: E402
+from icl_helpers.core.batching import token_batches  # noqa: E402
 from icl_helpers.paths import write_text_atomically  # noqa: E402
 from icl_helpers.verdicts import CLAIMS, report  # noqa: E402
 

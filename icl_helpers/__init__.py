@@ -1,8 +1,9 @@
 """Helpers for reproducing Yu & Ananiadou (2024), "How do LLMs learn in context?".
 
 The public API; the subpackages hold the rest: `model` (loading, adapters, hooks, prefix), `core`
-(decompose, attribution, locate, projections, interventions), `data` (prompts, positions,
-words, sentences, datasets), `studies` (one module per paper analysis), `viz` (figures and widgets). Names
+(batching, decompose, attribution, locate, projections, interventions), `data` (prompts, positions,
+words, sentences, datasets), `studies` (one module per paper analysis), `verdicts` (the paper's claims,
+each judged by its rule), `viz` (figures and widgets). Names
 are imported on first use, so `python -m icl_helpers` answers bad arguments before torch loads.
 """
 from __future__ import annotations

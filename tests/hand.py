@@ -151,16 +151,16 @@ def assert_exact(m: ICLModel, prompts: list[str]) -> None:
     rows, arch = torch.arange(len(prompts)), m.arch
     for l in range(arch.n_layers):
         exact(dec.resid[:, l], out.hidden_states[l][rows, dec.last])  # the same forward pass of the same batch
-    terms = dec.resid[:, 0].abs() + dec.attn.abs().sum(1) + dec.mlp.abs().sum(1)
-    close(dec.resid[:, 0] + dec.attn.sum(1) + dec.mlp.sum(1), dec.resid[:, -1], scale=float(terms.max()))
+    terms = dec.resid[:, 0].abs() + dec.attn.abs().sum(1) + dec.ffn.abs().sum(1)
+    close(dec.resid[:, 0] + dec.attn.sum(1) + dec.ffn.sum(1), dec.resid[:, -1], scale=float(terms.max()))
     heads = dec.heads()
     for l in range(arch.n_layers):
         b_O, b_out = (torch.zeros(arch.d_model) if b is None else b for b in (arch.b_O(l), arch.b_out(l)))
-        attn_scale, mlp_scale = dec.attn_scale[:, l, None], dec.mlp_scale[:, l, None]
+        attn_scale, ffn_scale = dec.attn_scale[:, l, None], dec.ffn_scale[:, l, None]
         close(heads[:, l].sum(1) + b_O * attn_scale, dec.attn[:, l],
               scale=float((heads[:, l].abs().sum(1) + b_O.abs() * attn_scale).max()))
         a, W_out = dec.neurons[:, l], arch.W_out(l)
-        close((a @ W_out + b_out) * mlp_scale, dec.mlp[:, l], scale=float(((a.abs() @ W_out.abs() + b_out.abs()) * mlp_scale).max()))
+        close((a @ W_out + b_out) * ffn_scale, dec.ffn[:, l], scale=float(((a.abs() @ W_out.abs() + b_out.abs()) * ffn_scale).max()))
     want = out.logits[rows, dec.last]
     readout = Readout(arch)
     constant = logit_constant(arch)  # the same for every input, left out of the readout (no such family caps)

@@ -56,7 +56,7 @@ def test_accuracy_under_an_identity_intervention_is_the_plain_accuracy(llama):
     heads = [(2, 1), (1, 3)]
     edited = intervened_accuracy(llama, prompts, lambda labels: balanced_labels(llama, heads, labels), batch_size=3)
     close(edited.true_logit, plain.true_logit)  # batched in threes, not in one batch
-    assert torch.equal(edited.top, plain.top)
+    assert torch.equal(edited.predictions, plain.predictions)
 
 
 @pytest.mark.parametrize("edit", [balanced_labels, position_free_labels])

@@ -24,7 +24,7 @@ def test_measures():
     acc = Accuracy(
         true_logit=torch.tensor([2.0, 1.0, 0.5, 3.0]),
         false_logit=torch.tensor([1.0, 1.0, 0.7, 0.0]),
-        top=torch.tensor([7, 7, 9, 8]),
+        predictions=torch.tensor([7, 7, 9, 8]),
         true_id=torch.tensor([7, 7, 7, 7]),
     )
     assert (acc.ranked, acc.top1) == (0.25 * 2, 0.5)  # a tie does not count as ranked
@@ -47,7 +47,7 @@ def test_batched_matches_one_prompt_at_a_time(smollm, word_prompts):
         single = torch.stack([smollm.model(**smollm.encode([t])).logits[0, -1] for t in texts])  # [N, V]
     close(acc.true_logit, single.gather(1, true[:, None])[:, 0])
     close(acc.false_logit, single.gather(1, false[:, None])[:, 0])
-    assert torch.equal(acc.top, single.argmax(-1))
+    assert torch.equal(acc.predictions, single.argmax(-1))
     assert (acc.ranked, acc.top1) == (1.0, 1.0)
 
 

@@ -52,7 +52,7 @@ def test_layer_head_increase_equals_naive(small, dec, n_prompts):
     for l in range(small.arch.n_layers):
         close(head[:, l], naive_increase(r, dec.resid[rows, l], heads[:, l], w, scale), scale=at)
         close(attn[:, l], naive_increase(r, dec.resid[rows, l], dec.attn[rows, l, None], w, scale)[:, 0], scale=at)
-        close(ffn[:, l], naive_increase(r, dec.mid[rows, l], dec.mlp[rows, l, None], w, scale)[:, 0], scale=at)
+        close(ffn[:, l], naive_increase(r, dec.mid[rows, l], dec.ffn[rows, l, None], w, scale)[:, 0], scale=at)
 
 
 def test_chunking_changes_nothing(small, dec):
@@ -94,7 +94,7 @@ def test_heads_position_increase_equals_naive_at_the_chosen_positions(small, dec
 def test_neuron_increase_equals_naive(small, dec):
     r = Readout(small.arch)
     w, l = dec.predictions, small.arch.n_layers - 1
-    neurons = dec.neurons[:, l, :, None] * small.arch.W_out(l) * dec.mlp_scale[:, l, None, None]  # [B, K, d]
+    neurons = dec.neurons[:, l, :, None] * small.arch.W_out(l) * dec.ffn_scale[:, l, None, None]  # [B, K, d]
     close(neuron_increase(r, dec, l, w), naive_increase(r, dec.mid[:, l], neurons, w, dec.scale), scale=logprob_scale(dec))
 
 
@@ -110,7 +110,7 @@ def test_locate_scores_layers_and_is_independent_of_batch_size(small, dec):
     for l in range(small.arch.n_layers):
         close(one_batch.head[:, l], naive_increase(r, dec.resid[:, l], heads[:, l], w, dec.scale), scale=at)
         close(one_batch.attn[:, l], naive_increase(r, dec.resid[:, l], dec.attn[:, l, None], w, dec.scale)[:, 0], scale=at)
-        close(one_batch.ffn[:, l], naive_increase(r, dec.mid[:, l], dec.mlp[:, l, None], w, dec.scale)[:, 0], scale=at)
+        close(one_batch.ffn[:, l], naive_increase(r, dec.mid[:, l], dec.ffn[:, l, None], w, dec.scale)[:, 0], scale=at)
     top = one_batch.top_heads(3)
     scores = one_batch.head_scores(top).tolist()  # read from the same head_mean: exact
     assert scores == sorted(one_batch.head_mean.flatten().tolist(), reverse=True)[:3]

@@ -15,13 +15,13 @@ def test_bundled_model_decomposes_exactly(smollm):
     arch = smollm.arch
     assert (arch.n_layers, arch.n_heads, arch.n_kv_heads, arch.d_model) == (30, 9, 3, 576)
     dec = decompose(smollm, [EXAMPLE], record=["neurons"])
-    terms = dec.resid[:, 0].abs() + dec.attn.abs().sum(1) + dec.mlp.abs().sum(1)  # the scales: sums of |terms|
-    close(dec.resid[:, 0] + dec.attn.sum(1) + dec.mlp.sum(1), dec.resid[:, -1], scale=float(terms.max()))
+    terms = dec.resid[:, 0].abs() + dec.attn.abs().sum(1) + dec.ffn.abs().sum(1)  # the scales: sums of |terms|
+    close(dec.resid[:, 0] + dec.attn.sum(1) + dec.ffn.sum(1), dec.resid[:, -1], scale=float(terms.max()))
     heads = dec.heads()
     close(heads.sum(2), dec.attn, scale=float(heads.abs().sum(2).max()))  # no output bias in Llama
     W_out = torch.stack([arch.W_out(l) for l in range(30)])
     neurons = torch.einsum("blk,lkd->bld", dec.neurons.abs(), W_out.abs())
-    close(torch.einsum("blk,lkd->bld", dec.neurons, W_out), dec.mlp, scale=float(neurons.max()))
+    close(torch.einsum("blk,lkd->bld", dec.neurons, W_out), dec.ffn, scale=float(neurons.max()))
     readout = Readout(arch)
     logits = (dec.resid[:, -1].abs() @ readout.G.abs().T) / dec.scale[:, None]
     close(readout.logits(dec.resid[:, -1], dec.scale), dec.logits, scale=float(logits.max()))  # RMSNorm: no bias left out

@@ -5,8 +5,7 @@ import pytest
 import torch
 
 from icl_helpers import UsageError
-from icl_helpers.core import decompose as decompose_module
-from icl_helpers.core.decompose import concat, decompose, length_batches
+from icl_helpers.core.decompose import concat, decompose
 from tests.conftest import PROMPTS, close, exact
 
 
@@ -23,9 +22,9 @@ def hf(small):
 
 
 def test_residual_stream_is_embeddings_plus_every_layer(full):
-    terms = full.resid[:, 0].abs() + full.attn.abs().sum(1) + full.mlp.abs().sum(1)
-    close(full.resid[:, 0] + full.attn.sum(1) + full.mlp.sum(1), full.resid[:, -1], scale=float(terms.max()))
-    exact(full.mid + full.mlp, full.resid[:, 1:])  # x_{l+1} = (x_l + ATTN_l) + FFN_l: the model's own two additions
+    terms = full.resid[:, 0].abs() + full.attn.abs().sum(1) + full.ffn.abs().sum(1)
+    close(full.resid[:, 0] + full.attn.sum(1) + full.ffn.sum(1), full.resid[:, -1], scale=float(terms.max()))
+    exact(full.mid + full.ffn, full.resid[:, 1:])  # x_{l+1} = (x_l + ATTN_l) + FFN_l: the model's own two additions
 
 
 def test_layer_inputs_match_models_hidden_states(small, full, hf):
@@ -55,9 +54,9 @@ def test_neurons_sum_to_ffn_output(small, full):
     for l in range(small.arch.n_layers):
         bias = small.arch.b_out(l)
         bias = 0 if bias is None else bias
-        post = full.mlp_scale[:, l, None]  # a post-FFN norm's frozen 1/sigma (Gemma); ones elsewhere
+        post = full.ffn_scale[:, l, None]  # a post-FFN norm's frozen 1/sigma (Gemma); ones elsewhere
         terms = (full.neurons[:, l].abs() @ small.arch.W_out(l).abs() + abs(bias)) * post
-        close((full.neurons[:, l] @ small.arch.W_out(l) + bias) * post, full.mlp[:, l], scale=float(terms.max()))
+        close((full.neurons[:, l] @ small.arch.W_out(l) + bias) * post, full.ffn[:, l], scale=float(terms.max()))
 
 
 def test_attention_rows_match_models_attentions(small, full, hf):
@@ -97,7 +96,7 @@ def test_batched_equals_one_prompt_at_a_time(small, full):
     for i, prompt in enumerate(PROMPTS):
         one = decompose(small, [prompt], record=["pattern", "values", "neurons"])
         n = int(one.last[0]) + 1
-        for name in ("resid", "attn", "mlp", "z", "logits", "scale", "attn_scale", "mlp_scale", "neurons"):
+        for name in ("resid", "attn", "ffn", "z", "logits", "scale", "attn_scale", "ffn_scale", "neurons"):
             close(getattr(full, name)[i], getattr(one, name)[0])
         close(full.pattern[i, ..., :n], one.pattern[0])
         close(full.values[i, :, :, :n], one.values[0])
@@ -136,21 +135,6 @@ def test_select_takes_prompts_in_the_order_given(full):
     picked = full.select(torch.tensor([2, 0]))
     assert torch.equal(picked.input_ids, full.input_ids[[2, 0]]) and torch.equal(picked.logits, full.logits[[2, 0]])
     assert torch.equal(picked.values, full.values[[2, 0]]) and torch.equal(picked.scale, full.scale[[2, 0]])
-
-
-def test_length_batches_go_from_the_shortest_prompt_within_both_limits(small, monkeypatch):
-    prompts = PROMPTS * 2
-    lengths = [len(ids) for ids in small.tokenizer(prompts)["input_ids"]]
-    batches = length_batches(small, prompts, batch_size=4)
-    order = torch.cat(batches)
-    assert [len(b) for b in batches] == [4, 2]  # short prompts: batch_size a batch
-    assert [lengths[i] for i in order] == sorted(lengths)  # shortest first
-    assert [[prompts[i] for i in order][j] for j in order.argsort()] == prompts  # argsort restores prompt order
-    monkeypatch.setattr(decompose_module, "BATCH_TOKENS", 2 * max(lengths) - 1)  # two of the longest do not fit
-    batches = length_batches(small, prompts, batch_size=4)
-    assert sorted(torch.cat(batches).tolist()) == list(range(len(prompts)))
-    assert all(len(b) == 1 or len(b) * max(lengths[i] for i in b) <= decompose_module.BATCH_TOKENS for b in batches)
-    assert len(batches[-1]) == 1 and lengths[int(batches[-1])] == max(lengths)
 
 
 def test_an_unknown_quantity_is_refused(small):

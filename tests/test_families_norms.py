@@ -111,7 +111,7 @@ def test_located_increases_are_differences_of_log_probabilities_by_hand(small):
         before = log_prob(small, x, sigma, w)
         close(result.head[:, l], log_prob(small, x[:, None] + heads[:, l], sigma, w) - before[:, None], scale=at)
         close(result.attn[:, l], log_prob(small, x + dec.attn[:, l], sigma, w) - before, scale=at)
-        close(result.ffn[:, l], log_prob(small, mid + dec.mlp[:, l], sigma, w) - log_prob(small, mid, sigma, w), scale=at)
+        close(result.ffn[:, l], log_prob(small, mid + dec.ffn[:, l], sigma, w) - log_prob(small, mid, sigma, w), scale=at)
 
 
 def test_gemma2s_soft_caps_bind_and_the_direct_logits_no_longer_sum(small, full, hf):
@@ -130,7 +130,7 @@ def test_gemma2s_soft_caps_bind_and_the_direct_logits_no_longer_sum(small, full,
     scores = scaled_scores(small, q_rot, rope(by_hand.keys, torch.arange(T), base))  # [B, H, T]
     real = torch.arange(T)[None] <= full.last[:, None]  # [B, T]
     assert scores.transpose(1, 2)[real].abs().max() > 2 * cfg.attn_logit_softcapping
-    parts = torch.cat([full.resid[:, :1], full.attn, full.mlp], 1)  # x_0, every ATTN_l and FFN_l: they sum to x_L
+    parts = torch.cat([full.resid[:, :1], full.attn, full.ffn], 1)  # x_0, every ATTN_l and FFN_l: they sum to x_L
     terms = (parts.abs() @ readout.G.abs().T).sum(1) / full.scale[:, None]
     close(readout.direct(parts, full.scale).sum(1), direct, scale=float(terms.max()))
     assert (readout.logits(parts, full.scale).sum(1) - full.logits).abs().max() > 0.1

@@ -131,12 +131,12 @@ def test_the_ffn_reads_the_block_input_in_a_parallel_block(small, full, hf):
         x = hf.hidden_states[l][rows, full.last]
         with torch.no_grad():
             ffn = block.mlp(norms(small, block)[1](x if small.arch.parallel else x + full.attn[:, l]))
-        close(full.mlp[:, l], ffn)
+        close(full.ffn[:, l], ffn)
     if small.arch.parallel:
-        terms = full.mid.abs() + full.mlp.abs()
-        close(full.mid + full.mlp, full.resid[:, 1:], scale=float(terms.max()))
+        terms = full.mid.abs() + full.ffn.abs()
+        close(full.mid + full.ffn, full.resid[:, 1:], scale=float(terms.max()))
     else:
-        exact(full.mid + full.mlp, full.resid[:, 1:])  # the model's own two additions
+        exact(full.mid + full.ffn, full.resid[:, 1:])  # the model's own two additions
 
 
 def test_the_fused_projection_is_read_in_its_layout(small, full, hf):
@@ -170,7 +170,7 @@ def test_locate_scores_are_log_probability_increases_on_the_residual(small):
         close(result.head[:, l], naive_increase(readout, dec.resid[:, l], heads[:, l], w, dec.scale), scale=at)
         close(result.attn[:, l], naive_increase(readout, dec.resid[:, l], dec.attn[:, l, None], w, dec.scale)[:, 0], scale=at)
         mid = dec.resid[:, l] + dec.attn[:, l]
-        close(result.ffn[:, l], naive_increase(readout, mid, dec.mlp[:, l, None], w, dec.scale)[:, 0], scale=at)
+        close(result.ffn[:, l], naive_increase(readout, mid, dec.ffn[:, l, None], w, dec.scale)[:, 0], scale=at)
 
 
 # --- interventions ----------------------------------------------------------------------------

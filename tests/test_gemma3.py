@@ -53,7 +53,7 @@ def test_the_post_norms_scale_is_the_inverse_rms_of_the_branch_output(gemma, dec
         o_proj = block.self_attn.o_proj
         for o, scale, norm, out in (
             (o_proj(dec.z[:, l].flatten(1)), dec.attn_scale[:, l], block.post_attention_layernorm, dec.attn[:, l]),
-            (dec.neurons[:, l] @ block.mlp.down_proj.weight.T, dec.mlp_scale[:, l], block.post_feedforward_layernorm, dec.mlp[:, l]),
+            (dec.neurons[:, l] @ block.mlp.down_proj.weight.T, dec.ffn_scale[:, l], block.post_feedforward_layernorm, dec.ffn[:, l]),
         ):
             inv_rms = 1 / (o.pow(2).mean(-1) + eps).sqrt()
             close(scale, inv_rms)
@@ -147,7 +147,7 @@ def test_the_vision_language_model_decomposes_its_text_exactly(gpt2_tokenizer):
     assert (m.arch.family, m.arch.n_layers, m.arch.d_head) == ("gemma3", 3, 16)
     assert_exact(m, PROMPTS)
     ours, theirs = decompose(m, PROMPTS, record=["pattern"]), decompose(alone, PROMPTS, record=["pattern"])
-    for name in ("resid", "attn", "mlp", "z", "pattern", "attn_scale", "logits"):
+    for name in ("resid", "attn", "ffn", "z", "pattern", "attn_scale", "logits"):
         close(getattr(ours, name), getattr(theirs, name))
     labels = labels_of(m, EXAMPLES)
     with position_free_labels(m, [(1, 0), (2, 3)], labels, target=torch.tensor([2, 9, 5])):

@@ -120,8 +120,8 @@ def test_decomposition_rebuilds_the_forward_pass(llama, dec):
     rows, arch = torch.arange(len(TEXTS)), llama.arch
     for l in range(arch.n_layers):
         exact(dec.resid[:, l], hf.hidden_states[l][rows, dec.last])  # the same forward pass of the same batch
-    terms = dec.resid[:, 0].abs() + dec.attn.abs().sum(1) + dec.mlp.abs().sum(1)  # the scales: sums of |terms|
-    close(dec.resid[:, 0] + dec.attn.sum(1) + dec.mlp.sum(1), dec.resid[:, -1], scale=float(terms.max()))
+    terms = dec.resid[:, 0].abs() + dec.attn.abs().sum(1) + dec.ffn.abs().sum(1)  # the scales: sums of |terms|
+    close(dec.resid[:, 0] + dec.attn.sum(1) + dec.ffn.sum(1), dec.resid[:, -1], scale=float(terms.max()))
     close(dec.logits, hf.logits[rows, dec.last])  # the unembedding of B rows, not of B * T
     close(Readout(arch).logits(dec.resid[:, -1], dec.scale), dec.logits)
     heads = dec.heads()
@@ -142,7 +142,7 @@ def test_increases_toward_the_true_label_equal_the_naive_ones(llama, dec, pos):
     for l in range(arch.n_layers):
         close(located.head[:, l], naive_increase(r, dec.resid[:, l], heads[:, l], true, dec.scale), scale=at)
         close(located.attn[:, l], naive_increase(r, dec.resid[:, l], dec.attn[:, l, None], true, dec.scale)[:, 0], scale=at)
-        close(located.ffn[:, l], naive_increase(r, dec.mid[:, l], dec.mlp[:, l, None], true, dec.scale)[:, 0], scale=at)
+        close(located.ffn[:, l], naive_increase(r, dec.mid[:, l], dec.ffn[:, l, None], true, dec.scale)[:, 0], scale=at)
     every = [(l, h) for l in range(arch.n_layers) for h in range(arch.n_heads)]
     labels = pos.labels.clamp(min=0)
     got = heads_position_increase(r, dec, every, labels, true)  # [B, S, K]

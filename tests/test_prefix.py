@@ -73,6 +73,6 @@ def test_runs_share_their_prefix_and_equal_separate_runs(small):
     assert calls == {0: 3 * batches, 1: 3 * batches, 2: 4 * batches}  # only the layer-2 run resumes
     for run, got in zip(runs, together):
         alone = accuracy(small, texts, true_ids, false_ids, batch_size=4, within=run.within, progress=False)
-        assert torch.equal(got.true_logit, alone.true_logit) and torch.equal(got.top, alone.top)
+        assert torch.equal(got.true_logit, alone.true_logit) and torch.equal(got.predictions, alone.predictions)
         assert torch.equal(got.true_prob, alone.true_prob)
     assert not torch.equal(together[2].true_logit, together[1].true_logit)

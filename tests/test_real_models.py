@@ -30,7 +30,7 @@ def test_real_model_decomposes_exactly(real):
     arch = real.arch
     assert (arch.n_layers, arch.n_heads, arch.n_kv_heads, arch.d_model) == SHAPES[real.name]
     dec = decompose(real, [EXAMPLE, EXAMPLE.replace("love", "hate")])
-    close(dec.resid[:, 0] + dec.attn.sum(1) + dec.mlp.sum(1), dec.resid[:, -1])
+    close(dec.resid[:, 0] + dec.attn.sum(1) + dec.ffn.sum(1), dec.resid[:, -1])
     close(dec.heads().sum(2) + _bias(real), dec.attn)
     close(Readout(arch).logits(dec.resid[:, -1], dec.scale), dec.logits)
     assert real.tokenizer.decode(dec.predictions[:1]) == PREDICTED[real.name]

@@ -18,8 +18,8 @@ def constructed(truth: float, by_distance: list[float], n: int = 30, noise: floa
     distance = torch.tensor(by_distance).flip(0)  # prompt order: the farthest label first
     attention = 0.1 + truth * PATTERNS.float() + distance  # [O, K]
     attention = attention[None, :, None].expand(n, -1, 2, -1) + noise * torch.randn(n, len(ORDERS), 2, 4, generator=g)
-    top1 = torch.ones(n, len(ORDERS), dtype=torch.bool)
-    return recency.RecencyFamily("toy", [(0, 0), (1, 1)], attention, PATTERNS, top1, PATTERNS[:, -1].expand(n, -1))
+    top1_hits = torch.ones(n, len(ORDERS), dtype=torch.bool)
+    return recency.RecencyFamily("toy", [(0, 0), (1, 1)], attention, PATTERNS, top1_hits, PATTERNS[:, -1].expand(n, -1))
 
 
 def test_the_family_is_every_order_of_two_true_and_two_false():
@@ -52,7 +52,7 @@ def test_truth_effect_equals_the_difference_of_means_in_the_crossed_design():
 
 def test_family_table_splits_accuracy_by_the_nearest_label():
     fam = constructed(0.05, [0.3, 0.2, 0.1, 0.0])
-    fam.top1 = PATTERNS[:, -1].expand(30, -1).clone()  # right exactly when the true label is nearest
+    fam.top1_hits = PATTERNS[:, -1].expand(30, -1).clone()  # right exactly when the true label is nearest
     row = recency.family_table([fam]).loc["toy"]
     assert (row["top-1, true nearest"], row["top-1, false nearest"], row["names the nearest label"]) == (1.0, 0.0, 0.5)
     assert row["N"] == 30
@@ -71,4 +71,4 @@ def test_recency_family_is_the_label_attention_of_each_order(small, tmp_path, mo
         true_id, false_id = prompt_label_ids(small.tokenizer, ps.prompts)
         nearest = true_id if order.endswith("t") else false_id
         assert torch.equal(fam.nearest[:, o], att.predictions == nearest)
-        assert torch.equal(fam.top1[:, o], att.predictions == true_id)
+        assert torch.equal(fam.top1_hits[:, o], att.predictions == true_id)

@@ -24,8 +24,8 @@ from tests.conftest import close, exact, logprob_scale, rank_slack, small_model
 from tests.test_attribution import naive_increase
 
 
-def test_label_attention_sweep_matches_one_batch(small, ps):
-    att = label_attention.label_attention_sweep(small, ps, batch_size=2)
+def test_attention_on_labels_matches_one_batch(small, ps):
+    att = label_attention.attention_on_labels(small, ps, batch_size=2, cache=False)
     dec = decompose(small, TEXTS, record=["pattern"])
     T = dec.input_ids.shape[1]
     for true, got in ((True, att.true), (False, att.false)):
@@ -52,10 +52,10 @@ def test_decomposed_batches_prompts_of_similar_length_each_once(small, ps):
     assert batches == [(shortest[:2], int(lengths[shortest[1]])), (shortest[2:], int(lengths[shortest[2]]))]
 
 
-def test_label_increase_sweep_matches_one_batch(small, ps):
+def test_label_increases_match_one_batch(small, ps):
     """Fig. 7's increase at each label position, batched in twos, against every position's
     increase in one batch, head by head."""
-    got = label_attention.label_increase_sweep(small, ps, HEADS, batch_size=2)
+    got = label_attention.label_increases(small, ps, HEADS, batch_size=2, cache=False)
     dec = decompose(small, TEXTS, record=["pattern", "values"])
     scale = logprob_scale(dec)
     assert got.shape == (3, 2, 4)
@@ -73,8 +73,8 @@ def test_label_increase_sweep_matches_one_batch(small, ps):
     close(increase[-2:], got[2, 1, :2], scale=scale)  # scored in one block of three, not in twos
 
 
-def test_label_value_ranks_sweep_matches_one_batch(small, ps):
-    ranks = mrr.label_value_ranks_sweep(small, ps, HEADS, batch_size=2)
+def test_label_ranks_match_one_batch(small, ps):
+    ranks = mrr.label_ranks(small, ps, HEADS, batch_size=2, cache=False)
     dec = decompose(small, TEXTS, record=["values"])
     labels = ps.positions.labels
     is_label = ps.positions.mask(dec.input_ids.shape[1], True) | ps.positions.mask(dec.input_ids.shape[1], False)
@@ -105,7 +105,7 @@ def test_mrr_by_label_splits_the_label_positions_by_their_word(small, ps):
 def test_answered_correctly_compares_the_located_prediction_with_the_true_label(small, ps, monkeypatch):
     true = prompt_label_ids(small.tokenizer, ps.prompts)[0]
     acc = accuracy.prompt_accuracy(small, ps)
-    assert torch.equal(in_context_heads.answered_correctly(small, ps), acc.top == true)  # located's targets: the argmax
+    assert torch.equal(in_context_heads.answered_correctly(small, ps), acc.predictions == true)  # located's targets: the argmax
     for targets, first in ((torch.stack([true[0] + 1, true[1], true[2]]), 1), (true + 1, None)):
         monkeypatch.setattr(in_context_heads, "located", lambda m, ps, t=targets: SimpleNamespace(targets=t))
         assert in_context_heads.first_correct(small, ps) == first
@@ -209,10 +209,10 @@ def test_projection_hits_count_label_words():
 def test_label_attention_alone_is_recorded_without_scoring_heads(small, ps, tmp_path, monkeypatch):
     """A prompt variant's label attention: its pass stores that result only, and scores no head."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
-    monkeypatch.setattr(prompt_pass, "score_decompositions", lambda *a, **k: pytest.fail("scored the heads"))
+    monkeypatch.setattr(prompt_pass, "Scoring", lambda *a, **k: pytest.fail("scored the heads"))
     att = label_attention.attention_on_labels(small, ps)
     assert [f.name.split("__")[0] for f in (tmp_path / "results").glob("*.pt")] == ["label-attention"]
-    exact(att.true, label_attention.label_attention_sweep(small, ps).true)  # the same pass, run again
+    exact(att.true, label_attention.attention_on_labels(small, ps, cache=False).true)  # the same pass, run again
 
 
 def test_an_unknown_kind_of_pass_is_refused_before_any_pass(small, ps, monkeypatch):
@@ -230,7 +230,7 @@ def test_a_located_prompt_set_runs_through_the_model_once(small, ps, tmp_path, m
     try:
         loc = in_context_heads.located(small, ps, batch_size=2)
         att = label_attention.attention_on_labels(small, ps)
-        increase = label_attention.label_increase(small, ps, HEADS)
+        increase = label_attention.label_increases(small, ps, HEADS)
         ranks = mrr.label_ranks(small, ps, HEADS)
     finally:
         handle.remove()
@@ -238,7 +238,7 @@ def test_a_located_prompt_set_runs_through_the_model_once(small, ps, tmp_path, m
     dec = decompose(small, TEXTS, record=["pattern", "values"])  # in one batch: other summation orders throughout
     scale = logprob_scale(dec)
     close(loc.head, locate(small, ps.texts).head, scale=scale)
-    own = label_attention.label_attention_sweep(small, ps, batch_size=3)
+    own = label_attention.attention_on_labels(small, ps, batch_size=3, cache=False)
     for name in ("true", "false", "per_label"):
         close(getattr(att, name), getattr(own, name), equal_nan=True)
     assert torch.equal(att.predictions, own.predictions)
@@ -270,9 +270,9 @@ def test_studies_on_a_prompt_set_are_cached(small, tmp_path, monkeypatch):
     ps = runner.prompt_set(small, "sentiment_number", "imbalanced", n=3)
     att = label_attention.attention_on_labels(small, ps)
     ranks = mrr.label_ranks(small, ps, HEADS)
-    assert torch.equal(ranks, mrr.label_value_ranks_sweep(small, ps, HEADS))  # computed as the cache computed it
-    monkeypatch.setattr(label_attention, "label_attention_sweep", lambda *a, **k: pytest.fail("recomputed"))
-    monkeypatch.setattr(mrr, "label_value_ranks_sweep", lambda *a, **k: pytest.fail("recomputed"))
+    assert torch.equal(ranks, mrr.label_ranks(small, ps, HEADS, cache=False))  # computed as the cache computed it
+    monkeypatch.setattr(prompt_pass, "prompt_pass", lambda *a, **k: pytest.fail("recomputed"))
+    monkeypatch.setattr(mrr, "label_value_ranks", lambda *a, **k: pytest.fail("recomputed"))
     assert torch.equal(label_attention.attention_on_labels(small, ps).true, att.true)
     assert torch.equal(mrr.label_ranks(small, ps, HEADS), ranks)
     with pytest.raises(pytest.fail.Exception):

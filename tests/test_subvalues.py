@@ -22,7 +22,7 @@ def test_position_increases_are_position_increase_in_batches_of_two(small, ps, t
     head by head; NaN past each prompt's last position; the cached result (batched otherwise)
     is the same, and reads back unchanged."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
-    got = subvalues.position_increase_sweep(small, ps, HEADS, batch_size=2)
+    got = subvalues.position_increases(small, ps, HEADS, batch_size=2, cache=False)
     dec = decompose(small, TEXTS, record=["pattern", "values"])
     scale = logprob_scale(dec)
     assert got.shape == (3, 2, dec.input_ids.shape[1])
@@ -58,7 +58,7 @@ def test_the_top_position_is_the_largest_increase_before_the_last_position():
     assert kinds.tolist() == [[TRUE_LABEL, FALSE_LABEL, OTHER], [LAST, DEMONSTRATION, TRUE_LABEL]]
     shares = subvalues.kind_shares(kinds)
     # shares of two prompts are 0, 1/2 or 1, exact in binary floating point
-    assert shares.shape == (3, len(subvalues.KINDS)) and shares[2, TRUE_LABEL] == 0.5 and shares.sum(1).eq(1).all()
+    assert shares.shape == (3, len(subvalues.POSITION_KINDS)) and shares[2, TRUE_LABEL] == 0.5 and shares.sum(1).eq(1).all()
     # one float64 division of the same two integers as Python's: the same correctly rounded quotient
     exact(subvalues.true_label_chance(hand_built()), torch.tensor([1 / 9, 1 / 7], dtype=torch.float64))
 
@@ -68,10 +68,10 @@ def test_neuron_increases_and_their_ranking_are_neuron_increase(small, ps, tmp_p
     against the naive increases of one batch; the top neurons rank the mean and show their tokens."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     layers = [2, 0]
-    got = subvalues.neuron_increase_sweep(small, ps, layers, batch_size=2)
+    got = subvalues.neuron_increases(small, ps, layers, batch_size=2, cache=False)
     dec = decompose(small, TEXTS, record=["neurons"])
     r, W_out = Readout(small.arch), small.arch.W_out
-    neurons = [dec.neurons[:, l, :, None] * W_out(l) * dec.mlp_scale[:, l, None, None] for l in layers]  # [B, K, d] each
+    neurons = [dec.neurons[:, l, :, None] * W_out(l) * dec.ffn_scale[:, l, None, None] for l in layers]  # [B, K, d] each
     want = torch.stack([naive_increase(r, dec.mid[:, l], n, dec.predictions, dec.scale) for l, n in zip(layers, neurons)], 1)
     scale = logprob_scale(dec)
     close(got, want, scale=scale)

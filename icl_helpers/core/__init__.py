@@ -1,5 +1,6 @@
-"""The exact core: decompose, attribution (readout and log-probability increase), locate,
-heads (the (layer, head) type and samplers), projections, interventions.
+"""The exact core: batching (batches of prompts and the walk over them), decompose,
+attribution (readout and log-probability increase), locate, heads (the (layer, head) type
+and samplers), projections, interventions.
 
 The public names are re-exported by `icl_helpers` itself; modules are imported as
 `icl_helpers.core.<module>` (this file re-exports nothing, so `core.locate` and

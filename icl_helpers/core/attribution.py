@@ -259,11 +259,11 @@ def heads_position_increase(readout: Readout, dec: Decomposition, heads: Sequenc
 
 
 def neuron_increase(readout: Readout, dec: Decomposition, layer: int, target: torch.Tensor) -> torch.Tensor:
-    """[B, d_mlp]: I(mlp_scale_l a_{l,k} W_out^l[k] | m_l) for every neuron k of one layer.
+    """[B, d_ffn]: I(ffn_scale_l a_{l,k} W_out^l[k] | m_l) for every neuron k of one layer.
 
     Needs decompose(..., record=["neurons"]). Folded: a_k scores against W_out[k] @ G_c.
     """
-    a = _scaled(dec.require("neurons")[:, layer], dec.mlp_scale[:, layer].float() / dec.scale.float())  # [B, K]
+    a = _scaled(dec.require("neurons")[:, layer], dec.ffn_scale[:, layer].float() / dec.scale.float())  # [B, K]
     W_out = dec.arch.W_out(layer).float()  # [K, d]
     return readout.increase(
         dec.mid[:, layer], lambda WG, rows: a[rows].unsqueeze(-1) * WG, a.shape[1], target, dec.scale,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field, fields, replace
-from typing import Iterable, Literal, Sequence
+from typing import Iterable, Literal
 
 import torch
 
@@ -46,16 +46,16 @@ class Decomposition:
     # [B, L]: 1/sigma of the norm that ends the attention branch (Gemma 2, 3, OLMo 2), frozen like `scale`, so that
     # head_{l,h} = attn_scale_l z_{l,h} W_O^{l,h} (W_O holds that norm's gain); 1 where the family has none
     attn_scale: torch.Tensor | None = None
-    mlp_scale: torch.Tensor | None = None  # [B, L]: the same for the FFN branch (None in a `LabelRecord`'s)
+    ffn_scale: torch.Tensor | None = None  # [B, L]: the same for the FFN branch (None in a `LabelRecord`'s)
     resid: torch.Tensor = _recorded()  # [B, L+1, d]: x_0 .. x_{L-1} (layer inputs) and f = x_L
     attn: torch.Tensor = _recorded()  # [B, L, d]: ATTN_l, output bias included
-    mlp: torch.Tensor = _recorded()  # [B, L, d]: FFN_l
+    ffn: torch.Tensor = _recorded(site="mlp")  # [B, L, d]: FFN_l
     z: torch.Tensor = _recorded(heads="q")  # [B, L, H, dh]: input to the attention output projection
     pattern: torch.Tensor | None = _recorded(keep="last_row")  # [B, L, H, T]: attention of the last position
     values: torch.Tensor | None = _recorded(keep="all", heads="kv")  # [B, L, H_kv, T, dh]: every position
     attn_all: torch.Tensor | None = _recorded(site="attn", keep="all")  # [B, L, T, d]: ATTN_l at every position
     queries: torch.Tensor | None = _recorded(heads="q")  # [B, L, H, dh]: queries before any rotation, after any q_norm
-    neurons: torch.Tensor | None = _recorded()  # [B, L, d_mlp]: FFN activations
+    neurons: torch.Tensor | None = _recorded()  # [B, L, d_ffn]: FFN activations
 
     @property
     def mid(self) -> torch.Tensor:
@@ -126,27 +126,6 @@ class Decomposition:
         return q @ self.arch.W_K(layer)[self.arch.kv_head(head)].to(q)
 
 
-BATCH_TOKENS = 2048  # tokens with padding a batch of long prompts may hold (see bench/RESULTS.md, padding)
-
-
-def length_batches(m: ICLModel, prompts: Sequence[str], batch_size: int) -> list[torch.Tensor]:
-    """`token_batches` of the prompts, by their lengths in this model's tokens."""
-    return token_batches([len(ids) for ids in m.tokenizer(list(prompts))["input_ids"]], batch_size)
-
-
-def token_batches(lengths: Sequence[int], batch_size: int) -> list[torch.Tensor]:
-    """Batches of prompt indices [b] for prompts of `lengths` tokens, shortest first: at most
-    batch_size prompts and BATCH_TOKENS tokens with padding a batch (a longer prompt alone),
-    so a batch pads little and its eager attention stays small. Every prompt once;
-    `torch.cat(batches).argsort()` restores prompt order."""
-    batches: list[list[int]] = []
-    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
-        if not batches or len(batches[-1]) == batch_size or (len(batches[-1]) + 1) * lengths[i] > BATCH_TOKENS:
-            batches.append([])
-        batches[-1].append(i)
-    return [torch.tensor(b, dtype=torch.long) for b in batches]
-
-
 def concat(parts: list[Decomposition]) -> Decomposition:
     """One decomposition of the prompts of all `parts`, in order (every-position fields must
     have one length, as after `at_positions` with the same P)."""
@@ -154,8 +133,8 @@ def concat(parts: list[Decomposition]) -> Decomposition:
     return Decomposition(parts[0].arch, **{k: None if v[0] is None else torch.cat(v) for k, v in tensors.items()})
 
 
-ALWAYS = ("resid", "attn", "mlp", "z")
-BRANCHES = ("attn", "mlp")  # the residual branches whose ending norm's 1/sigma is recorded
+ALWAYS = ("resid", "attn", "ffn", "z")
+BRANCHES = {"attn_scale": "attn", "ffn_scale": "mlp"}  # field -> the residual branch whose ending norm's 1/sigma it holds
 OPTIONAL = tuple(f.name for f in fields(Decomposition) if f.metadata and f.name not in ALWAYS)
 
 
@@ -207,7 +186,7 @@ def decompose(m: ICLModel, prompts: list[str], *, record: Iterable[str] = ()) ->
     final: dict[str, torch.Tensor] = {}
     hooks.append((arch.final_norm(), "pre", lambda mod, args: final.update(f=keep_rows["last"](args[0]))))
     branch_scales: dict[tuple[str, int], torch.Tensor] = {}  # (branch, layer) -> [B]: 1/sigma at the last position
-    for branch, layer in itertools.product(BRANCHES, range(arch.n_layers)):
+    for branch, layer in itertools.product(BRANCHES.values(), range(arch.n_layers)):
         norm = arch.branch_norm(branch, layer)
         if norm is not None:
             hooks.append((norm, "pre", lambda mod, args, key=(branch, layer):
@@ -221,7 +200,7 @@ def decompose(m: ICLModel, prompts: list[str], *, record: Iterable[str] = ()) ->
     }
     stacked["resid"] = torch.cat([stacked["resid"], final["f"].unsqueeze(1)], 1)
     one = torch.ones(len(last), device=out_device)
-    branch = {f"{b}_scale": torch.stack([branch_scales.get((b, l), one) for l in range(arch.n_layers)], 1) for b in BRANCHES}
+    branch = {name: torch.stack([branch_scales.get((b, l), one) for l in range(arch.n_layers)], 1) for name, b in BRANCHES.items()}
     return Decomposition(
         arch=arch,
         input_ids=enc["input_ids"].to(out_device),

@@ -40,6 +40,7 @@ from ..data.positions import LabelPositions
 from ..model.adapters import Arch
 from ..model.hooks import Hook, attached
 from ..model.loading import ICLModel
+from .batching import chunks, walk
 from .heads import Head, head_mask
 
 Heads = Sequence[Head]
@@ -104,8 +105,8 @@ def head_means(m: ICLModel, prompts: list[str], batch_size: int = 32) -> torch.T
     arch = m.arch
     total = torch.zeros(arch.n_layers, arch.n_heads * arch.d_head, dtype=torch.float64)
     count = 0
-    for start in range(0, len(prompts), batch_size):
-        enc = m.encode(prompts[start : start + batch_size])
+    for _, texts in walk(prompts, chunks(len(prompts), batch_size), progress=False):
+        enc = m.encode(texts)
         real = enc["attention_mask"].bool()
 
         def add(l: int, z: torch.Tensor) -> None:

@@ -2,17 +2,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
-from tqdm.auto import tqdm
 
-from ..errors import UsageError, check_batch_size, check_prompts, warn_without_demonstration
+from ..errors import UsageError, check_prompts, warn_without_demonstration
 from ..model.adapters import Arch
 from ..model.loading import ICLModel
-from ..progress import progress_bar
 from .attribution import Readout, layer_head_increase
-from .decompose import Decomposition, decompose, length_batches
+from .batching import Tensors, in_prompt_order, length_batches, scoring_groups, walk
+from .decompose import Decomposition, decompose
 from .heads import Head, at_heads, top_heads
 
 GROUP_FLOATS = 2**27  # floats of last-position vectors (z, residuals) one scoring pass may hold
@@ -61,18 +59,11 @@ def locate(
     prompts = check_prompts(prompts)
     warn_without_demonstration(prompts)
     targets = None if targets is None else check_targets(targets, len(prompts), m.arch.W_U().shape[0])
-    check_batch_size(batch_size)
-    readout = Readout(m.arch)
     batches = length_batches(m, prompts, batch_size)  # similar lengths together; results back in prompt order
-    bar = progress_bar(len(batches), "locate", progress)
-    parts = []
-    for group in scoring_groups(batches, group_size(m.arch, batch_size)):
-        rows = torch.cat(group)
-        parts.append(score_decompositions(readout, m.arch, _decompositions(m, prompts, group, bar), len(rows),
-                                          None if targets is None else targets[rows.to(targets.device)]))
-    bar.close()
-    restore = torch.cat(batches).argsort()
-    return LocateResult(*(torch.cat(p)[restore] for p in zip(*parts)))
+    scoring = Scoring(m.arch, batches, batch_size, targets)
+    for _, texts in walk(prompts, batches, "locate", progress):
+        scoring.add(decompose(m, texts))
+    return scoring.result()
 
 
 def check_targets(targets: torch.Tensor | list[int], n: int, vocab: int) -> torch.Tensor:
@@ -98,41 +89,44 @@ def group_size(arch: Arch, batch_size: int) -> int:
     return max(1, GROUP_FLOATS // per_prompt // batch_size) * batch_size
 
 
-def score_decompositions(readout: Readout, arch: Arch, decs: Iterator[Decomposition], n: int,
-                         targets: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """(head [n, L, H], attn [n, L], ffn [n, L], targets [n]) on the CPU for the n prompts of
-    consecutive decompositions; targets: [n] token ids, default each prompt's prediction."""
-    held: dict[str, torch.Tensor] = {}  # each batch written in place: no second copy while concatenating
-    start = 0
-    for dec in decs:
+class Scoring:
+    """The located scores of the decompositions of `batches` (batch_size prompts at most a
+    batch), given a batch at a time in their order (`add`) and scored a group at a time
+    (`scoring_groups` of `group_size` prompts), each group's vectors written in place into
+    one buffer: no second copy while concatenating. targets: [N] token ids to score,
+    default each prompt's prediction."""
+
+    def __init__(self, arch: Arch, batches: list[torch.Tensor], batch_size: int, targets: torch.Tensor | None = None):
+        self.readout, self.arch, self.batches, self.targets = Readout(arch), arch, batches, targets
+        self.groups = scoring_groups(batches, group_size(arch, batch_size))
+        self.parts: list[Tensors] = []  # per group: LocateResult's fields, [n, ...] each, on the CPU
+        self._next_group()
+
+    def _next_group(self) -> None:
+        self.rows = torch.cat(next(self.groups, [torch.empty(0, dtype=torch.long)]))  # [n]: the group's prompts
+        self.held: Tensors = {}
+        self.start = 0
+
+    def add(self, dec: Decomposition) -> None:
+        """Hold the decomposition of the next batch; score its group once it is complete."""
+        n = len(self.rows)
         for key, value in (("z", dec.z), ("resid", dec.resid), ("scale", dec.scale), ("attn_scale", dec.attn_scale),
                            ("w", dec.predictions)):
-            if key not in held:
-                held[key] = value.new_empty((n, *value.shape[1:]))
-            held[key][start : start + len(value)] = value
-        start += len(dec.z)
-    z, resid, scale, attn_scale, w = held.values()
-    if targets is not None:
-        w = targets.to(w.device)
-    head, attn, ffn = layer_head_increase(readout, arch, z, resid, w, scale, attn_scale)
-    return head.cpu(), attn.cpu(), ffn.cpu(), w.cpu()
+            if key not in self.held:
+                self.held[key] = value.new_empty((n, *value.shape[1:]))
+            self.held[key][self.start : self.start + len(value)] = value
+        self.start += len(dec.z)
+        if self.start == n:
+            self._score()
+            self._next_group()
 
+    def _score(self) -> None:
+        z, resid, scale, attn_scale, w = self.held.values()
+        if self.targets is not None:
+            w = self.targets[self.rows.to(self.targets.device)].to(w.device)
+        head, attn, ffn = layer_head_increase(self.readout, self.arch, z, resid, w, scale, attn_scale)
+        self.parts.append({"head": head.cpu(), "attn": attn.cpu(), "ffn": ffn.cpu(), "targets": w.cpu()})
 
-def scoring_groups(batches: list[torch.Tensor], size: int) -> Iterator[list[torch.Tensor]]:
-    """Consecutive batches [b] of prompt indices, as many at a time as hold at most `size`
-    prompts together (one batch at least): what one scoring pass takes."""
-    group: list[torch.Tensor] = []
-    for batch in batches:
-        if group and sum(map(len, group)) + len(batch) > size:
-            yield group
-            group = []
-        group.append(batch)
-    if group:
-        yield group
-
-
-def _decompositions(m: ICLModel, prompts: list[str], batches: list[torch.Tensor], bar: tqdm) -> Iterator[Decomposition]:
-    """The decomposition of each batch of prompts, in turn."""
-    for rows in batches:
-        yield decompose(m, [prompts[i] for i in rows])
-        bar.update(1)
+    def result(self) -> LocateResult:
+        """The scores of every prompt, in prompt order (once every batch is added)."""
+        return LocateResult(**in_prompt_order(self.parts, self.batches))

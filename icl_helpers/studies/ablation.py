@@ -149,7 +149,7 @@ def causal_check(m: ICLModel, top: dict[str, list[Head]], plan: CausalPlan, word
 
 def curves(runs: dict[str, AblationRuns]) -> pd.DataFrame:
     """`AblationRuns.curves` of each dataset's runs, with a `dataset` column: its name and N."""
-    return pd.concat([r.curves().assign(dataset=f"{d} (N={len(r.plain.top)})") for d, r in runs.items()],
+    return pd.concat([r.curves().assign(dataset=f"{d} (N={len(r.plain.predictions)})") for d, r in runs.items()],
                      ignore_index=True)
 
 

@@ -14,12 +14,11 @@ from typing import Callable, ContextManager, Sequence
 import pandas as pd
 import torch
 
-from ..core.decompose import length_batches
+from ..core.batching import length_batches, walk
 from ..data.prompts import prompt_label_ids
-from ..errors import UsageError, check_batch_size, check_prompts
+from ..errors import UsageError, check_prompts
 from ..model.loading import ICLModel
 from ..model.prefix import block_inputs, resumed
-from ..progress import progress_bar
 from .runner import PromptSet, prompt_set
 
 
@@ -29,7 +28,7 @@ class Accuracy:
 
     true_logit: torch.Tensor  # [N]
     false_logit: torch.Tensor  # [N]
-    top: torch.Tensor  # [N] long: the argmax token
+    predictions: torch.Tensor  # [N] long: the argmax token
     true_id: torch.Tensor  # [N] long
     true_prob: torch.Tensor | None = None  # [N]: the true label's next-token probability
 
@@ -41,7 +40,7 @@ class Accuracy:
     @property
     def top1_hits(self) -> torch.Tensor:
         """[N] bool: the argmax is the true label."""
-        return self.top == self.true_id
+        return self.predictions == self.true_id
 
     @property
     def ranked_hits(self) -> torch.Tensor:
@@ -107,35 +106,31 @@ def accuracies(
     encoded once, and the blocks before a run's `start` are computed once for all the runs
     (recorded on the batch's first run that leaves them unchanged, the plain one first,
     `model.prefix`); a run then computes only blocks start..L-1. progress: the label of a
-    bar over batches and runs (None: no bar)."""
+    bar over batches (None: no bar)."""
     prompts = check_prompts(prompts)
     n = len(prompts)
     ids = torch.stack([torch.as_tensor(i, dtype=torch.long).expand(n) for i in (true_ids, false_ids)], 1)  # [N, 2]
     if (ids[:, 0] == ids[:, 1]).any():
         raise UsageError("A prompt's true and false labels share their first token: choose label words that start differently.")
-    check_batch_size(batch_size)
     L = m.arch.n_layers
     starts = [L if run.within is None else min(max(run.start, 0), L) for run in runs]  # the plain model changes nothing
     shared = sorted({s for s in starts if 0 < s < L})  # block inputs worth keeping
     batches = length_batches(m, prompts, batch_size)  # similar lengths share a batch: little padding
-    out = [(torch.empty(n, dtype=torch.long), torch.empty(n, 2), torch.empty(n)) for _ in runs]  # top, pair, prob
-    bar = progress_bar(len(batches) * len(runs), progress or "", progress is not None)
-    for batch in batches:
+    out = [(torch.empty(n, dtype=torch.long), torch.empty(n, 2), torch.empty(n)) for _ in runs]  # predictions, pair, prob
+    for batch, texts in walk(prompts, batches, progress or "", progress is not None):
         rows = batch.tolist()
-        enc = m.encode([prompts[i] for i in rows])
+        enc = m.encode(texts)
         last = enc["attention_mask"].sum(1) - 1  # [b]
         inputs: dict[int, torch.Tensor] = {}  # block inputs x_s [b, T, d] of this batch, unchanged by the runs so far
-        for run, start, (top, pair, prob) in zip(runs, starts, out):
+        for run, start, (predictions, pair, prob) in zip(runs, starts, out):
             pass_from = (resumed(m, start, inputs[start]) if start in inputs
                          else block_inputs(m, [s for s in shared if s <= start and s not in inputs], inputs))
             with run.within(rows) if run.within else nullcontext(), pass_from:
                 logits = m.model(**enc, logits_to_keep=last[:, None]).logits[:, 0].float()  # [b, V]
-            top[rows] = logits.argmax(-1).cpu()
+            predictions[rows] = logits.argmax(-1).cpu()
             pair[rows] = logits.gather(1, ids[rows].to(logits.device)).cpu()  # [b, 2]
             prob[rows] = (pair[rows, 0] - logits.logsumexp(-1).cpu()).exp()
-            bar.update()
-    bar.close()
-    return [Accuracy(pair[:, 0], pair[:, 1], top, ids[:, 0].clone(), prob) for top, pair, prob in out]
+    return [Accuracy(pair[:, 0], pair[:, 1], predictions, ids[:, 0].clone(), prob) for predictions, pair, prob in out]
 
 
 def prompt_accuracy(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> Accuracy:
@@ -149,8 +144,8 @@ class Table2Cell:
 
     direction: str  # "sentiment/number": the input's (true) class / the false class
     true_label: str  # foo (balanced prompts) or bar (labels swapped)
-    top1: torch.Tensor  # [N_cell] bool: the argmax is the true label
-    ranked: torch.Tensor  # [N_cell] bool: the true label outscores the false one
+    top1_hits: torch.Tensor  # [N_cell] bool: the argmax is the true label
+    ranked_hits: torch.Tensor  # [N_cell] bool: the true label outscores the false one
 
 
 def table2_cells(m: ICLModel, datasets: Sequence[str], n: int, seed: int = 0, batch_size: int = 32) -> list[Table2Cell]:
@@ -161,10 +156,10 @@ def table2_cells(m: ICLModel, datasets: Sequence[str], n: int, seed: int = 0, ba
         for variant in ("balanced", "swapped"):
             ps = prompt_set(m, dataset, variant, n, seed)
             acc = prompt_accuracy(m, ps, batch_size)
-            top1, ranked = acc.top1_hits, acc.ranked_hits
+            top1_hits, ranked_hits = acc.top1_hits, acc.ranked_hits
             for direction in dict.fromkeys(ps.directions):
                 keep = torch.tensor([d == direction for d in ps.directions])
-                cells.append(Table2Cell(direction, ps.prompts[0].true_label, top1[keep], ranked[keep]))
+                cells.append(Table2Cell(direction, ps.prompts[0].true_label, top1_hits[keep], ranked_hits[keep]))
     return cells
 
 
@@ -173,7 +168,8 @@ def accuracy_table(m: ICLModel, datasets: Sequence[str], n: int, batch_size: int
     the true label foo (balanced prompts) and bar (labels swapped); n prompts a dataset,
     half in each direction. Top-1: the argmax is the true label; ranked: the true label
     outscores the false one."""
-    table = pd.DataFrame([{"direction": c.direction, "true label": c.true_label, "top-1": float(c.top1.float().mean()),
-                           "ranked": float(c.ranked.float().mean())} for c in table2_cells(m, datasets, n, batch_size=batch_size)])
+    table = pd.DataFrame([{"direction": c.direction, "true label": c.true_label, "top-1": float(c.top1_hits.float().mean()),
+                           "ranked": float(c.ranked_hits.float().mean())}
+                          for c in table2_cells(m, datasets, n, batch_size=batch_size)])
     wide = table.pivot(index="direction", columns="true label", values=["top-1", "ranked"])
     return wide.reindex(index=list(dict.fromkeys(table["direction"])), columns=["foo", "bar"], level=1)

@@ -136,9 +136,9 @@ def bias_effect(
     runs = {}
     for name, prompts in (("biased", biased), ("standard", standard)):
         runs[name], runs[name + "+"] = intervened_accuracies(m, prompts, [(None, 0), (intervene, start)], batch_size)
-    count = {name: bias_count(runs[name].top, runs[name].true_id, target) for name in ("biased", "biased+")}
+    count = {name: bias_count(runs[name].predictions, runs[name].true_id, target) for name in ("biased", "biased+")}
     exposed = exposed_to_bias(runs["biased"].true_id, target)
-    flags = torch.stack([exposed, exposed & (runs["biased"].top == target), exposed & (runs["biased+"].top == target)], 1)
+    flags = torch.stack([exposed, *(exposed & (runs[name].predictions == target) for name in ("biased", "biased+"))], 1)
     return BiasEffect(
         count["biased"], count["biased+"],
         (runs["biased"].top1, runs["biased+"].top1),

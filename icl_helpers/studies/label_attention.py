@@ -21,8 +21,8 @@ from ..data.prompts import prompt_label_ids
 from ..model.loading import ICLModel
 from ..stats import spearman
 from .in_context_heads import in_context_heads
-from .prompt_pass import from_pass, label_record, prompt_pass
-from .runner import PromptSet, decomposed, prompt_set, study_result
+from .prompt_pass import from_pass, label_record
+from .runner import PromptSet, cached_study, decomposed, prompt_set
 
 
 @dataclass
@@ -44,20 +44,16 @@ class LabelAttention:
         return self.per_label[:, list(layers), list(hs)]
 
 
-@torch.no_grad()
-def label_attention_sweep(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> LabelAttention:
+def attention_on_labels(m: ICLModel, ps: PromptSet, batch_size: int = 32, cache: bool = True) -> LabelAttention:
     """Attention of the last position on each label and summed over true and over false
-    labels, every head, and the model's predictions (not cached: `attention_on_labels` is)."""
-    return LabelAttention(**prompt_pass(m, ps, ("label-attention",), batch_size)["label-attention"])
+    labels, every head, and the model's predictions, from the prompt set's one cached pass
+    (`prompt_pass`; cache=False: a pass of its own)."""
+    return LabelAttention(**from_pass("label-attention", m, ps, batch_size, cache))
 
 
-def attention_on_labels(m: ICLModel, ps: PromptSet) -> LabelAttention:
-    """`label_attention_sweep` on a prompt set, from its one cached pass (`prompt_pass`)."""
-    return LabelAttention(**from_pass("label-attention", m, ps))
-
-
+@cached_study("label-increase", "increase", "heads")
 @torch.no_grad()
-def label_increase_sweep(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 1024) -> torch.Tensor:
+def label_increases(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 1024) -> torch.Tensor:
     """[N, S, K]: the position-level increase (`heads_position_increase`) of each label
     position's subvalue in each head, toward the model's prediction; prompt order of the
     labels as in `LabelAttention.per_label` (NaN past a prompt's labels). Fig. 7's y-axis.
@@ -66,18 +62,10 @@ def label_increase_sweep(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batc
     readout, record = Readout(m.arch), label_record(m, ps)
     K = ps.positions.labels.shape[1]
     out = torch.full((len(ps), len(heads), K), torch.nan)
-    for start in range(0, len(ps), batch_size):
-        rows = slice(start, start + batch_size)
-        dec = record.decomposition(m, rows)
-        increase = heads_position_increase(readout, dec, heads, torch.arange(K).expand(len(dec.scale), K), record.predictions[rows])
+    for rows, dec in record.decompositions(m, batch_size):
+        increase = heads_position_increase(readout, dec, heads, torch.arange(K).expand(len(rows), K), record.predictions[rows])
         out[rows] = increase.cpu().masked_fill(~ps.positions[rows].valid[:, None], torch.nan)
     return out
-
-
-def label_increase(m: ICLModel, ps: PromptSet, heads: Sequence[Head]) -> torch.Tensor:
-    """`label_increase_sweep` [N, S, K] on a prompt set, cached on disk."""
-    compute = lambda: {"increase": label_increase_sweep(m, ps, heads)}  # noqa: E731
-    return study_result("label-increase", m, ps, compute, heads=list(heads))["increase"]
 
 
 @dataclass
@@ -99,7 +87,7 @@ def true_vs_false(true: torch.Tensor, false: torch.Tensor) -> TrueVsFalse:
 def label_points(m: ICLModel, ps: PromptSet, heads: Sequence[Head]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Fig. 7's points, one per (prompt, head, label position) of the listed heads: the
     position's attention weight, its subvalue's increase and whether its label is true, [n] each."""
-    weight, increase = attention_on_labels(m, ps).per_label_at(heads), label_increase(m, ps, heads)  # [N, S, K]
+    weight, increase = attention_on_labels(m, ps).per_label_at(heads), label_increases(m, ps, heads)  # [N, S, K]
     kept = ~weight.isnan()
     return weight[kept], increase[kept], ps.positions.is_true[:, None].expand_as(kept)[kept]
 

@@ -15,27 +15,21 @@ from ..core.projections import label_value_ranks
 from ..data.prompts import prompt_label_ids
 from ..model.loading import ICLModel
 from .prompt_pass import label_record
-from .runner import PromptSet, study_result
+from .runner import PromptSet, cached_study
 
 
+@cached_study("ranks", "ranks", "heads")
 @torch.no_grad()
-def label_value_ranks_sweep(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 1024) -> torch.Tensor:
+def label_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 1024) -> torch.Tensor:
     """[N, S, K]: rank (1 = top) of each label's own token in bs of its value in each head,
     for the K label positions of each prompt, in prompt order (nan-padded if K varies). Read
     from the prompt set's `LabelRecord` (the values at its label positions), batch_size prompts
     a call to `label_value_ranks` (which folds W_O into the readout once a call): no model pass."""
     readout, record = Readout(m.arch), label_record(m, ps)
     out = torch.full((len(ps), len(heads), ps.positions.labels.shape[1]), torch.nan)
-    for start in range(0, len(ps), batch_size):
-        rows = slice(start, start + batch_size)
-        out[rows] = label_value_ranks(readout, record.decomposition(m, rows), list(heads), ps.positions[rows].valid).cpu()
+    for rows, dec in record.decompositions(m, batch_size):
+        out[rows] = label_value_ranks(readout, dec, list(heads), ps.positions[rows].valid).cpu()
     return out
-
-
-def label_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head]) -> torch.Tensor:
-    """`label_value_ranks_sweep` [N, S, K] on a prompt set's labels, cached on disk."""
-    compute = lambda: {"ranks": label_value_ranks_sweep(m, ps, heads)}  # noqa: E731
-    return study_result("ranks", m, ps, compute, heads=list(heads))["ranks"]
 
 
 def layer_matched_mrr(m: ICLModel, ps: PromptSet, heads: Sequence[Head], draws: int, seed: int = 0

@@ -12,11 +12,11 @@ import pandas as pd
 import torch
 
 from ..core.attribution import Readout
-from ..core.decompose import Decomposition, concat
+from ..core.decompose import Decomposition
 from ..core.heads import Head
 from ..core.projections import project_head, token_strings
 from ..model.loading import ICLModel
-from .runner import PromptSet, decomposed
+from .runner import PromptSet, gathered
 
 RECORD = ("values", "attn_all", "queries")
 
@@ -52,13 +52,11 @@ class Projections:
 @torch.no_grad()
 def projections(m: ICLModel, ps: PromptSet, batch_size: int = 8) -> Projections:
     """Record every prompt of `ps` for `Projections.table`, in batches."""
-    parts, seen = [], []
-    for rows, dec in decomposed(m, ps, batch_size, record=RECORD):
+    def at_labels_and_last(rows: torch.Tensor, dec: Decomposition) -> Decomposition:
         positions = ps.positions[rows]
-        at = torch.cat([positions.labels.clamp(min=0), positions.last[:, None]], 1)  # [b, K + 1]
-        parts.append(dec.at_positions(at))
-        seen.append(rows)
-    return Projections(ps, concat(parts).select(torch.cat(seen).argsort()), Readout(m.arch), m.tokenizer)
+        return dec.at_positions(torch.cat([positions.labels.clamp(min=0), positions.last[:, None]], 1))  # [b, K + 1]
+
+    return Projections(ps, gathered(m, ps, batch_size, RECORD, at_labels_and_last), Readout(m.arch), m.tokenizer)
 
 
 def label_value_hits(table: pd.DataFrame) -> float:

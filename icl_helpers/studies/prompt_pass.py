@@ -16,16 +16,15 @@ from typing import Iterator, Sequence
 
 import torch
 
-from ..core.attribution import Readout
-from ..core.decompose import Decomposition, decompose, length_batches
+from ..core.batching import Tensors, chunks, in_prompt_order, length_batches, walk
+from ..core.decompose import Decomposition, decompose
 from ..core.interventions import intervening
-from ..core.locate import LocateResult, group_size, score_decompositions, scoring_groups
+from ..core.locate import Scoring
 from ..core.projections import attention_at, label_attention
 from ..data.positions import LabelPositions
-from ..errors import UsageError, check_batch_size
+from ..errors import UsageError
 from ..model.loading import ICLModel
-from ..progress import progress_bar
-from .runner import PromptSet, Tensors, cached, in_prompt_order, result_file, study_result
+from .runner import PromptSet, cached, result_file, study_result
 
 KINDS = ("locate", "label-attention", "label-record")
 
@@ -43,12 +42,14 @@ class LabelRecord:
     pattern: torch.Tensor  # [N, L, H, K]: attention of the last position on each label position
     values: torch.Tensor  # [N, L, H_kv, K, dh]: values at each label position
 
-    def decomposition(self, m: ICLModel, rows: slice = slice(None)) -> Decomposition:
-        """Prompts `rows` as a decomposition whose positions are the K label positions (as
-        `Decomposition.at_positions` gives), for `label_value_ranks` and `heads_position_increase`."""
-        return Decomposition(m.arch, input_ids=self.label_ids[rows], last=None, logits=None, scale=self.scale[rows],
-                             attn_scale=self.attn_scale[rows], resid=self.resid[rows], pattern=self.pattern[rows],
-                             values=self.values[rows])
+    def decompositions(self, m: ICLModel, batch_size: int) -> Iterator[tuple[torch.Tensor, Decomposition]]:
+        """(rows [b], those prompts as a decomposition whose positions are the K label positions,
+        as `Decomposition.at_positions` gives) for batch_size prompts at a time in prompt order
+        (`chunks`), for `label_value_ranks` and `heads_position_increase`."""
+        for rows in chunks(len(self.scale), batch_size):
+            yield rows, Decomposition(m.arch, input_ids=self.label_ids[rows], last=None, logits=None,
+                                      scale=self.scale[rows], attn_scale=self.attn_scale[rows], resid=self.resid[rows],
+                                      pattern=self.pattern[rows], values=self.values[rows])
 
 
 def label_attention_of(dec: Decomposition, positions: LabelPositions) -> Tensors:
@@ -75,46 +76,31 @@ def prompt_pass(m: ICLModel, ps: PromptSet, kinds: Sequence[str] = KINDS, batch_
     """Results `kinds` (of `KINDS`) of a prompt set, in prompt order, from one pass through the
     model in batches of prompts of similar length (`length_batches`); the located scores are
     taken a group at a time, as `core.locate.locate` does."""
-    check_batch_size(batch_size)
     unknown = sorted(set(kinds) - set(KINDS))
     if unknown:
         raise UsageError(f"A prompt pass records {', '.join(KINDS)}, not {', '.join(unknown)}.")
     record = ["pattern"] + ["values"] * ("label-record" in kinds)
-    all_batches = length_batches(m, ps.texts, batch_size)
-    bar = progress_bar(len(all_batches), f"{ps.dataset} ({ps.variant})")
-    kept: dict[str, list[Tensors]] = {kind: [] for kind in ("label-attention", "label-record") if kind in kinds}
+    batches = length_batches(m, ps.texts, batch_size)
+    scoring = Scoring(m.arch, batches, batch_size) if "locate" in kinds else None  # only to score heads
     of = {"label-attention": label_attention_of, "label-record": _record_of}
-    texts, scores = ps.texts, []
-    readout = Readout(m.arch) if "locate" in kinds else None  # the unembedding's folded copy: only to score heads
-
-    def recorded(batches: list[torch.Tensor]) -> Iterator[Decomposition]:
-        for rows in batches:
-            dec = decompose(m, [texts[i] for i in rows], record=record)
-            for kind, parts in kept.items():
-                parts.append(of[kind](dec, ps.positions[rows]))
-            bar.update()
-            yield dec
-
-    for batches in scoring_groups(all_batches, group_size(m.arch, batch_size)):
-        decs = recorded(batches)  # each batch recorded as it is decomposed
-        if "locate" in kinds:
-            scores.append(score_decompositions(readout, m.arch, decs, sum(map(len, batches)), None))
-        else:
-            for _ in decs:
-                pass
-    bar.close()
-    results = {kind: in_prompt_order(parts, all_batches) for kind, parts in kept.items()}
-    if scores:
-        restore = torch.cat(all_batches).argsort()
-        results["locate"] = asdict(LocateResult(*(torch.cat(p)[restore] for p in zip(*scores))))
+    kept: dict[str, list[Tensors]] = {kind: [] for kind in of if kind in kinds}
+    for rows, texts in walk(ps.texts, batches, ps.title):
+        dec = decompose(m, texts, record=record)
+        for kind, parts in kept.items():
+            parts.append(of[kind](dec, ps.positions[rows]))
+        if scoring is not None:
+            scoring.add(dec)
+    results = {kind: in_prompt_order(parts, batches) for kind, parts in kept.items()}
+    if scoring is not None:
+        results["locate"] = asdict(scoring.result())
     return results
 
 
-def from_pass(kind: str, m: ICLModel, ps: PromptSet, batch_size: int = 32) -> Tensors:
-    """Result `kind` of `prompt_pass` on a prompt set, cached on disk. Locating a prompt set
-    (the balanced sets every study reads) records all of `KINDS` in its pass and stores those
-    not yet stored; a label-only kind (as the prompt variants of Figs. 8-11 need) is recorded
-    alone, with no scoring of heads."""
+def from_pass(kind: str, m: ICLModel, ps: PromptSet, batch_size: int = 32, cache: bool = True) -> Tensors:
+    """Result `kind` of `prompt_pass` on a prompt set, cached on disk (cache=False: computed
+    afresh, nothing stored). Locating a prompt set (the balanced sets every study reads)
+    records all of `KINDS` in its pass and stores those not yet stored; a label-only kind (as
+    the prompt variants of Figs. 8-11 need) is recorded alone, with no scoring of heads."""
     kinds = KINDS if kind == "locate" else (kind,)
     done: dict[str, Tensors] = {}
 
@@ -122,8 +108,8 @@ def from_pass(kind: str, m: ICLModel, ps: PromptSet, batch_size: int = 32) -> Te
         done.update(prompt_pass(m, ps, kinds, batch_size))
         return done[kind]
 
-    result = study_result(kind, m, ps, compute)
-    if done and not intervening(m):
+    result = study_result(kind, m, ps, compute, cache)
+    if done and cache and not intervening(m):
         for other in set(kinds) - {kind}:
             if not result_file(other, m, ps).exists():
                 cached(result_file(other, m, ps), lambda: done[other])

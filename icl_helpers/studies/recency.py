@@ -43,7 +43,7 @@ class RecencyFamily:
     heads: list[Head]
     attention: torch.Tensor  # [N, O, S, K]: the last position's attention on each label position
     is_true: torch.Tensor  # [O, K] bool: the label at that position is the true one
-    top1: torch.Tensor  # [N, O] bool: the argmax is the true label
+    top1_hits: torch.Tensor  # [N, O] bool: the argmax is the true label
     nearest: torch.Tensor  # [N, O] bool: the argmax is the label of the demonstration next to the input
 
     def cells(self) -> torch.Tensor:
@@ -55,7 +55,7 @@ class RecencyFamily:
 
     def accuracy(self) -> pd.Series:
         """Top-1 accuracy in each order."""
-        return pd.Series(self.top1.double().mean(0).numpy(), index=list(ORDERS), name="top-1")
+        return pd.Series(self.top1_hits.double().mean(0).numpy(), index=list(ORDERS), name="top-1")
 
 
 def fit(cells: torch.Tensor) -> tuple[float, float]:
@@ -98,7 +98,7 @@ def effects(cells: torch.Tensor) -> Effects:
 def recency_family(m: ICLModel, dataset: str, heads: Sequence[Head], n: int, seed: int = 0,
                    data_dir: str | Path | None = None) -> RecencyFamily:
     """The first n records of `dataset` in every order of ORDERS, attention in `heads`."""
-    attention, is_true, top1, nearest = [], [], [], []
+    attention, is_true, top1_hits, nearest = [], [], [], []
     for variant in FAMILY.values():
         ps = prompt_set(m, dataset, variant, n, seed, data_dir)
         att = attention_on_labels(m, ps)
@@ -106,9 +106,9 @@ def recency_family(m: ICLModel, dataset: str, heads: Sequence[Head], n: int, see
         truth = ps.positions.is_true[0]
         true_id, false_id = prompt_label_ids(m.tokenizer, ps.prompts)
         is_true.append(truth)
-        top1.append(att.predictions == true_id)
+        top1_hits.append(att.predictions == true_id)
         nearest.append(att.predictions == torch.where(truth[-1], true_id, false_id))
-    return RecencyFamily(dataset, list(heads), torch.stack(attention, 1), torch.stack(is_true), torch.stack(top1, 1),
+    return RecencyFamily(dataset, list(heads), torch.stack(attention, 1), torch.stack(is_true), torch.stack(top1_hits, 1),
                          torch.stack(nearest, 1))
 
 
@@ -121,8 +121,8 @@ def family_table(families: Sequence[RecencyFamily]) -> pd.DataFrame:
         true_nearest = f.is_true[:, -1]
         rows.append({"dataset": f.dataset, "N": e.n, "truth effect": e.truth, "truth CI": _ci(e.truth_ci),
                      "distance effect": e.distance, "distance CI": _ci(e.distance_ci),
-                     "top-1, true nearest": float(f.top1[:, true_nearest].double().mean()),
-                     "top-1, false nearest": float(f.top1[:, ~true_nearest].double().mean()),
+                     "top-1, true nearest": float(f.top1_hits[:, true_nearest].double().mean()),
+                     "top-1, false nearest": float(f.top1_hits[:, ~true_nearest].double().mean()),
                      "names the nearest label": float(f.nearest.double().mean())})
     return pd.DataFrame(rows).set_index("dataset")
 

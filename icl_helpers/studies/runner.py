@@ -12,6 +12,11 @@ on every read; a damaged entry is rebuilt with a warning (an older version's ent
 with a `.sha256` beside it, is rebuilt without one), and a cache that cannot be written (a
 full disk, no permission) gives a warning and the computed result. One process at a time
 makes an entry (a lock file beside it): two runs on one cache compute each result once.
+
+Study functions, the naming rule: one function a result, named for what it returns, never
+for how it is computed (`label_ranks`, `position_increases`, `attention_on_labels`); it
+reads and writes the cache under its kind (`cached_study` makes one of a computation on
+some heads or layers), and cache=False computes it afresh (at any batch_size), storing nothing.
 """
 from __future__ import annotations
 
@@ -22,21 +27,20 @@ import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 
-from ..core.decompose import Decomposition, decompose, length_batches
+from ..core.batching import Tensors, length_batches, prompt_order, walk
+from ..core.decompose import Decomposition, concat, decompose
 from ..core.interventions import intervening
 from ..data.datasets import dataset_records
 from ..data.positions import LabelPositions, find_positions
 from ..data.prompts import Prompt, build_prompts, named_variant, parse_prompt
-from ..errors import check_batch_size
 from ..model.loading import ICLModel
 from ..paths import cache_root, locked, remove_orphans, sweep_leftovers, write_atomically
-from ..progress import progress_bar
 
-Tensors = dict[str, torch.Tensor]
+Study = Callable[..., torch.Tensor]  # compute(m, ps, heads or layers, **options) -> [N, ...]
 
 
 @dataclass
@@ -53,6 +57,11 @@ class PromptSet:
     @property
     def texts(self) -> list[str]:
         return [p.text for p in self.prompts]
+
+    @property
+    def title(self) -> str:
+        """"dataset (variant)", e.g. for a progress bar."""
+        return f"{self.dataset} ({self.variant})"
 
     def __len__(self) -> int:
         return len(self.prompts)
@@ -80,21 +89,31 @@ def decomposed(m: ICLModel, ps: PromptSet, batch_size: int = 32, record: Iterabl
                ) -> Iterator[tuple[torch.Tensor, Decomposition]]:
     """(rows [b], decomposition of those prompts) for batches of a prompt set's prompts of
     similar length (`length_batches`): every prompt once, not in prompt order."""
-    check_batch_size(batch_size)
-    texts = ps.texts
-    batches = length_batches(m, texts, batch_size)
-    bar = progress_bar(len(batches), f"{ps.dataset} ({ps.variant})")
-    for rows in batches:
-        yield rows, decompose(m, [texts[i] for i in rows], record=record)
-        bar.update()
-    bar.close()
+    for rows, texts in walk(ps.texts, length_batches(m, ps.texts, batch_size), ps.title):
+        yield rows, decompose(m, texts, record=record)
 
 
-def in_prompt_order(parts: list[Tensors], rows: list[torch.Tensor]) -> Tensors:
-    """The batches' tensors ([b, ...] each, from `decomposed`'s batches `rows`) concatenated
-    in prompt order."""
-    restore = torch.cat(rows).argsort()
-    return {k: torch.cat([p[k] for p in parts])[restore] for k in parts[0]}
+def gathered(m: ICLModel, ps: PromptSet, batch_size: int, record: Iterable[str],
+             keep: Callable[[torch.Tensor, Decomposition], Decomposition]) -> Decomposition:
+    """One decomposition of every prompt of a set, in prompt order: `decomposed`'s batches,
+    each reduced by keep(rows [b], its decomposition) (e.g. to some positions, `at_positions`)."""
+    parts, seen = [], []
+    for rows, dec in decomposed(m, ps, batch_size, record):
+        parts.append(keep(rows, dec))
+        seen.append(rows)
+    return concat(parts).select(prompt_order(seen))
+
+
+def cached_study(kind: str, name: str, key: str) -> Callable[[Study], Study]:
+    """A study function from compute(m, ps, arg, **options) -> [N, ...], arg the heads or layers
+    studied: its result is cached as the tensor `name` under `result_file(kind, m, ps,
+    **{key: list(arg)})`; cache=False computes it afresh (at any options, e.g. batch_size)."""
+    def decorate(compute: Study) -> Study:
+        @functools.wraps(compute)
+        def study(m: ICLModel, ps: PromptSet, arg: Sequence, *, cache: bool = True, **options: object) -> torch.Tensor:
+            return study_result(kind, m, ps, lambda: {name: compute(m, ps, arg, **options)}, cache, **{key: list(arg)})[name]
+        return study
+    return decorate
 
 
 # --- disk cache --------------------------------------------------------------------------
@@ -130,10 +149,11 @@ def result_file(kind: str, m: ICLModel, ps: PromptSet, **extra: object) -> Path:
                       **{k: prompts_hash([repr(v)]) for k, v in extra.items()})
 
 
-def study_result(kind: str, m: ICLModel, ps: PromptSet, compute: Callable[[], Tensors], **extra: object) -> Tensors:
+def study_result(kind: str, m: ICLModel, ps: PromptSet, compute: Callable[[], Tensors], cache: bool = True,
+                 **extra: object) -> Tensors:
     """compute(), cached under `result_file(kind, m, ps, **extra)`; computed afresh and not
-    stored while an intervention is active on the model."""
-    if intervening(m):
+    stored where cache is False or while an intervention is active on the model."""
+    if not cache or intervening(m):
         return {k: v.detach().cpu() for k, v in compute().items()}
     return cached(result_file(kind, m, ps, **extra), compute)
 

@@ -4,7 +4,7 @@ For chosen heads, the increase of every position's subvalue alpha_{l,h}(t,p) v_{
 toward the model's prediction, and where the largest one lies: a true or false label, a
 demonstration, the last position or elsewhere. For the FFN layers with the largest mean
 increase, each neuron's increase and the top vocabulary tokens of the best neurons' output rows.
-Shapes: N prompts, S heads, T positions (the longest prompt), F FFN layers, d_mlp neurons.
+Shapes: N prompts, S heads, T positions (the longest prompt), F FFN layers, d_ffn neurons.
 """
 from __future__ import annotations
 
@@ -14,20 +14,20 @@ import pandas as pd
 import torch
 
 from ..core.attribution import Readout, heads_position_increase, neuron_increase
-from ..core.decompose import concat
 from ..core.heads import Head
 from ..core.projections import top_tokens
 from ..data.positions import LabelPositions
 from ..model.loading import ICLModel
 from .in_context_heads import located
-from .runner import PromptSet, decomposed, study_result
+from .runner import PromptSet, cached_study, decomposed, gathered
 
-KINDS = ("true label", "false label", "demonstration", "last position", "other")
-TRUE_LABEL, FALSE_LABEL, DEMONSTRATION, LAST, OTHER = range(len(KINDS))
+POSITION_KINDS = ("true label", "false label", "demonstration", "last position", "other")  # what a position is
+TRUE_LABEL, FALSE_LABEL, DEMONSTRATION, LAST, OTHER = range(len(POSITION_KINDS))
 
 
+@cached_study("position-increase", "increase", "heads")
 @torch.no_grad()
-def position_increase_sweep(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 16) -> torch.Tensor:
+def position_increases(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 16) -> torch.Tensor:
     """[N, S, T]: the position-level increase of every position's subvalue in each head toward
     the model's prediction (`heads_position_increase`), NaN past a prompt's last position."""
     readout = Readout(m.arch)
@@ -40,14 +40,8 @@ def position_increase_sweep(m: ICLModel, ps: PromptSet, heads: Sequence[Head], b
     return out
 
 
-def position_increases(m: ICLModel, ps: PromptSet, heads: Sequence[Head]) -> torch.Tensor:
-    """`position_increase_sweep` [N, S, T] on a prompt set, cached on disk."""
-    compute = lambda: {"increase": position_increase_sweep(m, ps, heads)}  # noqa: E731
-    return study_result("position-increase", m, ps, compute, heads=list(heads))["increase"]
-
-
 def position_kinds(positions: LabelPositions, length: int) -> torch.Tensor:
-    """[N, length] long: what each position is, an index into KINDS (a label before its
+    """[N, length] long: what each position is, an index into POSITION_KINDS (a label before its
     demonstration's span, the last position before anything else)."""
     at = torch.arange(length)
     demos = positions.demos.cpu()  # [N, K, 2]; -1 past a prompt's demonstrations: an empty span
@@ -59,15 +53,15 @@ def position_kinds(positions: LabelPositions, length: int) -> torch.Tensor:
 
 
 def top_position_kinds(increase: torch.Tensor, positions: LabelPositions) -> torch.Tensor:
-    """[N, S] long: the kind (index into KINDS) of each head's position with the largest
+    """[N, S] long: the kind (index into POSITION_KINDS) of each head's position with the largest
     increase, from increase [N, S, T] (NaN past a prompt's last position)."""
     top = increase.nan_to_num(-torch.inf).argmax(-1)  # [N, S]
     return position_kinds(positions, increase.shape[-1]).gather(1, top)
 
 
 def kind_shares(kinds: torch.Tensor) -> torch.Tensor:
-    """[S, len(KINDS)]: the share of prompts whose top position is of each kind, from kinds [N, S]."""
-    return torch.nn.functional.one_hot(kinds, len(KINDS)).double().mean(0)
+    """[S, len(POSITION_KINDS)]: the share of prompts whose top position is of each kind, from kinds [N, S]."""
+    return torch.nn.functional.one_hot(kinds, len(POSITION_KINDS)).double().mean(0)
 
 
 def true_label_chance(positions: LabelPositions) -> torch.Tensor:
@@ -82,29 +76,21 @@ def top_ffn_layers(m: ICLModel, ps: PromptSet, k: int = 3) -> list[int]:
     return located(m, ps).ffn.mean(0).topk(k).indices.tolist()
 
 
+@cached_study("neuron-increase", "increase", "layers")
 @torch.no_grad()
-def neuron_increase_sweep(m: ICLModel, ps: PromptSet, layers: Sequence[int], batch_size: int = 32) -> torch.Tensor:
-    """[N, F, d_mlp]: the neuron-level increase of every neuron of each FFN layer toward the
+def neuron_increases(m: ICLModel, ps: PromptSet, layers: Sequence[int], batch_size: int = 32) -> torch.Tensor:
+    """[N, F, d_ffn]: the neuron-level increase of every neuron of each FFN layer toward the
     model's prediction (`neuron_increase`). The last positions of all prompts are scored
     together: W_out is folded into the readout once a layer, not once a batch."""
-    parts, seen = [], []
-    for rows, dec in decomposed(m, ps, batch_size, record=["neurons"]):
-        parts.append(dec.at_positions(dec.last[:, None]))
-        seen.append(rows)
-    dec, readout = concat(parts).select(torch.cat(seen).argsort()), Readout(m.arch)
+    dec = gathered(m, ps, batch_size, ["neurons"], lambda rows, dec: dec.at_positions(dec.last[:, None]))
+    readout = Readout(m.arch)
     return torch.stack([neuron_increase(readout, dec, l, dec.predictions) for l in layers], 1).cpu()
-
-
-def neuron_increases(m: ICLModel, ps: PromptSet, layers: Sequence[int]) -> torch.Tensor:
-    """`neuron_increase_sweep` [N, F, d_mlp] on a prompt set, cached on disk."""
-    compute = lambda: {"increase": neuron_increase_sweep(m, ps, layers)}  # noqa: E731
-    return study_result("neuron-increase", m, ps, compute, layers=list(layers))["increase"]
 
 
 def top_neurons(m: ICLModel, layers: Sequence[int], increase: torch.Tensor, k: int = 5, tokens: int = 10
                 ) -> pd.DataFrame:
     """The k neurons of each layer with the largest mean increase over prompts, increase
-    [N, F, d_mlp], best first, with the top tokens of their output rows W_out[k] in the vocabulary."""
+    [N, F, d_ffn], best first, with the top tokens of their output rows W_out[k] in the vocabulary."""
     readout, rows = Readout(m.arch), []
     for layer, mean in zip(layers, increase.mean(0)):
         best = mean.topk(k)

@@ -21,9 +21,9 @@ from .rules import RANDOM_DRAWS, TOP, K
 
 def table2(s: Evidence) -> Judgement:
     """Top-1 per dataset, direction and true label, and where a false demonstration is nearest."""
-    false_nearest = torch.cat([s.family(d).top1[:, ~s.family(d).is_true[:, -1]].flatten() for d in WORD])
+    false_nearest = torch.cat([s.family(d).top1_hits[:, ~s.family(d).is_true[:, -1]].flatten() for d in WORD])
     cells = table2_cells(s.m, WORD, s.n, s.seed)
-    return rules.judge_table2({f"{c.direction.split('/')[0]} inputs, true label {c.true_label}": c.top1
+    return rules.judge_table2({f"{c.direction.split('/')[0]} inputs, true label {c.true_label}": c.top1_hits
                                 for c in cells}, false_nearest)
 
 
@@ -59,7 +59,7 @@ def fig7(s: Evidence) -> Judgement:
     for d in WORD:
         ps, heads, rows = s.prompts(d), s.heads(d), s.rows(d)
         attention.append(label_attention.attention_on_labels(s.m, ps).per_label_at(heads)[rows])
-        increase.append(label_attention.label_increase(s.m, ps, heads)[rows])
+        increase.append(label_attention.label_increases(s.m, ps, heads)[rows])
     summed = (torch.cat([word_attention(s, d)[0] for d in WORD]),
               torch.cat([at_heads(s.loc(d).head[s.rows(d)], s.heads(d)) for d in WORD]))
     return rules.judge_fig7(torch.cat(attention), torch.cat(increase), summed)

@@ -14,7 +14,7 @@ from ..stats import bootstrap_ci, mean_ci, spearman
 from ..studies.ablation import AblationRuns
 from ..studies.label_attention import true_vs_false, variant_change
 from ..studies.recency import Effects
-from ..studies.subvalues import FALSE_LABEL, KINDS, TRUE_LABEL, kind_shares
+from ..studies.subvalues import FALSE_LABEL, POSITION_KINDS, TRUE_LABEL, kind_shares
 from .judgement import FAILS, PARTLY, REPLICATES, Judgement, all_hold, ours_text, together
 
 K = 20  # in-context heads
@@ -214,7 +214,7 @@ def judge_together(parts: dict[str, Judgement], n: int, heads: str) -> Judgement
 
 def judge_app_e(kinds: torch.Tensor, chance: torch.Tensor, heads: Sequence[Head], neurons: Sequence[str] = ()) -> Judgement:
     """kinds: [N, S] where each of S heads' position with the largest position-level increase
-    lies, an index into `studies.subvalues.KINDS` (the top head first); chance: [N] the share of
+    lies, an index into `studies.subvalues.POSITION_KINDS` (the top head first); chance: [N] the share of
     each prompt's positions that are true-label positions; neurons: the top FFN neurons and
     their tokens, a line each, for the why."""
     hits = kinds[:, 0] == TRUE_LABEL
@@ -223,7 +223,7 @@ def judge_app_e(kinds: torch.Tensor, chance: torch.Tensor, heads: Sequence[Head]
     verdict = (REPLICATES if ci[0] > APP_E["share"] else
                PARTLY if ci[0] > float(chance.mean()) and ours > false else FAILS)
     shares = kind_shares(kinds)  # [S, kinds]
-    top5 = "; ".join(f"{l}-{h}: " + ", ".join(f"{name} {float(x):.1%}" for name, x in zip(KINDS, row) if x > 0)
+    top5 = "; ".join(f"{l}-{h}: " + ", ".join(f"{name} {float(x):.1%}" for name, x in zip(POSITION_KINDS, row) if x > 0)
                      for (l, h), row in zip(heads[:5], shares))
     return Judgement(ours, ci, len(hits), verdict,
                      f"share of prompts whose top head ({heads[0][0]}-{heads[0][1]}) has its largest position-level "
@@ -250,7 +250,7 @@ def judge_causal(runs: AblationRuns, k: int, ablation: str, given: bool = False)
         return float(a.true_prob.mean())
     heads, where = ((f"the {k} heads given", "heads given, not located") if given else
                     (f"the top {k} in-context heads", "heads located on other prompts (other records) of the same datasets"))
-    return Judgement(ours, ci, len(top.top), verdict,
+    return Judgement(ours, ci, len(top.predictions), verdict,
                      f"top-1 {plain.top1:.1%} plain, {ours:.1%} with {heads} {ablation}-ablated, "
                      f"{mean(lambda r: r.top1):.1%} with {k} layer-matched random heads (mean of {len(random)} draws; "
                      f"{CAUSAL['percentile']}th percentile {p5:.1%}); ranked (true above false) {plain.ranked:.1%} / {top.ranked:.1%} / "

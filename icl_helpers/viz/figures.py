@@ -22,7 +22,7 @@ from pandas.io.formats.style import Styler
 from ..core.heads import Head, head_name
 from ..studies.ablation import IN_CONTEXT, RANDOM
 from ..studies.biases import BiasEffect
-from ..studies.subvalues import KINDS
+from ..studies.subvalues import POSITION_KINDS
 
 MAX_HEIGHT = 6.8  # inches: 680 px at 100 dpi, a laptop screen's height whole
 TRUE, FALSE = "#1f77b4", "#d62728"  # true labels blue, false labels red, in every figure
@@ -250,11 +250,11 @@ def accuracy_change(accuracy: dict[str, float], title: str) -> Figure:
 
 
 def top_positions(heads: Sequence[Head], shares: torch.Tensor, title: str) -> Figure:
-    """Appendix E: where each head's largest position-level increase lies, shares [S, len(KINDS)]
+    """Appendix E: where each head's largest position-level increase lies, shares [S, len(POSITION_KINDS)]
     of the prompts (`studies.subvalues.kind_shares`), one stacked bar a head."""
     fig, ax = _fig(max(6, 0.45 * len(heads) + 3), 3.8)
     names, bottom = [head_name(h) for h in heads], np.zeros(len(heads))
-    for kind, share, color in zip(KINDS, shares.T.numpy(), (TRUE, FALSE, "#ff9896", "#7f7f7f", "#c7c7c7")):
+    for kind, share, color in zip(POSITION_KINDS, shares.T.numpy(), (TRUE, FALSE, "#ff9896", "#7f7f7f", "#c7c7c7")):
         ax.bar(names, share, bottom=bottom, color=color, label=kind)
         bottom += share
     ax.set(xlabel="in-context head (layer-head)", ylabel="share of prompts", ylim=(0, 1), title=title)

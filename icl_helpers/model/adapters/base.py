@@ -8,7 +8,7 @@ without position information. `core.decompose` records any site by name; nothing
 the package knows which family it is looking at: a new family is one adapter module in
 this folder, one line in its registry (`__init__`), and its tests.
 Shapes: L layers, H query heads, H_kv key/value heads, d model width, dh head width,
-d_mlp FFN width, V vocabulary, B batch, T tokens.
+d_ffn FFN width, V vocabulary, B batch, T tokens.
 """
 from __future__ import annotations
 
@@ -123,14 +123,14 @@ class Arch:
     attention branch adds to the residual [B, T, d]), pattern (attention weights [B, H, T,
     T], read from the attention module), z (input to the attention output projection, [B,
     T, H*dh], head-major), mlp (FFN_l, what the FFN branch adds [B, T, d]), neurons (FFN
-    activations [B, T, d_mlp]), queries (the queries dotted with the keys, before any
+    activations [B, T, d_ffn]), queries (the queries dotted with the keys, before any
     rotation, [B, T, H*dh]), values ([B, T, H_kv*dh]). Sites that slice a fused projection
     depend on the sizes: such an adapter completes its table in `__init__`.
 
     Where a norm ends a residual branch (`branch_norm_paths`: Gemma 2 and 3, OLMo 2), ATTN_l
     and FFN_l are read after it, and a head's share of ATTN_l is attn_scale * z_h @ W_O[h]:
     the norm's gain is folded into W_O (and b_O, W_out, b_out), its 1/sigma at the position
-    is recorded per prompt and layer (`Decomposition.attn_scale`, `mlp_scale`), frozen as
+    is recorded per prompt and layer (`Decomposition.attn_scale`, `ffn_scale`), frozen as
     the final norm's sigma is. Without such a norm the scale is 1.
 
     `final_softcap` (Gemma 2): the model's logits are cap * tanh(z / cap) of the linear
@@ -236,12 +236,12 @@ class Arch:
         return torch.stack([self.W_O(l)[h] for l, h in heads]).to(like)
 
     def W_out(self, layer: int) -> torch.Tensor:
-        """[d_mlp, d]: neuron k's share of FFN_l is mlp_scale * a_k * W_out[k] (the gain of
+        """[d_ffn, d]: neuron k's share of FFN_l is ffn_scale * a_k * W_out[k] (the gain of
         a norm ending the FFN branch folded in)."""
         return self._gained(self._W_out(layer), "mlp", layer)
 
     def _W_out(self, layer: int) -> torch.Tensor:
-        """[d_mlp, d]: the FFN's output projection, one row a neuron."""
+        """[d_ffn, d]: the FFN's output projection, one row a neuron."""
         raise NotImplementedError
 
     def b_out(self, layer: int) -> torch.Tensor | None:

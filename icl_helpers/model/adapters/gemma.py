@@ -50,7 +50,7 @@ class Gemma2Arch(GemmaArch):
       prompt and layer as `Decomposition.attn_scale`, frozen as the final norm's sigma is),
       so the heads sum exactly to ATTN_l. sigma comes from the sum of all heads' outputs: a
       head's share, and its increase, are conditional on the other heads through sigma.
-      Neurons alike (`W_out`, `b_out`, `mlp_scale`). Ablating a head in the model changes
+      Neurons alike (`W_out`, `b_out`, `ffn_scale`). Ablating a head in the model changes
       sigma: the model's own response, which `ablated` keeps.
     * Sliding-window layers (`layer_types`, `sliding_window`): the model's own masks act in
       every recorded pass and intervention, so a prompt longer than the window decomposes

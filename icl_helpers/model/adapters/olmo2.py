@@ -14,7 +14,7 @@ class Olmo2Arch(LlamaArch):
       output projection, post_feedforward_layernorm after the FFN, plain w gain): as for
       Gemma 3, ATTN_l and FFN_l are read after them, the gain is folded into `W_O`, `b_O`,
       `W_out`, `b_out` and the norm's 1/sigma at the position recorded
-      (`Decomposition.attn_scale`, `mlp_scale`), so heads and neurons sum exactly to
+      (`Decomposition.attn_scale`, `ffn_scale`), so heads and neurons sum exactly to
       ATTN_l and FFN_l, a head's share conditional on the others through that sigma.
     * Query and key norms (q_norm, k_norm) act over the full projected width, H*dh and
       H_kv*dh, before the split into heads and the rotation, not over each head: head g's
