@@ -1,5 +1,5 @@
 """Command line: `python -m icl_helpers locate --model NAME --prompt TEXT --json OUT`,
-`python -m icl_helpers report --model NAME --n N --sentence-n N2 --json OUT --markdown OUT.md`,
+`python -m icl_helpers report --model NAME --n N --sentence-n N2 --json OUT --markdown OUT.md [--robustness]`,
 `python -m icl_helpers compare REPORT.json REPORT.json ... [--markdown OUT.md]` and
 `python -m icl_helpers data fetch [--to DIR]`.
 
@@ -160,13 +160,24 @@ def cmd_report(args: argparse.Namespace) -> None:
 
     start = time.perf_counter()
     m = load_model(args.model, device=args.device, dtype=args.dtype)
-    findings = report(m, args.n, args.sentence_n, args.seed, args.data_dir, heads=heads,
-                      progress=lambda step: print(f"... {_clock(start)} {step}", flush=True))  # the log is the profile
+
+    def progress(step: str) -> None:
+        print(f"... {_clock(start)} {step}", flush=True)  # the log is the profile
+
+    findings = report(m, args.n, args.sentence_n, args.seed, args.data_dir, heads=heads, progress=progress)
+    robust, section = {}, ""
+    if args.robustness:  # at most the main size; its own main run at that size first
+        from .verdicts import robustness
+
+        size = min(args.robustness_n, args.n), min(args.robustness_sentence_n, args.sentence_n)
+        entries = robustness.robustness(m, *size, args.seed, args.data_dir, progress, heads=heads)
+        robust = {"robustness_n": size[0], "robustness_sentence_n": size[1], "robustness": entries}
+        section = "\n" + robustness.markdown(entries, *size)
     given = {"heads": heads_text(heads)} if heads else {}
     run = {"weights": m.fingerprint(), "dtype": str(m.model.dtype).removeprefix("torch."), "device": str(m.device),
            "torch_threads": torch.get_num_threads(), "seconds": round(time.perf_counter() - start, 1)}
     write_output(out, json.dumps({"model": args.model, "n": args.n, "sentence_n": args.sentence_n, "seed": args.seed,
-                                  **given, **run, "claims": [f.to_dict() for f in findings]}, indent=1))
+                                  **given, **run, "claims": [f.to_dict() for f in findings], **robust}, indent=1))
     if md:
         intro = (f"# {args.model}: the paper's claims, tested\n\n{args.n} prompts a word dataset, {args.sentence_n} "
                  f"a sentence dataset, seed {args.seed}; 95% bootstrap intervals over prompts. The last two "
@@ -175,7 +186,7 @@ def cmd_report(args: argparse.Namespace) -> None:
                  "prompts; and held out, on the even records in heads located on the odd ones, so that no head is "
                  "judged on the prompts that selected it (the claims that measure located heads on prompts)."
                  + (f" Heads analysed: {given['heads']} in every dataset, instead of each one's top 20." if heads else ""))
-        write_output(md, intro + "\n\n" + markdown(findings), "--markdown")
+        write_output(md, intro + "\n\n" + markdown(findings) + section, "--markdown")
     counts = {v: sum(f.verdict == v for f in findings) for v in dict.fromkeys(f.verdict for f in findings)}
     print(f"{len(findings)} claims in {_clock(start)}: " + ", ".join(f"{c} {v}" for v, c in counts.items())
           + f"; wrote {out}" + (f" and {md}" if md else ""))
@@ -228,6 +239,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="sentence datasets (default: $ICL_DATA_DIR, else the copy `data fetch` made, else the hub)")
     r.add_argument("--markdown", help="also write the findings as one markdown table")
     r.add_argument("--heads", help="analyse these heads, e.g. 19-11,20-11 (layer-head), instead of each dataset's top 20")
+    r.add_argument("--robustness", action="store_true",
+                   help="also judge every claim with one fixed choice changed (top 5, 10, 40 heads; labels pen/sky, "
+                        "cup/door; a newline separator; 1 and 3 demonstrations a class; the next two seeds)")
+    r.add_argument("--robustness-n", type=_positive, default=200, help="word prompts a dataset for --robustness "
+                                                                       "(default 200, at most --n)")
+    r.add_argument("--robustness-sentence-n", type=_positive, default=50, help="sentence prompts a dataset for "
+                                                                                "--robustness (default 50, at most --sentence-n)")
     r.set_defaults(run=cmd_report)
     c = sub.add_parser("compare", help="the verdicts of several reports (one a model) as one table")
     c.add_argument("reports", nargs="+", help="JSON files `report --json` wrote, one a model, of one size and seed")

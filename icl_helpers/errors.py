@@ -1,5 +1,6 @@
 """Bad input: the one exception type the helpers raise for it, the prompt checks (no torch
-needed, so the CLI runs them before it imports torch) and the one warning for doubtful prompts."""
+needed, so the CLI runs them before it imports torch) and the one warning for doubtful prompts;
+and `Unjudgeable`, evidence a claim cannot be judged on."""
 from __future__ import annotations
 
 import re
@@ -11,6 +12,12 @@ class UsageError(ValueError):
 
     The message says what went wrong and what to do; the CLI prints it as one line.
     """
+
+
+class Unjudgeable(Exception):
+    """Evidence a claim cannot be judged on, and why: a view of the records (fewer than 2
+    correctly answered prompts in a dataset, heads given rather than located) or a setting
+    that cannot build a prompt variant a claim needs (`data.setting`)."""
 
 
 def check_prompts(prompts: list[str]) -> list[str]:

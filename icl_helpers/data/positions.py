@@ -4,7 +4,8 @@ Found from each prompt's character spans (`prompts.Prompt`) and the tokenizer's
 character offsets, never by assuming one token per word: a span starts at the first
 token that ends after its first character, and stops after the last non-empty token
 that starts before its end. A label's position is its first token (with " foo" after
-" : ", the token " foo", whose offsets may or may not include the space).
+" : ", the token " foo", whose offsets may or may not include the space; after a newline
+separator, "foo").
 Shapes: B prompts, T tokens (right-padded), K demonstrations (the most in the batch).
 """
 from __future__ import annotations

@@ -3,12 +3,19 @@
 A `Record` holds what a prompt is made of: the input, its class (the *true* class), the
 other (*false*) class, and demonstrations of each. `build_prompt` renders a record as
 `d1 : l1 d2 : l2 ... dK : lK x :` under a `Variant` (balanced, imbalanced, re-ordered,
-any label pair, any even K) and keeps the character span of every demonstration and
-label, so token positions never depend on searching the text (see `positions`). The label
-helpers at the end give label token ids and each prompt's biased label (Section 8).
+any label pair, any even K, any separator) and keeps the character span of every
+demonstration and label, so token positions never depend on searching the text (see
+`positions`). The label helpers at the end give label token ids and each prompt's biased
+label (Section 8).
+
+A separator stands between a demonstration (or the input) and its label; its trailing
+spaces belong to the label's token: " : " renders `love : bar like : bar one :`, the model's
+next token " bar"; a newline renders `love\nbar like\nbar one\n`, the next token "bar". A
+label is followed by one space, then the next demonstration, whatever the separator.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from dataclasses import asdict, dataclass, fields, replace
@@ -19,6 +26,7 @@ import torch
 from ..errors import UsageError
 
 SEP = " : "  # between a demonstration (or the input) and its label
+LABELS = ("foo", "bar")  # the paper's (true label, false label)
 Span = tuple[int, int]  # [start, end) character offsets in a prompt's text
 
 
@@ -27,6 +35,15 @@ def demos_per_class(k: int) -> int:
     if k < 2 or k % 2:
         raise UsageError(f"K (demonstrations a prompt) must be an even number of at least 2, not {k}.")
     return k // 2
+
+
+def split_separator(sep: str) -> tuple[str, str]:
+    """(end, gap): what ends a demonstration or the prompt (" :", "\n") and the spaces that
+    open the label's token (" ", "")."""
+    end = sep.rstrip(" ")
+    if not end:
+        raise UsageError(f"A separator must hold something besides spaces (e.g. ' : ' or a newline), not {sep!r}.")
+    return end, sep[len(end):]
 
 
 def check_size(name: str, n: int, size: int, what: str) -> None:
@@ -75,10 +92,12 @@ class Variant:
     k: int = 4  # demonstrations of the balanced prompt, K/2 of each class
     imbalanced: bool = False  # drop the last true demonstration and its label (Section 5.1)
     order: str | None = None  # "t"/"f" per demonstration in prompt order; None: the false ones, then the true
-    labels: tuple[str, str] = ("foo", "bar")  # (true label, false label); ("bar", "foo") swaps them
+    labels: tuple[str, str] = LABELS  # (true label, false label); ("bar", "foo") swaps them
+    sep: str = SEP  # between a demonstration and its label (`split_separator`)
 
     def __post_init__(self) -> None:
         half = demos_per_class(self.k)
+        split_separator(self.sep)
         true, false = self.labels
         if not true.strip() or not false.strip() or true == false:
             raise UsageError(f"Labels must be two different non-empty words, not {self.labels!r}.")
@@ -93,22 +112,33 @@ class Variant:
         return self.order if self.order is not None else "f" * half + "t" * half
 
 
-ORDERS = ("fftt", "ftft", "fttf", "tfft", "tftf", "ttff")  # every order of two true and two false demonstrations
-
-VARIANTS: dict[str, Variant] = {
-    "balanced": Variant(),  # order fftt: the true demonstrations next to the input
-    "imbalanced": Variant(imbalanced=True),
-    "reordered": Variant(order="ttff"),  # the false demonstrations next to the input (Section 5.2)
-    "swapped": Variant(labels=("bar", "foo")),
-    **{f"order-{o}": Variant(order=o) for o in ORDERS if o not in ("fftt", "ttff")},  # the recency family
-}
+def orders(per_class: int = 2) -> tuple[str, ...]:
+    """Every order of per_class true ("t") and per_class false ("f") demonstrations, sorted:
+    6 of two a class, 2 of one, 20 of three."""
+    return tuple(sorted({"".join(o) for o in itertools.permutations("f" * per_class + "t" * per_class)}))
 
 
-def named_variant(name: str) -> Variant:
-    """The variant called `name` in VARIANTS, or a UsageError listing the names."""
-    if name not in VARIANTS:
-        raise UsageError(f"Unknown prompt variant {name!r}: choose one of {', '.join(VARIANTS)}.")
-    return VARIANTS[name]
+def variants(per_class: int = 2, labels: tuple[str, str] = LABELS, sep: str = SEP) -> dict[str, Variant]:
+    """The named variants of prompts of per_class demonstrations a class, label words `labels`
+    and separator `sep`: balanced (the true demonstrations next to the input), imbalanced,
+    re-ordered (the false ones next to it, Section 5.2), swapped labels, and the rest of the
+    recency family (`orders`), "order-ftft" and so on."""
+    base = Variant(2 * per_class, labels=labels, sep=sep)
+    near, far = "f" * per_class + "t" * per_class, "t" * per_class + "f" * per_class
+    return {"balanced": base, "imbalanced": replace(base, imbalanced=True), "reordered": replace(base, order=far),
+            "swapped": replace(base, labels=labels[::-1]),
+            **{f"order-{o}": replace(base, order=o) for o in orders(per_class) if o not in (near, far)}}
+
+
+ORDERS = orders()  # every order of two true and two false demonstrations
+VARIANTS = variants()  # the paper's prompts: two demonstrations a class, foo/bar, " : "
+
+
+def named_variant(name: str, table: dict[str, Variant] = VARIANTS) -> Variant:
+    """The variant called `name` in `table` (`variants`), or a UsageError listing the names."""
+    if name not in table:
+        raise UsageError(f"Unknown prompt variant {name!r}: choose one of {', '.join(table)}.")
+    return table[name]
 
 
 @dataclass(frozen=True)
@@ -121,19 +151,20 @@ class Prompt:
     is_true: tuple[bool, ...]  # the demonstration is of the input's class (its label is the true one)
     true_label: str
     false_label: str
+    sep: str = SEP  # between a demonstration and its label
 
 
-def _render(pairs: list[tuple[str, bool]], query: str, labels: tuple[str, str]) -> Prompt:
-    """`d : l` for each (demonstration, is_true) pair, then `query :`."""
+def _render(pairs: list[tuple[str, bool]], query: str, labels: tuple[str, str], sep: str) -> Prompt:
+    """`d : l` for each (demonstration, is_true) pair, then `query :` (with `sep` for " : ")."""
     text, demos, label_spans = "", [], []
     for demo, is_true in pairs:
         demos.append((len(text), len(text) + len(demo)))
-        text += demo + SEP
+        text += demo + sep
         label = labels[0] if is_true else labels[1]
         label_spans.append((len(text), len(text) + len(label)))
         text += label + " "
-    text += query + SEP.rstrip()
-    return Prompt(text, tuple(demos), tuple(label_spans), tuple(t for _, t in pairs), *labels)
+    text += query + split_separator(sep)[0]
+    return Prompt(text, tuple(demos), tuple(label_spans), tuple(t for _, t in pairs), *labels, sep)
 
 
 def build_prompt(record: Record, variant: Variant = Variant()) -> Prompt:
@@ -149,7 +180,7 @@ def build_prompt(record: Record, variant: Variant = Variant()) -> Prompt:
     if variant.imbalanced:
         last_true = max(i for i, (_, is_true) in enumerate(pairs) if is_true)
         del pairs[last_true]
-    return _render(pairs, record.input, variant.labels)
+    return _render(pairs, record.input, variant.labels, variant.sep)
 
 
 def build_prompts(records: Sequence[Record], variant: Variant = Variant()) -> list[Prompt]:
@@ -165,21 +196,23 @@ def by_direction(records: Sequence[Record]) -> dict[str, list[Record]]:
     return groups
 
 
-def parse_prompt(text: str, labels: tuple[str, str] = ("foo", "bar")) -> Prompt:
-    """A `Prompt` from plain text in the `d1 : l1 ... dK : lK x :` format.
+def parse_prompt(text: str, labels: tuple[str, str] = LABELS, sep: str = SEP) -> Prompt:
+    """A `Prompt` from plain text in the `d1 : l1 ... dK : lK x :` format (with `sep` for " : ").
 
-    labels: (true label, false label). A label is a label word after " : " and before a
-    space; a demonstration is the text between the previous label and its " : ".
+    labels: (true label, false label). A label is a label word after the separator and before
+    a space; a demonstration is the text between the previous label and its separator.
     """
-    Variant(labels=labels)  # validates the pair
-    found = list(re.finditer(rf" : ({re.escape(labels[0])}|{re.escape(labels[1])})(?= )", text))
+    Variant(labels=labels, sep=sep)  # validates the pair and the separator
+    end = split_separator(sep)[0]
+    words = f"{re.escape(labels[0])}|{re.escape(labels[1])}"
+    found = list(re.finditer(rf"{re.escape(sep)}({words})(?= )", text))
     if not found:
         raise UsageError(
             f"No label {labels[0]!r} or {labels[1]!r} in the prompt {text!r}: write it as "
-            f"'demo : {labels[1]} demo : {labels[0]} input :', or pass its label words."
+            f"{f'demo{sep}{labels[1]} demo{sep}{labels[0]} input{end}'!r}, or pass its label words and separator."
         )
-    if not text.endswith(SEP.rstrip()):
-        raise UsageError(f"The prompt {text!r} must end with ' :' after the input.")
+    if not text.endswith(end):
+        raise UsageError(f"The prompt {text!r} must end with {end!r} after the input.")
     starts = [0] + [m.end(1) + 1 for m in found[:-1]]
     return Prompt(
         text,
@@ -187,23 +220,35 @@ def parse_prompt(text: str, labels: tuple[str, str] = ("foo", "bar")) -> Prompt:
         tuple(m.span(1) for m in found),
         tuple(m.group(1) == labels[0] for m in found),
         *labels,
+        sep,
     )
 
 
 # --- labels ---------------------------------------------------------------------------
-def label_token_ids(tokenizer, words: Sequence[str]) -> torch.Tensor:
-    """[len(words)] long: the first token of " " + word for each word (no special tokens):
-    the token that follows a prompt's final " :"."""
+def label_token_ids(tokenizer, words: Sequence[str], sep: str = SEP) -> torch.Tensor:
+    """[len(words)] long: each word's first token as it follows a prompt's final separator
+    (no special tokens). After " : ", the first token of " " + word; right after the
+    separator's end (a newline), the token after the end's own tokens in end + word: a bare
+    word may take a dummy prefix ("▁bar") that the prompt's "\nbar" does not."""
+    end, gap = split_separator(sep)
+    context = "" if gap else end
+    skip = tokenizer(context, add_special_tokens=False)["input_ids"] if context else []
     unique = sorted(set(words))
-    ids = tokenizer([" " + w for w in unique], add_special_tokens=False)["input_ids"]
-    first = {w: i[0] for w, i in zip(unique, ids)}
+    ids = tokenizer([context + gap + w for w in unique], add_special_tokens=False)["input_ids"]
+    if any(i[: len(skip)] != skip for i in ids):
+        raise UsageError(f"The tokenizer merges the separator {sep!r} with a label word: choose another separator.")
+    first = {w: i[len(skip)] for w, i in zip(unique, ids)}
     return torch.tensor([first[w] for w in words], dtype=torch.long)
 
 
 def prompt_label_ids(tokenizer, prompts: Sequence[Prompt]) -> tuple[torch.Tensor, torch.Tensor]:
-    """([N], [N]): each prompt's true and false label token ids."""
-    ids = label_token_ids(tokenizer, [w for p in prompts for w in (p.true_label, p.false_label)])
-    return ids[0::2], ids[1::2]
+    """([N], [N]): each prompt's true and false label token ids (`label_token_ids` after its separator)."""
+    ids = torch.empty(len(prompts), 2, dtype=torch.long)
+    for sep in dict.fromkeys(p.sep for p in prompts):
+        rows = [i for i, p in enumerate(prompts) if p.sep == sep]
+        words = [w for i in rows for w in (prompts[i].true_label, prompts[i].false_label)]
+        ids[rows] = label_token_ids(tokenizer, words, sep).view(-1, 2)
+    return ids[:, 0], ids[:, 1]
 
 
 def mixed_label_prompts(records: Sequence[Record], variant: Variant = Variant()) -> list[Prompt]:

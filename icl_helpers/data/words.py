@@ -1,7 +1,8 @@
 """The word classification datasets (Section 4) as prompt records.
 
 Word lists in `data/words/`, and 1,000 records a dataset in `data/<name>.jsonl`, generated
-with a fixed seed; regenerate them byte for byte with `python -m icl_helpers.data.words`.
+with seed 0; regenerate them byte for byte with `python -m icl_helpers.data.words`. Another
+seed draws another 1,000 the same way (`word_records`).
 Records alternate between the two directions (even rows: input from the first class, odd
 rows: from the second).
 """
@@ -20,6 +21,7 @@ WORD_DATASETS: dict[str, tuple[str, str]] = {
     "animal_country": ("animal", "country"),
 }
 WORD_CLASSES = tuple(c for pair in WORD_DATASETS.values() for c in pair)
+STORED = 1000  # records a stored dataset
 
 
 def read_word_list(name: str, directory: Path = DATA / "words") -> list[str]:
@@ -62,7 +64,7 @@ def word_dataset_path(name: str, directory: Path = DATA) -> Path:
     return Path(directory) / f"{name}.jsonl"
 
 
-def write_word_datasets(directory: Path = DATA, n: int = 1000, seed: int = 0) -> list[Path]:
+def write_word_datasets(directory: Path = DATA, n: int = STORED, seed: int = 0) -> list[Path]:
     """Regenerate data/<name>.jsonl for every word dataset from data/words/; returns the files."""
     paths = []
     for name, classes in WORD_DATASETS.items():
@@ -86,6 +88,16 @@ def load_word_records(name: str, directory: Path = DATA) -> list[Record]:
         except ValueError as err:
             raise UsageError(f"{path}:{i} is not a prompt record ({err}): regenerate it with `python -m icl_helpers.data.words`.") from None
     return records
+
+
+def word_records(name: str, seed: int = 0) -> list[Record]:
+    """A word dataset's STORED records: those in data/ for seed 0 (they were drawn with it),
+    else drawn afresh by `make_word_records` with `seed`."""
+    if seed == 0:
+        return load_word_records(name)
+    word_dataset_path(name)  # a UsageError for an unknown name
+    classes = WORD_DATASETS[name]
+    return make_word_records(classes, (read_word_list(classes[0]), read_word_list(classes[1])), STORED, seed)
 
 
 def main(argv: list[str] | None = None) -> None:

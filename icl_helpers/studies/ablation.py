@@ -20,6 +20,7 @@ from ..core.heads import Head, same_layer_random_heads
 from ..core.interventions import ablated, head_means
 from ..data.datasets import dataset_records
 from ..data.prompts import Prompt, build_prompts, mixed_label_prompts
+from ..data.setting import MAIN, Setting
 from ..errors import UsageError
 from ..model.loading import ICLModel
 from .accuracy import Accuracy
@@ -42,13 +43,15 @@ def ablation_means(m: ICLModel, texts: list[str], ablation: str = "mean") -> tor
     return head_means(m, texts) if ablation == "mean" else None
 
 
-def evaluation_prompts(dataset: str, n_locate: int, n: int, seed: int = 0,
-                       data_dir: str | Path | None = None) -> list[Prompt]:
+def evaluation_prompts(dataset: str, n_locate: int, n: int, seed: int = 0, data_dir: str | Path | None = None,
+                       setting: Setting = MAIN) -> list[Prompt]:
     """n prompts of the records after the first n_locate (those the heads are located on),
-    label words swapped on every other pair (`mixed_label_prompts`). The prompts differ from
-    the locating ones; a word dataset repeats inputs (174 and 227 distinct words in 1,000
-    records), so a word can be an input of both, with other demonstrations."""
-    return mixed_label_prompts(dataset_records(dataset, n_locate + n, seed, data_dir)[n_locate:])
+    label words swapped on every other pair (`mixed_label_prompts`), in the setting's label words,
+    separator and demonstrations a class. The prompts differ from the locating ones; a word
+    dataset repeats inputs (174 and 227 distinct words in 1,000 records), so a word can be an
+    input of both, with other demonstrations."""
+    records = setting.records(dataset, n_locate + n, seed, data_dir)[n_locate:]
+    return mixed_label_prompts(records, setting.variant("balanced"))
 
 
 @dataclass

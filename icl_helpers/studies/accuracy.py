@@ -16,6 +16,7 @@ import torch
 
 from ..core.batching import length_batches, walk
 from ..data.prompts import prompt_label_ids
+from ..data.setting import MAIN, Setting
 from ..errors import UsageError, check_prompts
 from ..model.loading import ICLModel
 from ..model.prefix import block_inputs, resumed
@@ -148,13 +149,14 @@ class Table2Cell:
     ranked_hits: torch.Tensor  # [N_cell] bool: the true label outscores the false one
 
 
-def table2_cells(m: ICLModel, datasets: Sequence[str], n: int, seed: int = 0, batch_size: int = 32) -> list[Table2Cell]:
-    """Per word dataset, direction and true label (foo: balanced prompts; bar: labels swapped),
-    the per-prompt hits of n prompts a dataset and label, half in each direction."""
+def table2_cells(m: ICLModel, datasets: Sequence[str], n: int, seed: int = 0, batch_size: int = 32,
+                 setting: Setting = MAIN) -> list[Table2Cell]:
+    """Per word dataset, direction and true label (foo: balanced prompts; bar: labels swapped; or
+    the setting's label words), the per-prompt hits of n prompts a dataset and label, half in each direction."""
     cells = []
     for dataset in datasets:
         for variant in ("balanced", "swapped"):
-            ps = prompt_set(m, dataset, variant, n, seed)
+            ps = prompt_set(m, dataset, variant, n, seed, setting=setting)
             acc = prompt_accuracy(m, ps, batch_size)
             top1_hits, ranked_hits = acc.top1_hits, acc.ranked_hits
             for direction in dict.fromkeys(ps.directions):

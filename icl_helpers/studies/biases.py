@@ -18,15 +18,8 @@ import torch
 
 from ..core.heads import Head
 from ..core.interventions import balanced_labels, position_free_labels
-from ..data.prompts import (
-    VARIANTS,
-    Prompt,
-    Record,
-    label_token_ids,
-    majority_labels,
-    mixed_label_prompts,
-    nearest_labels,
-)
+from ..data.prompts import Prompt, Record, majority_labels, mixed_label_prompts, nearest_labels, prompt_label_ids
+from ..data.setting import MAIN, Setting
 from ..model.loading import ICLModel
 from .intervened import Intervene, first_layer, intervened_accuracies
 
@@ -127,12 +120,13 @@ def bias_effect(
     start: int = 0,
     batch_size: int = 32,
 ) -> BiasEffect:
-    """The bias on `biased` prompts (against `biased_labels`, one word or None per prompt)
-    with and without `intervene`, and the top-1 accuracy it costs on `standard` prompts.
+    """The bias on `biased` prompts (against `biased_labels`, one of each prompt's label words
+    or None) with and without `intervene`, and the top-1 accuracy it costs on `standard` prompts.
     start: the first layer `intervene` changes (the blocks before run once a batch for both)."""
-    target = torch.full((len(biased),), -1)  # -1: no biased label (a tie)
-    named = [i for i, w in enumerate(biased_labels) if w is not None]
-    target[named] = label_token_ids(m.tokenizer, [biased_labels[i] for i in named])
+    true_ids, false_ids = prompt_label_ids(m.tokenizer, biased)
+    is_true = torch.tensor([w == p.true_label for w, p in zip(biased_labels, biased)], dtype=torch.bool)
+    named = torch.tensor([w is not None for w in biased_labels], dtype=torch.bool)
+    target = torch.where(is_true, true_ids, false_ids).masked_fill(~named, -1)  # -1: no biased label (a tie)
     runs = {}
     for name, prompts in (("biased", biased), ("standard", standard)):
         runs[name], runs[name + "+"] = intervened_accuracies(m, prompts, [(None, 0), (intervene, start)], batch_size)
@@ -147,17 +141,19 @@ def bias_effect(
     )
 
 
-def majority_bias(m: ICLModel, records: Sequence[Record], heads: Sequence[Head]) -> BiasEffect:
+def majority_bias(m: ICLModel, records: Sequence[Record], heads: Sequence[Head], setting: Setting = MAIN) -> BiasEffect:
     """Majority-label bias on imbalanced prompts of `records`, plainly and with the label
-    attention of `heads` balanced (`balanced_labels`); accuracy cost on balanced prompts."""
-    standard, imbalanced = (mixed_label_prompts(records, VARIANTS[v]) for v in ("balanced", "imbalanced"))
+    attention of `heads` balanced (`balanced_labels`); accuracy cost on balanced prompts; the
+    prompts in the setting's label words, separator and demonstrations a class."""
+    standard, imbalanced = (mixed_label_prompts(records, setting.variant(v)) for v in ("balanced", "imbalanced"))
     return bias_effect(m, imbalanced, majority_labels(imbalanced), standard, lambda labels: balanced_labels(m, heads, labels),
                        first_layer(heads))
 
 
-def recency_bias(m: ICLModel, records: Sequence[Record], heads: Sequence[Head]) -> BiasEffect:
+def recency_bias(m: ICLModel, records: Sequence[Record], heads: Sequence[Head], setting: Setting = MAIN) -> BiasEffect:
     """Recency bias on re-ordered prompts of `records`, plainly and with position-free label
-    keys in `heads` (`position_free_labels`); accuracy cost on balanced prompts."""
-    standard, reordered = (mixed_label_prompts(records, VARIANTS[v]) for v in ("balanced", "reordered"))
+    keys in `heads` (`position_free_labels`); accuracy cost on balanced prompts; the prompts in
+    the setting's label words, separator and demonstrations a class."""
+    standard, reordered = (mixed_label_prompts(records, setting.variant(v)) for v in ("balanced", "reordered"))
     return bias_effect(m, reordered, nearest_labels(reordered), standard,
                        lambda labels: position_free_labels(m, heads, labels), first_layer(heads))

@@ -3,7 +3,8 @@
 The paper's balanced prompt always puts the true demonstrations next to the input, so its
 true-versus-false attention (Figs. 6-9) cannot tell the two apart. The recency family shows
 the same records in every order of two true and two false demonstrations
-(`data.prompts.ORDERS`: fftt is the balanced prompt, ttff the re-ordered one). Each label
+(`data.prompts.ORDERS`: fftt is the balanced prompt, ttff the re-ordered one; under a setting
+of p demonstrations a class, every order of p and p, `data.setting`). Each label
 position then has a truth (true or false) and a distance rank (1: the demonstration next
 to the input, K: the first), and across the six orders every label slot is true in three:
 truth and distance are crossed, so their effects on the attention a label gets can be told
@@ -23,20 +24,29 @@ import pandas as pd
 import torch
 
 from ..core.heads import Head
-from ..data.prompts import ORDERS, prompt_label_ids
+from ..data.prompts import orders, prompt_label_ids
+from ..data.setting import MAIN, Setting
 from ..model.loading import ICLModel
 from ..stats import bootstrap_ci
 from .label_attention import attention_on_labels
 from .runner import prompt_set
 
-FAMILY = {o: {"fftt": "balanced", "ttff": "reordered"}.get(o, f"order-{o}") for o in ORDERS}  # order -> its variant
+
+def family(per_class: int = 2) -> dict[str, str]:
+    """Each order of per_class true and per_class false demonstrations (`orders`) -> its variant's
+    name: the balanced prompt (the true ones next to the input), the re-ordered one, "order-ftft"..."""
+    near, far = "f" * per_class + "t" * per_class, "t" * per_class + "f" * per_class
+    return {o: {near: "balanced", far: "reordered"}.get(o, f"order-{o}") for o in orders(per_class)}
+
+
+FAMILY = family()  # the paper's prompts' family: six orders
 
 
 @dataclass
 class RecencyFamily:
     """One dataset's records in every order, seen through its in-context heads.
 
-    N records, O orders (ORDERS), S heads, K = 4 label positions in prompt order.
+    N records, O orders (`family`), S heads, K = 2p label positions in prompt order (p a class).
     """
 
     dataset: str
@@ -55,7 +65,8 @@ class RecencyFamily:
 
     def accuracy(self) -> pd.Series:
         """Top-1 accuracy in each order."""
-        return pd.Series(self.top1_hits.double().mean(0).numpy(), index=list(ORDERS), name="top-1")
+        names = ["".join("t" if t else "f" for t in row) for row in self.is_true.tolist()]
+        return pd.Series(self.top1_hits.double().mean(0).numpy(), index=names, name="top-1")
 
 
 def fit(cells: torch.Tensor) -> tuple[float, float]:
@@ -96,11 +107,12 @@ def effects(cells: torch.Tensor) -> Effects:
 
 
 def recency_family(m: ICLModel, dataset: str, heads: Sequence[Head], n: int, seed: int = 0,
-                   data_dir: str | Path | None = None) -> RecencyFamily:
-    """The first n records of `dataset` in every order of ORDERS, attention in `heads`."""
+                   data_dir: str | Path | None = None, setting: Setting = MAIN) -> RecencyFamily:
+    """The first n records of `dataset` in every order of the setting's demonstrations
+    (`family`), attention in `heads`."""
     attention, is_true, top1_hits, nearest = [], [], [], []
-    for variant in FAMILY.values():
-        ps = prompt_set(m, dataset, variant, n, seed, data_dir)
+    for variant in family(setting.per_class).values():
+        ps = prompt_set(m, dataset, variant, n, seed, data_dir, setting)
         att = attention_on_labels(m, ps)
         attention.append(att.per_label_at(heads))
         truth = ps.positions.is_true[0]

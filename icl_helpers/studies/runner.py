@@ -34,9 +34,9 @@ import torch
 from ..core.batching import Tensors, length_batches, prompt_order, walk
 from ..core.decompose import Decomposition, concat, decompose
 from ..core.interventions import intervening
-from ..data.datasets import dataset_records
 from ..data.positions import LabelPositions, find_positions
-from ..data.prompts import Prompt, build_prompts, named_variant, parse_prompt
+from ..data.prompts import LABELS, SEP, Prompt, build_prompts, parse_prompt
+from ..data.setting import MAIN, Setting
 from ..model.loading import ICLModel
 from ..paths import cache_root, locked, remove_orphans, sweep_leftovers, write_atomically
 
@@ -68,20 +68,21 @@ class PromptSet:
 
 
 def prompt_set(m: ICLModel, dataset: str, variant: str = "balanced", n: int = 1000, seed: int = 0,
-               data_dir: str | Path | None = None) -> PromptSet:
+               data_dir: str | Path | None = None, setting: Setting = MAIN) -> PromptSet:
     """The first n prompts of a word dataset (sentiment_number, animal_country: both
     directions alternate) or n prompts of a sentence dataset (sst2, trec, agnews, ethos:
-    drawn with `seed` from `data_dir`), under a variant of `data.prompts.VARIANTS`."""
-    chosen = named_variant(variant)
-    records = dataset_records(dataset, n, seed, data_dir)
+    drawn with `seed` from `data_dir`), under a variant of `data.prompts.VARIANTS`, in the
+    setting's label words, separator and demonstrations a class (`data.setting`)."""
+    chosen = setting.variant(variant)
+    records = setting.records(dataset, n, seed, data_dir)
     prompts = build_prompts(records, chosen)
     return PromptSet(dataset, variant, seed, prompts, [r.direction for r in records], find_positions(m.tokenizer, prompts))
 
 
-def prompt_set_from_texts(m: ICLModel, texts: list[str], name: str = "custom",
-                          labels: tuple[str, str] = ("foo", "bar")) -> PromptSet:
-    """Prompts written out as text, `d1 : l1 ... dK : lK x :`; labels: (true, false)."""
-    prompts = [parse_prompt(t, labels) for t in texts]
+def prompt_set_from_texts(m: ICLModel, texts: list[str], name: str = "custom", labels: tuple[str, str] = LABELS,
+                          sep: str = SEP) -> PromptSet:
+    """Prompts written out as text, `d1 : l1 ... dK : lK x :` (`sep` for " : "); labels: (true, false)."""
+    prompts = [parse_prompt(t, labels, sep) for t in texts]
     return PromptSet(name, "given", 0, prompts, ["?"] * len(prompts), find_positions(m.tokenizer, prompts))
 
 

@@ -1,7 +1,7 @@
 """The verdicts: the paper's claims (`claims`), each judged by a rule fixed in advance
 (`rules`) on the studies a finder runs (`finders`) over evidence the claims share
-(`evidence`); `findings.report` judges them on one model, `compare` puts reports of several models
-side by side."""
+(`evidence`); `findings.report` judges them on one model, `robustness` again with each choice the
+paper fixed changed in turn, `compare` puts reports of several models side by side."""
 from __future__ import annotations
 
 from .claims import CLAIMS, Claim, Finding, markdown, table

@@ -1,7 +1,8 @@
-"""The evidence the findings share on one model: each dataset's balanced prompt set, its
-located heads and recency family, built on first use and once (the studies cache their
-passes on disk), and the views a claim is judged again in (the correctly answered records;
-held-out records, in heads located on others)."""
+"""The evidence the findings share on one model, in one setting (`data.setting`: the heads a
+claim analyses, label words, separator, demonstrations a class): each dataset's balanced
+prompt set, its located heads and recency family, built on first use and once (the studies
+cache their passes on disk), and the views a claim is judged again in (the correctly answered
+records; held-out records, in heads located on others)."""
 from __future__ import annotations
 
 import copy
@@ -13,22 +14,29 @@ import torch
 
 from ..core.heads import Head, check_heads, head_name, parse_heads, top_heads
 from ..core.locate import LocateResult
+from ..data.prompts import Record, build_prompt
 from ..data.sentences import sentence_datasets
+from ..data.setting import MAIN, Setting
+from ..errors import Unjudgeable
 from ..model.loading import ICLModel
 from ..studies import recency
 from ..studies.in_context_heads import answered_correctly, in_context_heads, located, shared_heads
 from ..studies.runner import PromptSet, prompt_set
-from .rules import K
 
 WORD = ["sentiment_number", "animal_country"]
 SENTENCE = ["sst2", "trec", "agnews", "ethos"]
 FIRST = WORD[0]  # the dataset of the single-dataset claims (Table 1, Figs. 2, 5, the biases)
-EXAMPLE = "love : bar like : bar eight : foo two : foo one :"  # the paper's running example (Table 1, Fig. 2)
+# The paper's running example (Table 1, Fig. 2), "love : bar like : bar eight : foo two : foo one :" (`EXAMPLE`), as
+# a record with one more demonstration a class in front, for a setting of three a class (`example`).
+EXAMPLE_RECORD = Record("one", "number", "sentiment", ("three", "eight", "two"), ("happy", "love", "like"))
 
 
-class Unjudgeable(Exception):
-    """A view a claim cannot be judged in, and why: fewer than 2 correctly answered prompts in a
-    dataset (correct only), or heads given rather than located (held out)."""
+def example(setting: Setting = MAIN) -> str:
+    """The paper's example prompt in a setting's label words, separator and demonstrations a class."""
+    return build_prompt(setting.cut(EXAMPLE_RECORD), setting.variant("balanced")).text
+
+
+EXAMPLE = example()
 
 
 class Evidence:
@@ -39,11 +47,14 @@ class Evidence:
     `correct()` those whose balanced prompt the model answers correctly, in the heads located
     on all prompts; in the view `held_out()` the even records (0, 2, ...), in heads located on
     the odd ones, so that no head is judged on the prompts that selected it. The heads given
-    (checked against the model at once) replace the located ones in every dataset."""
+    (checked against the model at once) replace the located ones in every dataset. Every prompt
+    is in the setting's label words, separator and demonstrations a class; the located heads
+    are its top `setting.heads`."""
 
     def __init__(self, m: ICLModel, n: int, sentence_n: int, seed: int, data_dir: str | Path | None,
-                 heads: str | Sequence[Head] | None = None):
+                 heads: str | Sequence[Head] | None = None, setting: Setting = MAIN):
         self.m, self.n, self.sentence_n, self.seed, self.data_dir = m, n, sentence_n, seed, data_dir
+        self.setting = setting
         self.given = check_heads(parse_heads(heads), m.arch)
         self.view = "all"  # or "correct", "held out"
         self.prompts = functools.cache(self._prompts)
@@ -63,11 +74,11 @@ class Evidence:
         return self.n if dataset in WORD else self.sentence_n
 
     def _heads(self, dataset: str) -> list[Head]:
-        """The heads given (in every dataset), else the dataset's top K (located on the odd records
-        in the held-out view)."""
+        """The heads given (in every dataset), else the dataset's top `setting.heads` (located on the
+        odd records in the held-out view)."""
         if self.view == "held out":
-            return top_heads(self.mean_increase([dataset]), K)
-        return in_context_heads(self.m, self.prompts(dataset), K, self.given)
+            return top_heads(self.mean_increase([dataset]), self.setting.heads)
+        return in_context_heads(self.m, self.prompts(dataset), self.setting.heads, self.given)
 
     def heads_named(self, dataset: str) -> str:
         """Which heads `heads(dataset)` are, in words."""
@@ -114,13 +125,17 @@ class Evidence:
         return right
 
     def _prompts(self, dataset: str) -> PromptSet:
-        return prompt_set(self.m, dataset, "balanced", self.size(dataset), self.seed, self.data_dir)
+        return prompt_set(self.m, dataset, "balanced", self.size(dataset), self.seed, self.data_dir, self.setting)
 
     def _loc(self, dataset: str) -> LocateResult:
         return located(self.m, self.prompts(dataset))
 
     def _family(self, dataset: str) -> recency.RecencyFamily:
-        return recency.recency_family(self.m, dataset, self.heads(dataset), self.size(dataset), self.seed, self.data_dir)
+        return self.family_in(dataset, self.heads(dataset))
+
+    def family_in(self, dataset: str, heads: Sequence[Head]) -> recency.RecencyFamily:
+        """The dataset's recency family (its records in every order), attention in `heads`."""
+        return recency.recency_family(self.m, dataset, heads, self.size(dataset), self.seed, self.data_dir, self.setting)
 
     def _effects(self, datasets: tuple[str, ...]) -> recency.Effects:
         return recency.effects(torch.cat([self.family(d).cells()[self.rows(d)] for d in datasets]))

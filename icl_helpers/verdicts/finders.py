@@ -7,22 +7,21 @@ from typing import Callable, Sequence
 import torch
 
 from ..core.heads import Head, at_heads, top_heads
-from ..data.datasets import dataset_records
 from ..model.loading import ICLModel
 from ..studies import ablation, label_attention, mrr, projection, recency, subvalues
 from ..studies.accuracy import table2_cells
 from ..studies.in_context_heads import first_correct
-from ..studies.runner import prompt_set, prompt_set_from_texts
+from ..studies.runner import PromptSet, prompt_set, prompt_set_from_texts
 from . import rules
-from .evidence import EXAMPLE, FIRST, WORD, Evidence
+from .evidence import FIRST, WORD, Evidence, example
 from .judgement import Judgement, not_tested
-from .rules import RANDOM_DRAWS, TOP, K
+from .rules import RANDOM_DRAWS, TOP
 
 
 def table2(s: Evidence) -> Judgement:
     """Top-1 per dataset, direction and true label, and where a false demonstration is nearest."""
     false_nearest = torch.cat([s.family(d).top1_hits[:, ~s.family(d).is_true[:, -1]].flatten() for d in WORD])
-    cells = table2_cells(s.m, WORD, s.n, s.seed)
+    cells = table2_cells(s.m, WORD, s.n, s.seed, setting=s.setting)
     return rules.judge_table2({f"{c.direction.split('/')[0]} inputs, true label {c.true_label}": c.top1_hits
                                 for c in cells}, false_nearest)
 
@@ -32,19 +31,24 @@ def fig2(s: Evidence) -> Judgement:
 
 
 def fig3_4(s: Evidence) -> Judgement:
-    return rules.judge_fig3_4({d: s.loc(d).head[s.rows(d)] for d in WORD}, K)
+    return rules.judge_fig3_4({d: s.loc(d).head[s.rows(d)] for d in WORD}, s.setting.heads)
 
 
 def fig12_15(s: Evidence) -> Judgement:
-    return rules.judge_fig12_15({d: s.loc(d).head[s.rows(d)] for d in WORD + s.sentence}, K)
+    return rules.judge_fig12_15({d: s.loc(d).head[s.rows(d)] for d in WORD + s.sentence}, s.setting.heads)
 
 
 def table1(s: Evidence) -> Judgement:
-    """Table 1's test over every prompt of FIRST, with the paper's example prompt as its illustration."""
+    """Table 1's test over every prompt of FIRST, with the paper's example prompt (in the setting) as its illustration."""
     heads = s.heads(FIRST)
-    example = projection.projections(s.m, prompt_set_from_texts(s.m, [EXAMPLE], name="example"))
+    shown = projection.projections(s.m, given_prompt(s, example(s.setting), "example"))
     return rules.judge_label_values(label_value_hits(s, FIRST), heads[:5], f"{FIRST} prompts, {s.heads_named(FIRST)}",
-                                    f"the example prompt: {example_hits(example, heads)}")
+                                    f"the example prompt: {example_hits(shown, heads)}")
+
+
+def given_prompt(s: Evidence, text: str, name: str) -> PromptSet:
+    """A prompt set of one prompt written out in the setting's label words and separator."""
+    return prompt_set_from_texts(s.m, [text], name=name, labels=s.setting.labels, sep=s.setting.sep)
 
 
 def fig6(s: Evidence) -> Judgement:
@@ -89,12 +93,13 @@ def bias(measure: Callable, rule: dict[str, float]) -> Callable[[Evidence], Judg
     """A bias claim's finder: `measure` (`studies.biases.majority_bias` or `recency_bias`) in
     FIRST's heads, judged by `rule`."""
     def find(s: Evidence) -> Judgement:
-        return rules.judge_bias(measure(s.m, dataset_records(FIRST, s.n, s.seed), s.heads(FIRST)).flags, rule)
+        records = s.setting.records(FIRST, s.n, s.seed)
+        return rules.judge_bias(measure(s.m, records, s.heads(FIRST), s.setting).flags, rule)
     return find
 
 
 def causal_finding(s: Evidence) -> Judgement:
-    """Per word dataset, the top K heads located on its first n/2 balanced prompts (or the heads
+    """Per word dataset, the top K (the setting's) heads located on its first n/2 balanced prompts (or the heads
     given), mean-ablated on prompts of its other n/2 records, against RANDOM_DRAWS layer-matched
     draws; pooled. The first n/2 balanced prompts are the first half of the dataset's located
     set (a word dataset's records come in one order): their scores and texts are read from it."""
@@ -103,9 +108,9 @@ def causal_finding(s: Evidence) -> Judgement:
         return not_tested("needs at least 2 prompts a word dataset: half locate the heads, half evaluate them")
     runs = []
     for d in WORD:
-        heads = list(s.given) if s.given else top_heads(s.loc(d).head[: n // 2].mean(0), K)
+        heads = list(s.given) if s.given else top_heads(s.loc(d).head[: n // 2].mean(0), s.setting.heads)
         k = len(heads)  # K, every head of a smaller model, or the heads given
-        evaluated = ablation.evaluation_prompts(d, n // 2, n - n // 2, s.seed)
+        evaluated = ablation.evaluation_prompts(d, n // 2, n - n // 2, s.seed, setting=s.setting)
         means = ablation.ablation_means(s.m, s.prompts(d).texts[: n // 2])
         runs.append(ablation.ablation_runs(s.m, evaluated, heads, [k], RANDOM_DRAWS, s.seed, means))
     return rules.judge_causal(ablation.AblationRuns.cat(runs), k, "mean", given=s.given is not None)
@@ -146,7 +151,7 @@ def table3(s: Evidence) -> Judgement:
     if first is None:
         shown = f"no AG News prompt of {len(ps)} is predicted correctly"
     else:
-        one = projection.projections(s.m, prompt_set_from_texts(s.m, [ps.texts[first]], name="agnews-correct"))
+        one = projection.projections(s.m, given_prompt(s, ps.texts[first], "agnews-correct"))
         shown = f"AG News prompt {first} (the first predicted correctly): {example_hits(one, heads)}"
     where = f"AG News prompts, {s.heads_named('AG News')}"
     return rules.judge_label_values(label_value_hits(s, "agnews"), heads[:5], where, shown)
@@ -186,7 +191,7 @@ def sentence_finding(judges: Sequence[str], pick: Callable[[Evidence], tuple[lis
                 parts[f"{d} MRR"] = rules.judge_fig5(ours[rows], random[:, rows], heads)
             if "fig6" in judges:
                 true, false = label_attention.attention_on_labels(s.m, ps).at(heads)
-                family = recency.recency_family(s.m, d, heads, s.size(d), s.seed, s.data_dir)
+                family = s.family_in(d, heads)
                 parts[f"{d} attention"] = rules.judge_fig6(true[rows], false[rows], recency.effects(family.cells()[rows]))
         return rules.judge_together(parts, sum(int(s.rows(d).sum()) for d in s.sentence), which)
     return find
@@ -200,7 +205,7 @@ def variant_finding(s: Evidence, variant: str, datasets: Sequence[str]) -> Judge
     for d in datasets:
         rows = s.rows(d)
         for v in summed:
-            ps = prompt_set(s.m, d, v, s.size(d), s.seed, s.data_dir)
+            ps = prompt_set(s.m, d, v, s.size(d), s.seed, s.data_dir, s.setting)
             true, false = label_attention.attention_on_labels(s.m, ps).at(s.heads(d))
             summed[v].append((true[rows], false[rows]))
             per_label[v].append((true / ps.positions.chosen(True).sum(1, keepdim=True))[rows])

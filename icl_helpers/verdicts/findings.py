@@ -1,6 +1,7 @@
 """The findings on one model: every claim of the paper tested: the studies run once (their results cached
-on disk, so notebooks and a second report reuse them), each claim judged by its rule. A
-notebook ends with `report(m, ..., ids=[its claims])`: the same code on its own prompts."""
+on disk, so notebooks and a second report reuse them), each claim judged by its rule, in the
+main setting or another (`data.setting`, `robustness`). A notebook ends with
+`report(m, ..., ids=[its claims])`: the same code on its own prompts."""
 from __future__ import annotations
 
 import json
@@ -10,11 +11,12 @@ from typing import Callable, Sequence
 import torch
 
 from ..core.heads import Head
-from ..errors import UsageError
+from ..data.setting import MAIN, Setting
+from ..errors import Unjudgeable, UsageError
 from ..model.loading import ICLModel
 from ..studies.runner import cache_file, cached, prompts_hash, source_hash
 from .claims import CLAIMS, Finding
-from .evidence import Evidence, Unjudgeable
+from .evidence import Evidence
 from .judgement import Judgement, not_tested
 
 CODE = source_hash()  # the package's source as this process loaded it: findings are kept under it
@@ -22,16 +24,18 @@ CODE = source_hash()  # the package's source as this process loaded it: findings
 
 def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | Path | None = None,
            progress: Callable[[str], None] = print, ids: Sequence[str] = tuple(CLAIMS),
-           heads: str | Sequence[Head] | None = None) -> list[Finding]:
+           heads: str | Sequence[Head] | None = None, setting: Setting = MAIN) -> list[Finding]:
     """One finding a claim of `ids` (default: all of `CLAIMS`), in their order: n prompts
     a word dataset, sentence_n a sentence dataset (none where no copy or hub can be had: those
     say why). Only the studies those claims need are run. heads ("19-11,20-11" or (layer, head)
     pairs): analyse these in every dataset instead of each one's top K located (Figs. 3-4 and
-    12-15 still judge the located top K)."""
+    12-15 still judge the located top K). setting: the heads K, label words, separator and
+    demonstrations a class (default: the main run's); a claim it cannot build a prompt for is
+    not tested, saying why."""
     unknown = [i for i in ids if i not in CLAIMS]
     if unknown:
         raise UsageError(f"Unknown claim id(s) {', '.join(unknown)}: choose from {', '.join(CLAIMS)}.")
-    s = Evidence(m, n, sentence_n, seed, data_dir, heads)
+    s = Evidence(m, n, sentence_n, seed, data_dir, heads, setting)
     found = []
     for id in ids:
         progress(f"{id}: {CLAIMS[id].claim}")
@@ -41,9 +45,10 @@ def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | 
 
 def judged(id: str, s: Evidence) -> Finding:
     """The claim judged on all prompts, and where it applies, on the correct ones only and on
-    held-out records in heads located on others."""
+    held-out records in heads located on others; not tested, saying why, where the setting
+    cannot build a prompt it needs."""
     claim = CLAIMS[id]
-    ours = claim.find(s)
+    ours = in_view(claim.find, lambda: s)
     tested = ours.ours is not None
     return claim.finding(ours, in_view(claim.find, s.correct) if claim.label_flow and tested else None,
                          in_view(claim.find, s.held_out) if claim.held_out and tested else None)
@@ -51,12 +56,14 @@ def judged(id: str, s: Evidence) -> Finding:
 
 def kept_finding(id: str, s: Evidence) -> Finding:
     """`judged(id, s)`, kept in the results cache under the model's weights, the sizes, seed,
-    heads given, sentence datasets at hand and the package's own source: a report run again,
-    or resumed after an interruption, judges only the claims it had not finished."""
+    heads given, sentence datasets at hand, setting (other than the main one) and the package's
+    own source: a report run again, or resumed after an interruption, judges only the claims it
+    had not finished."""
     m = s.m
+    setting = {} if s.setting == MAIN else {"setting": prompts_hash([repr(s.setting)])}  # the main run's names as they were
     path = cache_file("finding", model=m.name, weights=m.fingerprint(), dtype=str(m.model.dtype).removeprefix("torch."),
                       claim=id, n=s.n, sentence_n=s.sentence_n, seed=s.seed, heads=prompts_hash([repr(s.given)]),
-                      data=prompts_hash(s.sentence), code=CODE)
+                      data=prompts_hash(s.sentence), **setting, code=CODE)
 
     def text() -> bytes:
         return json.dumps(judged(id, s).to_dict()).encode()
@@ -65,8 +72,8 @@ def kept_finding(id: str, s: Evidence) -> Finding:
 
 
 def in_view(find: Callable[[Evidence], Judgement], view: Callable[[], Evidence]) -> Judgement:
-    """A claim's finder on a view of the evidence (`Evidence.correct`, `Evidence.held_out`),
-    or not tested, saying why, where the view cannot judge it."""
+    """A claim's finder on a view of the evidence (`Evidence.correct`, `Evidence.held_out`, or
+    the evidence itself), or not tested, saying why, where the view cannot judge it."""
     try:
         return find(view())
     except Unjudgeable as why:

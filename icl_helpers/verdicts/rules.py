@@ -10,6 +10,7 @@ from typing import Sequence
 import torch
 
 from ..core.heads import Head, top_heads
+from ..data.setting import MAIN
 from ..stats import bootstrap_ci, mean_ci, spearman
 from ..studies.ablation import AblationRuns
 from ..studies.label_attention import true_vs_false, variant_change
@@ -17,7 +18,7 @@ from ..studies.recency import Effects
 from ..studies.subvalues import FALSE_LABEL, POSITION_KINDS, TRUE_LABEL, kind_shares
 from .judgement import FAILS, PARTLY, REPLICATES, Judgement, all_hold, ours_text, together
 
-K = 20  # in-context heads
+K = MAIN.heads  # in-context heads (20; a robustness setting analyses its own number, `data.setting`)
 RANDOM_DRAWS = 20  # layer-matched random-head draws (Fig. 5, the causal check)
 TOP = 10  # tokens a projected vector (Tables 1, 3)
 
