@@ -21,10 +21,13 @@ def hf(small):
         return small.model(**small.encode(PROMPTS), output_hidden_states=True, output_attentions=True)
 
 
-def test_residual_stream_is_embeddings_plus_every_layer(full):
+def test_residual_stream_is_embeddings_plus_every_layer(small, full):
     terms = full.resid[:, 0].abs() + full.attn.abs().sum(1) + full.ffn.abs().sum(1)
     close(full.resid[:, 0] + full.attn.sum(1) + full.ffn.sum(1), full.resid[:, -1], scale=float(terms.max()))
-    exact(full.mid + full.ffn, full.resid[:, 1:])  # x_{l+1} = (x_l + ATTN_l) + FFN_l: the model's own two additions
+    if small.arch.parallel:  # x_{l+1} = (ATTN_l + FFN_l) + x_l: the parallel block's own two additions
+        exact(full.attn + full.ffn + full.resid[:, :-1], full.resid[:, 1:])
+    else:  # x_{l+1} = (x_l + ATTN_l) + FFN_l
+        exact(full.mid + full.ffn, full.resid[:, 1:])
 
 
 def test_layer_inputs_match_models_hidden_states(small, full, hf):
