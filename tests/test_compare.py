@@ -27,6 +27,11 @@ def test_a_cell_is_the_short_verdict_and_the_headline_number():
     assert cell(finding("app_d", "not tested", None)) == "not tested"
     assert cell(finding("fig10_11", "partly", "imbalanced: partly")) == "partly: imbalanced: partly"
     assert cell(None) == "-"
+    held = {"ours": 0.7, "ci": None, "n": 32, "verdict": "replicates", "why": "w"}
+    assert cell(finding("app_e", "does not replicate", 0.0) | {"held_out": held}) == "no: 0 (held out: yes)"
+    assert cell(finding("app_e", "replicates", 0.8) | {"held_out": held}) == "yes: 0.8"  # the same verdict
+    untested = held | {"ours": None, "verdict": "not tested"}
+    assert cell(finding("app_e", "replicates", 0.8) | {"held_out": untested}) == "yes: 0.8"
 
 
 def test_the_table_has_a_row_a_claim_a_column_a_model_and_names_what_differs():

@@ -37,14 +37,19 @@ def read_reports(paths: list[str | Path]) -> list[dict]:
 
 
 def cell(finding: dict | None) -> str:
-    """A table cell: the verdict in short and the headline number (or the reason it is untested)."""
+    """A table cell: the verdict in short and the headline number (or the reason it is untested),
+    and the held-out verdict where it differs."""
     if finding is None:
         return "-"
     mark = VERDICT_MARK.get(finding["verdict"], finding["verdict"])
     ours = finding["ours"]
     if ours is None:
         return mark
-    return f"{mark}: {ours:.3g}" if isinstance(ours, (int, float)) else f"{mark}: {ours}"
+    text = f"{mark}: {ours:.3g}" if isinstance(ours, (int, float)) else f"{mark}: {ours}"
+    held = finding.get("held_out")
+    if held is not None and held["ours"] is not None and held["verdict"] != finding["verdict"]:
+        text += f" (held out: {VERDICT_MARK.get(held['verdict'], held['verdict'])})"
+    return text
 
 
 def differing(reports: list[dict]) -> list[str]:
@@ -74,8 +79,9 @@ def markdown(reports: list[dict]) -> str:
                        + " | ".join(f"{t:.1%}" if isinstance(t, (int, float)) else "-" for t in top1) + " |")
     size = reports[0]
     intro = (f"{size['n']} prompts a word dataset, {size['sentence_n']} a sentence dataset, seed {size['seed']}. "
-             "A cell is the verdict (yes: replicates; no: does not replicate) and our headline number; each "
-             "model's own report gives its interval, N and why.")
+             "A cell is the verdict (yes: replicates; no: does not replicate) and our headline number, and in brackets "
+             "the held-out verdict (heads located on other records) where it differs; each model's own report gives "
+             "its interval, N and why.")
     diff = differing(reports)
     tail = ("Verdicts that differ between the models: " + ", ".join(diff) + "." if diff
             else "Every claim has the same verdict on every model.")
