@@ -123,7 +123,6 @@ def prompts_hash(prompts: list[str]) -> str:
     return hashlib.sha256("\x00".join(prompts).encode()).hexdigest()[:12]
 
 
-@functools.cache
 def source_hash() -> str:
     """A short hash of the package's own source files: results that depend on its code (a
     report's findings) are reused only by the same code. Take it when the code is loaded
