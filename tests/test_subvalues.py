@@ -10,7 +10,7 @@ from icl_helpers.core.decompose import decompose
 from icl_helpers.data.positions import LabelPositions
 from icl_helpers.studies import runner, subvalues
 from icl_helpers.studies.subvalues import DEMONSTRATION, FALSE_LABEL, LAST, OTHER, TRUE_LABEL
-from icl_helpers.verdicts import claims, evidence, rules
+from icl_helpers.verdicts import claims, evidence, finders, rules
 from tests.conftest import MIXED_TEXTS as TEXTS
 from tests.conftest import STUDY_HEADS as HEADS
 from tests.conftest import close, exact, logprob_scale
@@ -104,5 +104,20 @@ def test_the_report_judges_the_studys_top_positions(small, tmp_path, monkeypatch
     layers = subvalues.top_ffn_layers(small, ps)
     neurons = subvalues.top_neurons(small, layers, subvalues.neuron_increases(small, ps, layers), k=1)
     f = claims.CLAIMS["app_e"].find(s)
-    assert f == rules.judge_app_e(kinds, subvalues.true_label_chance(ps.positions), heads, subvalues.neuron_lines(neurons))
+    chance = subvalues.true_label_chance(ps.positions)
+    assert f == rules.judge_app_e(kinds, chance, heads, subvalues.neuron_lines(neurons), 6)
     assert f.n == 6 and len(layers) == 3 and f.why.count("(+") + f.why.count("(-") == 3
+    assert "over 6 prompts" in f.why
+    # the neurons read only the first NEURON_PROMPTS prompts; the position kinds, which judge, read all
+    monkeypatch.setattr(finders, "NEURON_PROMPTS", 2)
+    first = subvalues.top_neurons(small, layers, subvalues.neuron_increases(small, ps.first(2), layers), k=1)
+    assert first["mean increase"].tolist() != neurons["mean increase"].tolist()
+    f = claims.CLAIMS["app_e"].find(evidence.Evidence(small, 6, 2, 0, None))
+    assert f == rules.judge_app_e(kinds, chance, heads, subvalues.neuron_lines(first), 2)
+
+
+def test_the_first_prompts_of_a_set_are_its_prefix(small, ps):
+    first = ps.first(2)
+    assert first.texts == ps.texts[:2] and first.directions == ps.directions[:2] and len(ps.first(10**6)) == len(ps)
+    assert torch.equal(first.positions.labels, ps.positions.labels[:2])
+    assert torch.equal(first.positions.last, ps.positions.last[:2])

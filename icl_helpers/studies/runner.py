@@ -66,6 +66,10 @@ class PromptSet:
     def __len__(self) -> int:
         return len(self.prompts)
 
+    def first(self, n: int) -> PromptSet:
+        """The first n prompts (all of them, if fewer)."""
+        return PromptSet(self.dataset, self.variant, self.seed, self.prompts[:n], self.directions[:n], self.positions[:n])
+
 
 def prompt_set(m: ICLModel, dataset: str, variant: str = "balanced", n: int = 1000, seed: int = 0,
                data_dir: str | Path | None = None, setting: Setting = MAIN) -> PromptSet:

@@ -17,6 +17,11 @@ from .evidence import FIRST, WORD, Evidence, example
 from .judgement import Judgement, not_tested
 from .rules import RANDOM_DRAWS, TOP
 
+# Appendix E's neurons describe, its position kinds judge: every neuron of three FFN layers scored
+# against the whole vocabulary costs N x 3 x d_ffn log-sum-exps over V (Gemma 3 at N = 1,000: about
+# two hours on one core), so the neuron lines read the first prompts only.
+NEURON_PROMPTS = 100
+
 
 def table2(s: Evidence) -> Judgement:
     """Top-1 per dataset, direction and true label, and where a false demonstration is nearest."""
@@ -118,13 +123,16 @@ def causal_finding(s: Evidence) -> Judgement:
 
 def app_e(s: Evidence) -> Judgement:
     """Where the in-context heads' largest position-level increase lies [N, S] against a random
-    position's chance [N]; the best neuron of each of the top FFN layers beside it."""
+    position's chance [N]; the best neuron of each of the top FFN layers beside it, over the
+    judged records among the first NEURON_PROMPTS."""
     ps, heads, rows = s.prompts(FIRST), s.heads(FIRST), s.rows(FIRST)
     kinds = subvalues.top_position_kinds(subvalues.position_increases(s.m, ps, heads), ps.positions)
     layers = subvalues.top_ffn_layers(s.m, ps)
-    neurons = subvalues.top_neurons(s.m, layers, subvalues.neuron_increases(s.m, ps, layers)[rows], k=1)
+    described = ps.first(NEURON_PROMPTS)
+    increase = subvalues.neuron_increases(s.m, described, layers)[rows[: len(described)]]
+    neurons = subvalues.top_neurons(s.m, layers, increase, k=1)
     return rules.judge_app_e(kinds[rows], subvalues.true_label_chance(ps.positions)[rows], heads,
-                              subvalues.neuron_lines(neurons))
+                              subvalues.neuron_lines(neurons), len(increase))
 
 
 def label_value_hits(s: Evidence, dataset: str) -> torch.Tensor:

@@ -213,11 +213,12 @@ def judge_together(parts: dict[str, Judgement], n: int, heads: str) -> Judgement
                      together(list(parts.values())), f"{heads}. {shown}")
 
 
-def judge_app_e(kinds: torch.Tensor, chance: torch.Tensor, heads: Sequence[Head], neurons: Sequence[str] = ()) -> Judgement:
+def judge_app_e(kinds: torch.Tensor, chance: torch.Tensor, heads: Sequence[Head], neurons: Sequence[str] = (),
+                neuron_n: int = 0) -> Judgement:
     """kinds: [N, S] where each of S heads' position with the largest position-level increase
     lies, an index into `studies.subvalues.POSITION_KINDS` (the top head first); chance: [N] the share of
     each prompt's positions that are true-label positions; neurons: the top FFN neurons and
-    their tokens, a line each, for the why."""
+    their tokens, a line each, for the why, by their mean over neuron_n prompts."""
     hits = kinds[:, 0] == TRUE_LABEL
     ours, ci = float(hits.double().mean()), mean_ci(hits.double())
     false = float((kinds[:, 0] == FALSE_LABEL).double().mean())
@@ -230,7 +231,8 @@ def judge_app_e(kinds: torch.Tensor, chance: torch.Tensor, heads: Sequence[Head]
                      f"share of prompts whose top head ({heads[0][0]}-{heads[0][1]}) has its largest position-level "
                      f"increase at a true-label position; at a false-label one {false:.1%}; chance (a random position) "
                      f"{float(chance.mean()):.1%}; where the top 5 heads' largest lies: {top5}"
-                     + (f"; top FFN neurons by mean neuron-level increase: {'; '.join(neurons)}" if neurons else ""))
+                     + (f"; top FFN neurons by mean neuron-level increase over {neuron_n} prompts: {'; '.join(neurons)}"
+                        if neurons else ""))
 
 
 def judge_causal(runs: AblationRuns, k: int, ablation: str, given: bool = False) -> Judgement:
