@@ -99,7 +99,7 @@ def test_the_report_judges_the_studys_top_positions(small, tmp_path, monkeypatch
     rows, a random position's chance, the top FFN layers' best neurons."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     s = evidence.Evidence(small, 6, 2, 0, None)
-    ps, heads = s.prompts(evidence.FIRST), s.heads(evidence.FIRST)
+    ps, heads = s.prompts(evidence.FIRST), s.heads(evidence.FIRST)[:5]
     kinds = subvalues.top_position_kinds(subvalues.position_increases(small, ps, heads), ps.positions)
     layers = subvalues.top_ffn_layers(small, ps)
     neurons = subvalues.top_neurons(small, layers, subvalues.neuron_increases(small, ps, layers), k=1)

@@ -123,9 +123,9 @@ def causal_finding(s: Evidence) -> Judgement:
 
 def app_e(s: Evidence) -> Judgement:
     """Where the in-context heads' largest position-level increase lies [N, S] against a random
-    position's chance [N]; the best neuron of each of the top FFN layers beside it, over the
-    judged records among the first NEURON_PROMPTS."""
-    ps, heads, rows = s.prompts(FIRST), s.heads(FIRST), s.rows(FIRST)
+    position's chance [N], in the top 5 heads (the rule reads the top one, the why all 5); the best
+    neuron of each of the top FFN layers beside it, over the judged records among the first NEURON_PROMPTS."""
+    ps, heads, rows = s.prompts(FIRST), s.heads(FIRST)[:5], s.rows(FIRST)
     kinds = subvalues.top_position_kinds(subvalues.position_increases(s.m, ps, heads), ps.positions)
     layers = subvalues.top_ffn_layers(s.m, ps)
     described = ps.first(NEURON_PROMPTS)
