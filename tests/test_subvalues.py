@@ -116,7 +116,7 @@ def test_the_report_judges_the_studys_top_positions(small, tmp_path, monkeypatch
     assert f == rules.judge_app_e(kinds, chance, heads, subvalues.neuron_lines(first), 2)
 
 
-def test_the_first_prompts_of_a_set_are_its_prefix(small, ps):
+def test_the_first_prompts_of_a_set_are_its_prefix(ps):
     first = ps.first(2)
     assert first.texts == ps.texts[:2] and first.directions == ps.directions[:2] and len(ps.first(10**6)) == len(ps)
     assert torch.equal(first.positions.labels, ps.positions.labels[:2])

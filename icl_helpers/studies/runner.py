@@ -25,7 +25,7 @@ import hashlib
 import io
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -68,7 +68,7 @@ class PromptSet:
 
     def first(self, n: int) -> PromptSet:
         """The first n prompts (all of them, if fewer)."""
-        return PromptSet(self.dataset, self.variant, self.seed, self.prompts[:n], self.directions[:n], self.positions[:n])
+        return replace(self, prompts=self.prompts[:n], directions=self.directions[:n], positions=self.positions[:n])
 
 
 def prompt_set(m: ICLModel, dataset: str, variant: str = "balanced", n: int = 1000, seed: int = 0,
