@@ -44,6 +44,8 @@ from icl_helpers.core.attribution import Readout
 from icl_helpers.paths import cache_root
 from icl_helpers.studies.runner import PromptSet, prompt_set_from_texts
 
+# Where the small random models run: `ICL_TEST_DEVICE=cuda pytest ...` checks the exactness suite on a GPU.
+DEVICE = torch.device(os.environ.get("ICL_TEST_DEVICE", "cpu"))
 SHARED = Path(os.environ.get("ICL_SHARED_DIR", Path(__file__).resolve().parents[1].parent / "shared"))
 if not os.environ.get("ICL_DATA_DIR") and (SHARED / "datasets").is_dir():
     # The developers' and CI's full copy of the sentence datasets (the product never looks
@@ -72,8 +74,8 @@ def close(got, want, *, scale: float | None = None, ulps: float = ULPS, equal_na
 
     scale: the magnitude of the terms summed into the values; by default the largest finite
     |want|, right where no term outweighs the result. An increase is a difference of
-    log-probabilities: pass `logprob_scale(dec)`. Tensors, numbers or sequences of them."""
-    got, want = (x if isinstance(x, torch.Tensor) else torch.tensor(x, dtype=torch.float64) for x in (got, want))
+    log-probabilities: pass `logprob_scale(dec)`. Tensors, numbers or sequences of them, on any device."""
+    got, want = (x.cpu() if isinstance(x, torch.Tensor) else torch.tensor(x, dtype=torch.float64) for x in (got, want))
     if scale is None:
         finite = want[want.isfinite()]
         scale = float(finite.abs().max()) if finite.numel() else 0.0
@@ -83,7 +85,7 @@ def close(got, want, *, scale: float | None = None, ulps: float = ULPS, equal_na
 def exact(got: torch.Tensor, want: torch.Tensor) -> None:
     """The same computation on the same inputs (a cache read, a copy, an index, the same batches
     again): bitwise equal, NaN where NaN. Say at the call why the path is the same."""
-    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(got.cpu(), want.cpu(), rtol=0, atol=0, equal_nan=True)
 
 
 def logprob_scale(of) -> float:
@@ -181,7 +183,7 @@ NORMED = {
 def small_model(kind: str, vocab_size: int = 50257, **settings) -> torch.nn.Module:
     """A 3-layer model of width 64, every weight random, with the GPT-2 vocabulary by default
     (`vocab_size`: another tokenizer's, `len(tokenizer)`); settings: config values of a
-    `NORMED` kind or of Phi-3 that replace the kind's own (e.g. sliding_window=8)."""
+    `NORMED` kind or of Phi-3 that replace the kind's own (e.g. sliding_window=8). On DEVICE."""
     torch.manual_seed(0)
     common = dict(vocab_size=vocab_size, num_hidden_layers=3, hidden_size=64, intermediate_size=128,
                   max_position_embeddings=64, num_attention_heads=4)
@@ -205,8 +207,8 @@ def small_model(kind: str, vocab_size: int = 50257, **settings) -> torch.nn.Modu
         model_class, config_class, own = NORMED[kind]
         model = model_class(config_class(**common, **{**own, **settings}))
         if kind.startswith("gemma"):  # the norms multiply by 1 + w: w ~ N(0, 0.5^2)
-            return _randomise(model, seed=len(kind), gain=(0.0, 0.5))
-    return _randomise(model, seed=len(kind))
+            return _randomise(model, seed=len(kind), gain=(0.0, 0.5)).to(DEVICE)
+    return _randomise(model, seed=len(kind)).to(DEVICE)
 
 
 KINDS = ["gpt2", "llama-gqa", "llama-bias", "qwen2", "gemma3"]

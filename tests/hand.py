@@ -68,7 +68,7 @@ def attention_inputs(m: ICLModel, x: torch.Tensor, layer: int) -> Attention:
     attn, (B, T, _) = block.self_attn, x.shape
     normed = rms(m, x, block.input_layernorm.weight) if fam.input_norm else x
     q, k = attn.q_proj(normed).view(B, T, -1, dh), attn.k_proj(normed).view(B, T, -1, dh)
-    key_rms, key_gain = torch.ones(B, T, n_kv), torch.ones(n_kv, dh)
+    key_rms, key_gain = torch.ones(B, T, n_kv, device=x.device), torch.ones(n_kv, dh, device=x.device)
     if fam.qk_norm is not None:
         over = (-1,) if fam.qk_norm == "head" else (-2, -1)  # each head's dh, or every head's together
 
@@ -86,8 +86,8 @@ def rope(x: torch.Tensor, positions: torch.Tensor, base: float, rotary_dim: int 
     """x [..., T, dh] rotated to positions [T] (or [B, T] against x [B, n, T, dh]) with RoPE base
     `base` on its first rotary_dim (default all) dimensions: in the half layout (dimension i
     with i + r/2), or where `pairs` in GPT-J's (dimension 2i with 2i + 1)."""
-    r = rotary_dim or x.shape[-1]
-    angle = positions[..., None].double() / base ** (torch.arange(0, r, 2).double() / r)  # [.., T, r/2]
+    r, positions = rotary_dim or x.shape[-1], positions.to(x.device)
+    angle = positions[..., None].double() / base ** (torch.arange(0, r, 2, device=x.device).double() / r)  # [.., T, r/2]
     angle = angle.repeat_interleave(2, -1) if pairs else torch.cat([angle, angle], -1)
     if angle.dim() == 3:
         angle = angle[:, None]
@@ -122,7 +122,7 @@ def attention_row(m: ICLModel, q: torch.Tensor, k: torch.Tensor, last: torch.Ten
     cap = getattr(cfg, "attn_logit_softcapping", None)
     if cap is not None:
         scores = cap * torch.tanh(scores / cap)
-    p = torch.arange(k.shape[2])
+    p = torch.arange(k.shape[2], device=last.device)
     allowed = p[None] <= last[:, None]
     if layer_type(m, layer) == "sliding_attention":
         allowed &= p[None] > last[:, None] - cfg.sliding_window
@@ -137,7 +137,7 @@ def log_prob(m: ICLModel, v: torch.Tensor, sigma: torch.Tensor, target: torch.Te
     cap = getattr(m.model.config, "final_logit_softcapping", None)
     if cap is not None:
         logits = cap * torch.tanh(logits / cap)
-    return logits.log_softmax(-1).gather(-1, target.view(-1, *[1] * (v.dim() - 1)).expand(*v.shape[:-1], 1))[..., 0]
+    return logits.log_softmax(-1).gather(-1, target.to(logits.device).view(-1, *[1] * (v.dim() - 1)).expand(*v.shape[:-1], 1))[..., 0]
 
 
 def assert_exact(m: ICLModel, prompts: list[str]) -> None:
@@ -155,7 +155,7 @@ def assert_exact(m: ICLModel, prompts: list[str]) -> None:
     close(dec.resid[:, 0] + dec.attn.sum(1) + dec.ffn.sum(1), dec.resid[:, -1], scale=float(terms.max()))
     heads = dec.heads()
     for l in range(arch.n_layers):
-        b_O, b_out = (torch.zeros(arch.d_model) if b is None else b for b in (arch.b_O(l), arch.b_out(l)))
+        b_O, b_out = (torch.zeros(arch.d_model, device=dec.attn.device) if b is None else b for b in (arch.b_O(l), arch.b_out(l)))
         attn_scale, ffn_scale = dec.attn_scale[:, l, None], dec.ffn_scale[:, l, None]
         close(heads[:, l].sum(1) + b_O * attn_scale, dec.attn[:, l],
               scale=float((heads[:, l].abs().sum(1) + b_O.abs() * attn_scale).max()))

@@ -68,7 +68,7 @@ def test_attention_rows_match_models_attentions(small, full, hf):
         exact(full.pattern[:, l], hf.attentions[l][rows, :, full.last])  # the same forward pass of the same batch
     # the last position attends to real tokens only
     T = full.input_ids.shape[1]
-    after_last = torch.arange(T)[None, :] > full.last[:, None]
+    after_last = torch.arange(T, device=full.last.device)[None, :] > full.last[:, None]
     assert full.pattern.permute(0, 3, 1, 2)[after_last].abs().max() == 0
 
 

@@ -96,7 +96,7 @@ def test_gemma2s_soft_caps_bind_and_the_direct_logits_no_longer_sum(small, full,
     T, base = by_hand.keys.shape[2], base_of(small, l)
     q_rot = rope(full.queries[:, l, :, None], full.last[:, None], base)[:, :, 0]
     scores = scaled_scores(small, q_rot, rope(by_hand.keys, torch.arange(T), base))  # [B, H, T]
-    real = torch.arange(T)[None] <= full.last[:, None]  # [B, T]
+    real = torch.arange(T, device=full.last.device)[None] <= full.last[:, None]  # [B, T]
     assert scores.transpose(1, 2)[real].abs().max() > 2 * cfg.attn_logit_softcapping
     parts = torch.cat([full.resid[:, :1], full.attn, full.ffn], 1)  # x_0, every ATTN_l and FFN_l: they sum to x_L
     terms = (parts.abs() @ readout.G.abs().T).sum(1) / full.scale[:, None]

@@ -64,7 +64,7 @@ def key_bias(m: ICLModel, layer: int) -> torch.Tensor:
     arch = m.arch
     if arch.family == "gpt_neox":
         return arch.attn(layer).query_key_value.bias.view(arch.n_heads, 3, arch.d_head)[:, 1]
-    return torch.zeros(arch.n_kv_heads, arch.d_head)
+    return torch.zeros(arch.n_kv_heads, arch.d_head, device=arch.W_U().device)
 
 
 def rotary(m: ICLModel) -> dict:
@@ -80,7 +80,7 @@ def attention_row(m: ICLModel, q: torch.Tensor, k: torch.Tensor, last: torch.Ten
     """[B, H, T]: the last position's attention from rotated queries q [B, H, dh] and rotated
     keys k [B, H_kv, T, dh], scaled by dh**-0.5 and masked to the prompt's real tokens."""
     scores = torch.einsum("bhd,bhtd->bht", q, k.repeat_interleave(q.shape[1] // k.shape[1], 1)) * m.arch.d_head**-0.5
-    allowed = torch.arange(k.shape[2])[None] <= last[:, None]
+    allowed = torch.arange(k.shape[2], device=last.device)[None] <= last[:, None]
     return scores.masked_fill(~allowed[:, None], -torch.inf).softmax(-1)
 
 
@@ -227,7 +227,7 @@ def test_gptj_angles_and_position_free_keys_follow_its_pair_layout(gptj):
         s, c = arch.attn(0).embed_positions[positions].split(r // 2, -1)
         return torch.cat([apply_rotary_pos_emb(key[..., :r], s, c), key[..., r:]], -1)
 
-    key, target = torch.randn(B, T, H, dh, generator=torch.Generator().manual_seed(0)), torch.tensor([5, 2])
+    key, target = torch.randn(B, T, H, dh, generator=torch.Generator().manual_seed(0)).to(table.device), torch.tensor([5, 2])
     own = model_rotates(key, torch.arange(T).expand(B, T)).transpose(1, 2)  # [B, H, T, dh]
     want = model_rotates(key, target[:, None].expand(B, T)).transpose(1, 2)
     close(arch.position_free_keys(0, target)(own), want)
@@ -252,7 +252,7 @@ def test_gptj_label_edits_act_through_its_own_attn(gptj):
         assert attns[layer]._attn is outer
         edited = decompose(gptj, prompts, record=["pattern", "values"])
     assert not any("_attn" in a.__dict__ for a in attns)
-    foo, bar = labels.class_masks(plain.input_ids.shape[1])[0]
+    foo, bar = labels.class_masks(plain.input_ids.shape[1])[0].to(plain.pattern.device)
     row, is_label = plain.pattern[0, layer, head], foo | bar
     want = row / torch.where(foo, foo.sum(), torch.where(bar, bar.sum(), 1))
     want[is_label] *= row[is_label].sum() / want[is_label].sum()

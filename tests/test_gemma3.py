@@ -79,7 +79,7 @@ def test_queries_are_after_q_norm_and_rebuild_the_windowed_attention_row(gemma, 
 def test_the_window_matters_on_the_test_prompts(gemma, dec):
     """Sliding layers (0, 2) give the last position nothing outside its 4-token window; the full layer (1) does."""
     T = dec.input_ids.shape[1]
-    outside = torch.arange(T)[None] <= dec.last[:, None] - 4  # [B, T]
+    outside = torch.arange(T, device=dec.last.device)[None] <= dec.last[:, None] - 4  # [B, T]
     for l in (0, 2):
         assert dec.pattern[:, l].permute(0, 2, 1)[outside].abs().max() == 0
     assert dec.pattern[:, 1].permute(0, 2, 1)[outside].min() > 0

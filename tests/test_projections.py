@@ -74,10 +74,10 @@ def test_project_head_lists_top_tokens(small, dec):
     r = Readout(small.arch)
     tops = project_head(r, small.tokenizer, dec, 0, (2, 1), [2, 8], k=5)
     assert {kind: len(rows) for kind, rows in tops.items()} == {"label value": 2, "label key": 2, "last query": 1}
-    kept = kept_tokens(small.tokenizer)
-    logits = r.logits(dec.value_outputs(2, 1)[0, 8:9], torch.ones(1))[0]
+    kept, one = kept_tokens(small.tokenizer).to(dec.scale.device), torch.ones(1, device=dec.scale.device)
+    logits = r.logits(dec.value_outputs(2, 1)[0, 8:9], one)[0]
     want = logits.masked_fill(~kept, -torch.inf).topk(5).indices
     assert tops["label value"][1] == small.tokenizer.batch_decode([[int(i)] for i in want])
-    key = r.logits(dec.key_inputs(2)[0, 2:3], torch.ones(1))[0].masked_fill(~kept, -torch.inf).topk(5).indices
+    key = r.logits(dec.key_inputs(2)[0, 2:3], one)[0].masked_fill(~kept, -torch.inf).topk(5).indices
     assert tops["label key"][0] == small.tokenizer.batch_decode([[int(i)] for i in key])
     assert tops["last query"][0] == top_tokens(r, small.tokenizer, dec.query_in_key_space(2, 1)[:1], 5)[0]

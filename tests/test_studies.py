@@ -32,7 +32,7 @@ def test_attention_on_labels_matches_one_batch(small, ps):
         mask = ps.positions.mask(T, true)
         for i in range(len(TEXTS)):
             close(got[i], dec.pattern[i][..., mask[i]].sum(-1))
-    assert torch.equal(att.predictions, dec.predictions)
+    assert torch.equal(att.predictions, dec.predictions.cpu())
     for i, labels in enumerate(ps.positions.labels):  # per label: that position of the pattern, NaN past the labels
         close(att.per_label[i][..., labels >= 0], dec.pattern[i][..., labels[labels >= 0]])
         assert att.per_label[i][..., labels < 0].isnan().all()
@@ -78,8 +78,8 @@ def test_label_ranks_match_one_batch(small, ps):
     dec = decompose(small, TEXTS, record=["values"])
     labels = ps.positions.labels
     is_label = ps.positions.mask(dec.input_ids.shape[1], True) | ps.positions.mask(dec.input_ids.shape[1], False)
-    want = label_value_ranks(Readout(small.arch), dec, HEADS, is_label)
-    slack = rank_slack(dec, HEADS)  # values of another batching: a tie within rounding may count either way
+    want = label_value_ranks(Readout(small.arch), dec, HEADS, is_label).cpu()
+    slack = rank_slack(dec, HEADS).cpu()  # values of another batching: a tie within rounding may count either way
     assert ranks.shape == (3, 2, 4)
     for i in range(len(TEXTS)):
         K = int(ps.positions.valid[i].sum())
@@ -248,7 +248,7 @@ def test_a_located_prompt_set_runs_through_the_model_once(small, ps, tmp_path, m
             close(increase[i, s, labels >= 0], every[i, labels[labels >= 0]], scale=scale)
             assert increase[i, s, labels < 0].isnan().all()
     is_label = ps.positions.mask(dec.input_ids.shape[1], True) | ps.positions.mask(dec.input_ids.shape[1], False)
-    want, slack = label_value_ranks(Readout(small.arch), dec, HEADS, is_label), rank_slack(dec, HEADS)
+    want, slack = label_value_ranks(Readout(small.arch), dec, HEADS, is_label).cpu(), rank_slack(dec, HEADS).cpu()
     for i, labels in enumerate(ps.positions.labels):
         at = labels[labels >= 0]
         assert ((ranks[i][:, labels >= 0] - want[i][:, at]).abs() <= slack[i][:, at]).all()

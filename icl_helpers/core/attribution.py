@@ -89,7 +89,7 @@ class Readout:
         B, S = base.shape[0], base.shape[1:-1]
         device = self.G.device
         before, after = _TargetLogProb((B, *S), device, self.cap), _TargetLogProb((B, *S, n), device, self.cap)
-        where = target.view(-1, *[1] * len(S))  # [B, 1..]: broadcasts over S
+        where = target.to(device).view(-1, *[1] * len(S))  # [B, 1..]: broadcasts over S
         for start, G_c in self.chunks():
             P = prepare(G_c)
             for rows in self.blocks(B, math.prod(S) * (n + 1)):

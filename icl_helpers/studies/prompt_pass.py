@@ -45,11 +45,13 @@ class LabelRecord:
     def decompositions(self, m: ICLModel, batch_size: int) -> Iterator[tuple[torch.Tensor, Decomposition]]:
         """(rows [b], those prompts as a decomposition whose positions are the K label positions,
         as `Decomposition.at_positions` gives) for batch_size prompts at a time in prompt order
-        (`chunks`), for `label_value_ranks` and `heads_position_increase`."""
+        (`chunks`), for `label_value_ranks` and `heads_position_increase`, on the device of the
+        model's readout (the record is kept on the CPU)."""
+        device = m.arch.W_U().device
         for rows in chunks(len(self.scale), batch_size):
-            yield rows, Decomposition(m.arch, input_ids=self.label_ids[rows], last=None, logits=None,
-                                      scale=self.scale[rows], attn_scale=self.attn_scale[rows], resid=self.resid[rows],
-                                      pattern=self.pattern[rows], values=self.values[rows])
+            fields = {name: getattr(self, name)[rows].to(device)
+                      for name in ("scale", "attn_scale", "resid", "pattern", "values")}
+            yield rows, Decomposition(m.arch, input_ids=self.label_ids[rows].to(device), last=None, logits=None, **fields)
 
 
 def label_attention_of(dec: Decomposition, positions: LabelPositions) -> Tensors:
