@@ -34,15 +34,14 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from icl_helpers import BUNDLED, ICLModel, load_model  # noqa: E402
+from icl_helpers import ICLModel, load_model  # noqa: E402
 from icl_helpers.core.attribution import Readout, position_increase  # noqa: E402
 from icl_helpers.core.decompose import decompose  # noqa: E402
 from icl_helpers.core.locate import locate  # noqa: E402
 from icl_helpers.model.hooks import attached  # noqa: E402
-from icl_helpers.model.loading import offline_model_dir  # noqa: E402
 from icl_helpers.paths import write_text_atomically  # noqa: E402
+from tests.conftest import vocab_tokenizer  # noqa: E402  (the real GPT-2 and Llama-2 vocabularies, offline)
 
-GPT2_TOKENIZER = REPO.parent / "shared" / "tokenizers" / "gpt2"
 AGNEWS_CHARS = 170  # each text cut to this many characters: prompts of about 200 tokens
 TOP_HEADS = 10
 
@@ -55,22 +54,15 @@ def build_model(name: str, device: str) -> ICLModel:
     """A randomly initialised GPT-2-small- or Llama-7B-shaped model, else load_model(name)."""
     if name not in RANDOM_MODELS:
         return load_model(name, device=device)
-    from transformers import (
-        AutoModelForCausalLM,
-        AutoTokenizer,
-        GPT2Config,
-        GPT2LMHeadModel,
-        GPT2TokenizerFast,
-        LlamaConfig,
-    )
+    from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig
 
     torch.manual_seed(0)
     if name == "gpt2-small":
-        tokenizer = GPT2TokenizerFast.from_pretrained(GPT2_TOKENIZER)
+        tokenizer = vocab_tokenizer("gpt2")
         model = GPT2LMHeadModel(GPT2Config(n_layer=12, n_head=12, n_embd=768, vocab_size=len(tokenizer)))
         return ICLModel(model.to(device), tokenizer, name=name)
-    # Llama-7B shapes with the bundled model's tokenizer (vocabulary 49,152 rather than 32,000)
-    tokenizer = AutoTokenizer.from_pretrained(offline_model_dir(BUNDLED))
+    # Llama-7B's shapes and its SentencePiece vocabulary of 32,000 (the LLaMA-1/2 tokenizer)
+    tokenizer = vocab_tokenizer("llama-spm")
     config = LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
                          num_key_value_heads=32, vocab_size=len(tokenizer), max_position_embeddings=4096)
     with torch.device(device):
