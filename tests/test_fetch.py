@@ -229,13 +229,12 @@ def test_the_command_fetches_the_standard_copies(cache, tmp_path):
         assert (len(data.test), data.train and len(data.train), (data.test[0].text, data.test[0].label)) == (n_test, n_train, first)
 
 
-def test_the_command_offline_is_one_line_within_seconds(tmp_path):
+def test_the_command_offline_is_one_line(tmp_path):
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]  # free once closed: connections are refused
-    start = time.monotonic()
     run = _command({"ICL_DATA_URL": f"http://127.0.0.1:{port}", "ICL_HELPERS_CACHE": str(tmp_path / "cache")})
-    assert time.monotonic() - start < 10  # the interpreter's start included: no timeout waited, no retries
+    # the refusal itself, not a time-out waited for (no wall-clock bound: the interpreter's start under load is no measure)
     assert (run.returncode, run.stdout) == (2, "")
     assert run.stderr == (f"error: Could not download http://127.0.0.1:{port}/sst2/stsa.binary.train (Connection refused): "
                           "offline? Run this again on a network, or set ICL_DATA_DIR to a copy of the datasets "
