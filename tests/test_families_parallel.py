@@ -64,7 +64,7 @@ def key_bias(m: ICLModel, layer: int) -> torch.Tensor:
     arch = m.arch
     if arch.family == "gpt_neox":
         return arch.attn(layer).query_key_value.bias.view(arch.n_heads, 3, arch.d_head)[:, 1]
-    return torch.zeros(arch.n_kv_heads, arch.d_head, device=arch.W_U().device)
+    return torch.zeros(arch.n_kv_heads, arch.d_head, device=m.device)
 
 
 def rotary(m: ICLModel) -> dict:
