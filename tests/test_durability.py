@@ -206,12 +206,46 @@ def test_a_full_disk_gives_the_cache_a_warning_and_the_right_result(disk, tiny_d
         monkeypatch.setattr(torch, "save", raising(RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534")))
     reason = r"\[enforce fail at inline_container.cc:672\] .*" if disk == "patched-torch" else rf"\[Errno 28\] {NO_SPACE}"
     with pytest.warns(UserWarning, match=rf"^Could not write the cache file {re.escape(str(cache))}/new.pt \({reason}\); "
-                                         r"the result is not cached\.$"):
+                                         rf"this run keeps the results it cannot write to {re.escape(str(cache))} in memory, "
+                                         r"and later runs compute them again: free some space there, or set "
+                                         r"ICL_HELPERS_CACHE to a writable folder\.$"):
         got = runner.cached(cache / "new.pt", lambda: OTHER)
     assert all(torch.equal(got[k], OTHER[k]) for k in OTHER)
     assert not (cache / "new.pt").exists() and not temporaries(cache.parent)
     again = runner.cached(cache / "earlier.pt", lambda: pytest.fail("the earlier entry was lost"))
     assert all(torch.equal(again[k], earlier[k]) for k in TENSORS)
+
+
+def test_an_unwritable_cache_warns_once_and_keeps_its_results_for_the_run(tmp_path):
+    """A cache that is a file (or read-only, or full): one warning, and nothing computed twice."""
+    (tmp_path / "results").write_text("a file where the cache's folder should be")
+    computed = []
+
+    def compute(name, tensors):
+        computed.append(name)
+        return {k: v.clone() for k, v in tensors.items()}
+
+    with pytest.warns(UserWarning, match="^Could not write the cache file") as caught:
+        for _ in range(3):
+            for name, tensors in (("a.pt", TENSORS), ("b.pt", OTHER)):
+                got = runner.cached(tmp_path / "results" / name, lambda: compute(name, tensors))
+                assert all(torch.equal(got[k], tensors[k]) for k in tensors)  # kept: the same tensors
+                got["head"] += 1  # the caller's own copy, as a read from disk would be
+    assert len(caught) == 1 and computed == ["a.pt", "b.pt"]
+
+
+def test_an_entry_copied_over_another_keys_file_is_rebuilt(tmp_path):
+    cache = tmp_path / "results"
+    runner.cached(cache / "fig6.pt", lambda: TENSORS)
+    shutil.copy(cache / "fig6.pt", cache / "fig7.pt")  # whole and valid, but another key's
+    with pytest.warns(UserWarning, match=rf"^Rebuilding the damaged cache file {re.escape(str(cache))}/fig7.pt \(it "
+                                         r"holds the entry of fig6.pt, copied over this one\)\.$"):
+        got = runner.cached(cache / "fig7.pt", lambda: OTHER)
+    assert all(torch.equal(got[k], OTHER[k]) for k in OTHER)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # rebuilt under its own key: read back without a word
+        got = runner.cached(cache / "fig7.pt", lambda: pytest.fail("rebuilt again"))
+    assert all(torch.equal(got[k], OTHER[k]) for k in OTHER)
 
 
 def compute_once_child(cache: str, log: str, ready: str) -> None:

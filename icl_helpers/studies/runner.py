@@ -8,10 +8,12 @@ variant, N and seed, and ends with a hash of the prompts themselves (and of any 
 argument), so neither other weights nor a changed prompt builder ever read a stale result.
 While an intervention is active on the model nothing is read from or written to the cache.
 Each entry is one file, written atomically, that holds the tensors and their SHA-256, checked
-on every read; a damaged entry is rebuilt with a warning (an older version's entry, a `.pt`
-with a `.sha256` beside it, is rebuilt without one), and a cache that cannot be written (a
-full disk, no permission) gives a warning and the computed result. One process at a time
-makes an entry (a lock file beside it): two runs on one cache compute each result once.
+on every read, and the file name it was written under: a damaged entry, or one copied over
+another key's file, is rebuilt with a warning (an older version's entry is rebuilt without
+one). A cache that cannot be written (a full disk, no permission, not a folder) gives one
+warning a folder and a process, and keeps the results it could not store in memory for the
+rest of the run. One process at a time makes an entry (a lock file beside it): two runs on
+one cache compute each result once.
 
 Study functions, the naming rule: one function a result, named for what it returns, never
 for how it is computed (`label_ranks`, `position_increases`, `attention_on_labels`); it
@@ -162,9 +164,16 @@ def study_result(kind: str, m: ICLModel, ps: PromptSet, compute: Callable[[], Te
     return cached(result_file(kind, m, ps, **extra), compute)
 
 
+_KEPT: dict[Path, Tensors] = {}  # results whose cache file could not be written, for the rest of the run
+_UNWRITABLE: set[Path] = set()  # the cache folders this process has warned of
+
+
 def cached(path: Path, compute: Callable[[], Tensors]) -> Tensors:
     """Load the tensors at `path`, or compute and save them there. One process at a time
-    makes an entry: another that wants it meanwhile waits, then reads it."""
+    makes an entry: another that wants it meanwhile waits, then reads it. Where the entry
+    cannot be written, the result is kept in memory for the rest of the run (`_keep`)."""
+    if path in _KEPT:
+        return {k: v.clone() for k, v in _KEPT[path].items()}  # the caller's to change, as a read's would be
     with locked(path) as alone:
         if alone:
             remove_orphans(path)  # a killed writer's temporary file
@@ -179,16 +188,27 @@ def cached(path: Path, compute: Callable[[], Tensors]) -> Tensors:
         try:
             _write(path, result)
         except Exception as err:  # a full disk or no permission, whatever type the writer raises
-            warnings.warn(f"Could not write the cache file {path} ({err}); the result is not cached.", stacklevel=2)
+            _keep(path, result, err)
         return result
 
 
-_FORMAT = "icl_helpers results 2"  # 1: a bare torch.save of the tensors, its checksum in a .sha256 file beside it
+def _keep(path: Path, result: Tensors, err: Exception) -> None:
+    """Keep `result`, which could not be written at `path`, in memory for the rest of the run;
+    the first time a process meets its folder, one warning names it and says what to do."""
+    _KEPT[path] = {k: v.clone() for k, v in result.items()}
+    if path.parent not in _UNWRITABLE:
+        _UNWRITABLE.add(path.parent)
+        warnings.warn(f"Could not write the cache file {path} ({err}); this run keeps the results it cannot write to "
+                      f"{path.parent} in memory, and later runs compute them again: free some space there, or set "
+                      "ICL_HELPERS_CACHE to a writable folder.", stacklevel=3)
 
 
-def _digest(tensors: Tensors) -> str:
-    """SHA-256 of the tensors' names, dtypes, shapes and bytes."""
-    digest = hashlib.sha256()
+_FORMAT = "icl_helpers results 3"  # 2: no key in the entry; 1: a bare torch.save, its checksum in a .sha256 file
+
+
+def _digest(tensors: Tensors, key: str = "") -> str:
+    """SHA-256 of the entry's key (its file name), and of the tensors' names, dtypes, shapes and bytes."""
+    digest = hashlib.sha256(f"{key}\n".encode())
     for name, t in sorted(tensors.items()):
         digest.update(f"{name} {t.dtype} {tuple(t.shape)}\n".encode())
         digest.update(t.contiguous().reshape(-1).view(torch.uint8).numpy())
@@ -196,23 +216,27 @@ def _digest(tensors: Tensors) -> str:
 
 
 def _read(path: Path) -> Tensors | None:
-    """The tensors at `path`, checked against the checksum stored with them; None for an
-    older version's entry (a miss: it is rebuilt)."""
+    """The tensors at `path`, checked against the checksum stored with them and against the
+    key (file name) they were written under; None for an older version's entry (a miss: it is rebuilt)."""
     stored = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(stored, dict):
         raise ValueError("it is not a results file")
-    if "format" not in stored:
+    if stored.get("format") in (None, "icl_helpers results 2"):
         return None
-    if stored["format"] != _FORMAT or stored.get("sha256") != _digest(stored.get("tensors", {})):
+    key = stored.get("key")
+    if stored["format"] != _FORMAT or not isinstance(key, str) or stored.get("sha256") != _digest(stored.get("tensors", {}), key):
         raise ValueError("its tensors do not match the checksum stored with them")
+    if key != path.name:
+        raise ValueError(f"it holds the entry of {key}, copied over this one")
     return stored["tensors"]
 
 
 def _write(path: Path, result: Tensors) -> None:
-    """Save `result` and its checksum at `path` in one file, atomically, with the user's umask.
-    torch.save writes to memory first: the disk sees one plain write, whose errors are OSErrors."""
+    """Save `result`, its key (the file name) and their checksum at `path` in one file, atomically,
+    with the user's umask. torch.save writes to memory first: the disk sees one plain write,
+    whose errors are OSErrors."""
     buffer = io.BytesIO()
-    torch.save({"format": _FORMAT, "sha256": _digest(result), "tensors": result}, buffer)
+    torch.save({"format": _FORMAT, "key": path.name, "sha256": _digest(result, path.name), "tensors": result}, buffer)
     path.parent.mkdir(parents=True, exist_ok=True)
     sweep_leftovers(path.parent, "*.tmp")  # of entries nobody makes again
     write_atomically(path, lambda tmp: tmp.write_bytes(buffer.getbuffer()))
