@@ -9,10 +9,13 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
+
+from .errors import UsageError
 
 try:
     import fcntl
@@ -28,6 +31,24 @@ DTYPE_NAMES = ("float32", "float16", "bfloat16")  # the dtypes models load in
 def cache_root() -> Path:
     """$ICL_HELPERS_CACHE, else ~/.cache/icl_helpers: converted models and cached results."""
     return Path(os.environ.get("ICL_HELPERS_CACHE", Path.home() / ".cache" / "icl_helpers"))
+
+
+def check_model_name(name: object) -> str:
+    """`name` if it can name a model (a non-blank text), else a UsageError saying what to give."""
+    if not isinstance(name, str) or not name.strip():
+        raise UsageError(f"No model named ({name!r}): give a hub id, a local folder saved with save_pretrained, "
+                         f"or {BUNDLED}.")
+    return name
+
+
+def try_write(folder: Path, size: int = 0) -> None:
+    """Make a file of `size` bytes in `folder`, synced to disk, and remove it: an OSError where
+    that cannot be done. A real write, not os.access: root passes os.access even where nothing
+    can be written, and a full disk fails here."""
+    with tempfile.TemporaryFile(dir=folder) as probe:
+        probe.write(bytes(size))
+        probe.flush()
+        os.fsync(probe.fileno())
 
 
 def checksum_of(path: Path) -> list:
@@ -48,14 +69,16 @@ def user_mode(directory: bool = False) -> int:
 
 def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
     """write(tmp) to a temporary file (or folder) beside `path`, then rename it into place
-    with the user's umask: `path` is either its old self or the whole new one, whatever
+    with the user's umask (a folder's files too: some writers make theirs 0600): `path` is
+    either its old self or the whole new one, whatever
     fails (a full disk, an exception of any type, a kill). The temporary one never outlives
     a failure that Python sees; one of a killed process is `remove_orphans`' to find."""
     path = Path(path)
     tmp = temporary_of(path)
     try:
         write(tmp)
-        os.chmod(tmp, user_mode(tmp.is_dir()))
+        for made in [tmp, *tmp.rglob("*")] if tmp.is_dir() else [tmp]:
+            os.chmod(made, user_mode(made.is_dir()))
         os.replace(tmp, path)
     except BaseException:
         remove(tmp)

@@ -426,3 +426,33 @@ def test_a_conversion_killed_midway_is_removed_at_once_by_the_next(tmp_path, mon
         assert loading.convert_gguf(tmp_path / "tiny.gguf", target) == target  # its lock died with it: no wait
     assert loading.damage_of(target) is None and not orphan.exists()
 
+
+
+@pytest.mark.parametrize("place", ["a file", "read-only"])
+def test_a_model_cache_that_cannot_be_written_is_one_line_naming_it(place, tmp_path, monkeypatch, capsys):
+    """ICL_HELPERS_CACHE at a file, or at a folder this user cannot write (root writes anywhere: patched)."""
+    cache = tmp_path / "cache"
+    if place == "a file":
+        cache.write_text("not a folder")
+        reason = "a file is in the way"
+    else:
+        cache.mkdir()
+        monkeypatch.setattr(loading, "try_write", raising(PermissionError(errno.EACCES, "Permission denied")))
+        reason = "Permission denied"
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(cache))
+    monkeypatch.setattr(loading, "_dequantised", lambda gguf: pytest.fail("loaded the weights"))
+    assert main(["locate", "--prompt", "a : foo b :", "--json", str(tmp_path / "out.json")]) == 2
+    assert capsys.readouterr().err == (f"error: The converted model cannot be written into {cache} ({reason}): set "
+                                       "ICL_HELPERS_CACHE to a folder you can write.\n")
+
+
+def test_a_converted_model_takes_the_users_umask_in_every_file(tmp_path, monkeypatch):
+    """safetensors writes its file 0600; the folder and all it holds get the user's umask."""
+    fake_conversion(monkeypatch.setattr)
+    old = os.umask(0o022)
+    try:
+        target = loading.convert_gguf(tmp_path / "tiny.gguf", tmp_path / "tiny")
+    finally:
+        os.umask(old)
+    assert {p.name: p.stat().st_mode & 0o777 for p in target.iterdir()} == {p.name: 0o644 for p in target.iterdir()}
+    assert target.stat().st_mode & 0o777 == 0o755

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+from safetensors import SafetensorError
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from .. import hub
@@ -19,12 +20,14 @@ from ..paths import (
     BUNDLED,
     DTYPE_NAMES,
     cache_root,
+    check_model_name,
     checksum_of,
     locked,
     out_of_space,
     remove,
     remove_orphans,
     sweep_leftovers,
+    try_write,
     write_atomically,
 )
 from .adapters import Arch, adapter_class, arch_for
@@ -175,6 +178,7 @@ def convert_gguf(gguf: Path, target: Path, make: Callable[[Path], object] | None
         problem = damage_of(target)
         if problem is None:
             return target
+        _check_writable(target)
         if target.exists():
             warnings.warn(f"The model cache {target} is {problem}; converting it again from {gguf.name}.", stacklevel=2)
             remove(target)
@@ -187,6 +191,21 @@ def convert_gguf(gguf: Path, target: Path, make: Callable[[Path], object] | None
             if make is not None:
                 remove(gguf)
     return target
+
+
+def _check_writable(target: Path) -> None:
+    """A UsageError naming `target`'s folder and what to do, where no file can be made there (a
+    file in its place, no permission); a full disk is left to the room check, which says how much is needed."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try_write(target.parent)
+    except OSError as err:
+        if out_of_space(err):
+            return
+        fix = ("set ICL_HELPERS_CACHE to a folder you can write" if target.is_relative_to(cache_root())
+               else "convert into a folder you can write")
+        reason = "a file is in the way" if isinstance(err, (FileExistsError, NotADirectoryError)) else err.strerror or err
+        raise UsageError(f"The converted model cannot be written into {target.parent} ({reason}): {fix}.") from None
 
 
 def _made(make: Callable[[Path], object], gguf: Path, target: Path) -> None:
@@ -286,6 +305,7 @@ def load_model(
     dtype: torch dtype or its name: float32 (default), float16 or bfloat16.
     Both are checked before anything loads, and the model's family before its weights.
     """
+    name = check_model_name(name)
     dtype = check_dtype(dtype)
     device = check_device(device)
     path = offline_model_dir(name) if name in OFFLINE_MODELS else name
@@ -301,9 +321,16 @@ def load_model(
         config, _ = PreTrainedConfig.get_config_dict(path, local_files_only=cache_only)
         adapter_class(config.get("model_type"))  # an unsupported family, before the weights
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=cache_only, **kwargs)
-    except OSError as err:
+    except UsageError:
+        raise
+    except (OSError, ValueError, RuntimeError, SafetensorError) as err:  # what a cut or edited file raises
+        if Path(path).is_dir():
+            raise UsageError(f"Could not load the model in {path} ({_first_line(err)}): its files are cut, damaged or "
+                             "do not match; save it there again with save_pretrained (config.json, tokenizer and weights).") from None
+        if not isinstance(err, OSError):
+            raise
         if not cache_only:
-            where = f"the Hugging Face hub has no such model or refused it ({str(err).splitlines()[0]})"
+            where = f"the Hugging Face hub has no such model or refused it ({_first_line(err)})"
         elif hub.offline():
             where = "HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) is set and the hub's local cache has no such model"
         else:
@@ -315,3 +342,8 @@ def load_model(
     if str(device) != "auto":
         model.to(device)
     return ICLModel(model, tokenizer, name=name)
+
+
+def _first_line(err: BaseException) -> str:
+    """An exception's message in one line: its first (its type's name where it has none)."""
+    return (str(err).splitlines() or [type(err).__name__])[0]
