@@ -15,12 +15,16 @@ import re
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 from .core.heads import heads_text, parse_heads
+from .data.datasets import check_sizes
+from .data.sentences import unavailable
 from .errors import UsageError, check_prompts, warn_without_demonstration
-from .paths import BUNDLED, DTYPE_NAMES, out_of_space, write_text_atomically
+from .paths import BUNDLED, DTYPE_NAMES, check_model_name, out_of_space, try_write, write_text_atomically
 
+SENTENCE_N = 16  # --sentence-n's default
 ROOM = 1 << 20  # the room an output file needs, checked before the run: a report's JSON or markdown is about 25 kB
 
 
@@ -74,11 +78,8 @@ def check_output(file: str, flag: str = "--json") -> Path:
     folder = path.parent
     if not folder.is_dir():
         raise UsageError(f"{flag} {path}: the folder {folder} does not exist; create it first.")
-    try:  # a real write, not os.access: root passes os.access even where nothing can be written
-        with tempfile.TemporaryFile(dir=folder) as probe:  # and a full one: a full disk fails here, not after the run
-            probe.write(bytes(ROOM))
-            probe.flush()
-            os.fsync(probe.fileno())
+    try:
+        try_write(folder, ROOM)  # a full disk fails here, not after the run
         if path.exists():
             path.open("ab").close()
     except OSError as err:
@@ -121,6 +122,7 @@ def _keep_elsewhere(text: str, suffix: str) -> Path | None:
 
 
 def cmd_locate(args: argparse.Namespace) -> None:
+    check_model_name(args.model)
     prompts = read_prompts(args.prompt, args.prompts)
     warn_without_demonstration(prompts)
     out = check_output(args.json)
@@ -128,7 +130,9 @@ def cmd_locate(args: argparse.Namespace) -> None:
     from .model.loading import load_model
 
     m = load_model(args.model, device=args.device, dtype=args.dtype)
-    result = locate(m, prompts, batch_size=args.batch_size, progress=True)
+    with warnings.catch_warnings():  # said above, before torch loaded (whose imports reset the warnings' memory)
+        warnings.filterwarnings("ignore", r"\d+ of \d+ prompts hold no demonstration label", UserWarning)
+        result = locate(m, prompts, batch_size=args.batch_size, progress=True)
     top = result.top_heads(20)
     report = {
         "model": args.model,
@@ -148,10 +152,15 @@ def cmd_locate(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
+    check_model_name(args.model)
     out = check_output(args.json)
     md = check_output(args.markdown, "--markdown") if args.markdown else None
+    if md and md.resolve() == out.resolve():
+        raise UsageError(f"--json and --markdown both name {out}: the second would replace the first; give each its own file.")
     if args.data_dir and not Path(args.data_dir).is_dir():
         raise UsageError(f"--data-dir {args.data_dir} does not exist: give a folder holding sst2/, trec/, agnews/, ethos/.")
+    sentence_n = sentence_size(args.sentence_n, args.data_dir)
+    check_sizes(args.n, sentence_n, args.data_dir)
     heads = parse_heads(args.heads, "--heads")  # checked against the model by report, before any study
     import torch  # torch and transformers load only now
 
@@ -164,23 +173,25 @@ def cmd_report(args: argparse.Namespace) -> None:
     def progress(step: str) -> None:
         print(f"... {_clock(start)} {step}", flush=True)  # the log is the profile
 
-    findings = report(m, args.n, args.sentence_n, args.seed, args.data_dir, heads=heads, progress=progress)
+    any_size = sentence_n or SENTENCE_N  # without sentence data, one that no sentence claim reads
+    findings = report(m, args.n, any_size, args.seed, args.data_dir, heads=heads, progress=progress)
     robust, section = {}, ""
     if args.robustness:  # at most the main size; its own main run at that size first
         from .verdicts import robustness
 
-        size = min(args.robustness_n, args.n), min(args.robustness_sentence_n, args.sentence_n)
+        size = min(args.robustness_n, args.n), min(args.robustness_sentence_n, any_size)
         entries = robustness.robustness(m, *size, args.seed, args.data_dir, progress, heads=heads)
-        robust = {"robustness_n": size[0], "robustness_sentence_n": size[1], "robustness": entries}
+        robust = {"robustness_n": size[0], "robustness_sentence_n": size[1] if sentence_n else None, "robustness": entries}
         section = "\n" + robustness.markdown(entries, *size)
     given = {"heads": heads_text(heads)} if heads else {}
     run = {"weights": m.fingerprint(), "dtype": str(m.model.dtype).removeprefix("torch."), "device": str(m.device),
            "torch_threads": torch.get_num_threads(), "seconds": round(time.perf_counter() - start, 1)}
-    write_output(out, json.dumps({"model": args.model, "n": args.n, "sentence_n": args.sentence_n, "seed": args.seed,
+    write_output(out, json.dumps({"model": args.model, "n": args.n, "sentence_n": sentence_n, "seed": args.seed,
                                   **given, **run, "claims": [f.to_dict() for f in findings], **robust}, indent=1))
     if md:
-        intro = (f"# {args.model}: the paper's claims, tested\n\n{args.n} prompts a word dataset, {args.sentence_n} "
-                 f"a sentence dataset, seed {args.seed}; 95% bootstrap intervals over prompts. The last two "
+        intro = (f"# {args.model}: the paper's claims, tested\n\n{args.n} prompts a word dataset, "
+                 + (f"{sentence_n} a sentence dataset" if sentence_n else "no sentence dataset (none could be had)")
+                 + f", seed {args.seed}; 95% bootstrap intervals over prompts. The last two "
                  "columns judge the label-flow claims again: on the prompts the model answers correctly (top-1 "
                  "the true label on the balanced prompt, as the paper's Appendix A), in the heads located on all "
                  "prompts; and held out, on the even records in heads located on the odd ones, so that no head is "
@@ -192,8 +203,21 @@ def cmd_report(args: argparse.Namespace) -> None:
           + f"; wrote {out}" + (f" and {md}" if md else ""))
 
 
+def sentence_size(given: int | None, data_dir: str | None) -> int | None:
+    """--sentence-n (default SENTENCE_N) where the sentence datasets can be had here; else None,
+    and a size given is refused: it would be recorded for data no claim reads."""
+    reason = unavailable(data_dir)
+    if reason is None:
+        return SENTENCE_N if given is None else given
+    if given is not None:
+        raise UsageError(f"--sentence-n {given} was given, but no sentence dataset can be had here ({reason}): run "
+                         "`python -m icl_helpers data fetch`, give --data-dir, or leave --sentence-n out to judge the "
+                         "word-dataset claims alone.")
+    return None
+
+
 def cmd_compare(args: argparse.Namespace) -> None:
-    from .verdicts.compare import markdown, read_reports
+    from .verdicts.compare import markdown, read_reports  # no torch
 
     md = check_output(args.markdown, "--markdown") if args.markdown else None
     text = markdown(read_reports(args.reports))
@@ -233,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(run=cmd_locate)
     r = sub.add_parser("report", parents=[model], help="test every claim of the paper: ours, its 95%% interval, a verdict")
     r.add_argument("--n", type=_positive, default=64, help="prompts a word dataset (the paper: 1000)")
-    r.add_argument("--sentence-n", type=_positive, default=16, help="prompts a sentence dataset (the paper: 1000)")
+    r.add_argument("--sentence-n", type=_positive, default=None, help=f"prompts a sentence dataset (default {SENTENCE_N}; "
+                                                                      "the paper: 1000; at most 500, TREC's test inputs)")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--data-dir", default=None,
                    help="sentence datasets (default: $ICL_DATA_DIR, else the copy `data fetch` made, else the hub)")

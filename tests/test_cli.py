@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+import warnings
+from pathlib import Path
 
 import pytest
 
@@ -44,13 +47,44 @@ def test_locate_writes_the_report(small, tmp_path, capsys):
     (["report", "--json", "x.json", "--data-dir", "{tmp}/no-such"], "--data-dir {tmp}/no-such does not exist"),
     (["report", "--json", "x.json", "--heads", "19.11"],
      "error: --heads: '19.11' is not a head: write layer-head pairs separated by commas, e.g. 19-11,20-11."),
+    (["report", "--json", "{tmp}/out", "--markdown", "{tmp}/../{name}/out"],
+     "error: --json and --markdown both name {tmp}/out: the second would replace the first; give each its own file."),
+    (["report", "--json", "x.json", "--n", "1001"],
+     "error: sentiment_number has 1,000 records: ask for at most 1,000 prompts, not 1,001."),
+    (["report", "--json", "x.json", "--data-dir", "{tmp}"], "error: Missing file {tmp}/sst2/stsa.binary.train: copy the dataset"),
+    (["report", "--json", "x.json", "--model", ""], "error: No model named (''): give a hub id, a local folder saved with"),
+    (["locate", "--model", " ", "--prompt", "a : foo b :", "--json", "x.json"], "error: No model named (' '): give a hub id"),
 ])
 def test_bad_input_is_one_line_before_torch_loads(argv, message, capsys, tmp_path, monkeypatch):
     (tmp_path / "latin1.txt").write_bytes("a : foo b :\ncaf\xe9 : bar d :\n".encode("latin-1"))
     monkeypatch.setattr("icl_helpers.model.loading.load_model", lambda *a, **k: pytest.fail("loaded a model"))
-    assert main([a.format(tmp=tmp_path) for a in argv]) == 2
+    assert main([a.format(tmp=tmp_path, name=tmp_path.name) for a in argv]) == 2
     err = capsys.readouterr().err
     assert message.format(tmp=tmp_path) in err and err.count("\n") == 1
+
+
+@pytest.mark.skipif(not os.environ.get("ICL_DATA_DIR"), reason="no local copy of the sentence datasets")
+def test_a_sentence_size_beyond_the_data_is_one_line_before_a_model_loads(capsys, monkeypatch):
+    monkeypatch.setattr("icl_helpers.model.loading.load_model", lambda *a, **k: pytest.fail("loaded a model"))
+    assert main(["report", "--json", "x.json", "--sentence-n", "501"]) == 2
+    assert capsys.readouterr().err == "error: trec has 500 test inputs: ask for at most 500 prompts, not 501.\n"
+
+
+@pytest.fixture
+def no_sentence_data(tmp_path, monkeypatch):
+    """No local copy of the sentence datasets, and no `datasets` package to load them from the hub."""
+    monkeypatch.delenv("ICL_DATA_DIR", raising=False)
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr("icl_helpers.data.sentences._installed", lambda package: False)
+
+
+def test_a_sentence_size_without_sentence_data_is_refused(no_sentence_data, capsys, monkeypatch):
+    monkeypatch.setattr("icl_helpers.model.loading.load_model", lambda *a, **k: pytest.fail("loaded a model"))
+    assert main(["report", "--json", "x.json", "--sentence-n", "1000000000"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --sentence-n 1000000000 was given, but no sentence dataset can be had here (no local copy, and the "
+        "`datasets` package (which loads them from the Hugging Face hub) is not installed): run `python -m icl_helpers "
+        "data fetch`, give --data-dir, or leave --sentence-n out to judge the word-dataset claims alone.\n")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -120,6 +154,39 @@ def test_report_analyses_the_heads_given_and_records_them(saved, tmp_path, monke
     assert "Heads analysed: 2-3,1-0 in every dataset, instead of each one's top 20." in md.read_text()
     assert main(["report", "--model", saved, "--device", "cpu", "--n", "2", "--json", str(out)]) == 0
     assert seen[-1] is None and "heads" not in json.loads(out.read_text())
+
+
+def test_a_report_without_sentence_data_records_no_sentence_size(saved, no_sentence_data, tmp_path, monkeypatch):
+    monkeypatch.setattr("icl_helpers.verdicts.report", lambda m, *a, **k: [])
+    out, md = tmp_path / "out.json", tmp_path / "out.md"
+    assert main(["report", "--model", saved, "--device", "cpu", "--n", "2", "--json", str(out), "--markdown", str(md)]) == 0
+    assert json.loads(out.read_text())["sentence_n"] is None
+    assert "2 prompts a word dataset, no sentence dataset (none could be had), seed 0;" in md.read_text()
+
+
+def test_compare_checks_its_files_before_torch_loads(tmp_path):
+    code = ("import sys\nfrom icl_helpers.cli import main\ncode = main(sys.argv[1:])\nprint('torch' in sys.modules, code)")
+    run = subprocess.run([sys.executable, "-c", code, "compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")],
+                         capture_output=True, text=True)
+    assert run.stdout.split() == ["False", "2"]
+    assert run.stderr.startswith(f"error: {tmp_path / 'a.json'} cannot be read as a report") and run.stderr.count("\n") == 1
+
+
+def test_locate_warns_of_prompts_without_demonstrations_once(saved, tmp_path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # every warning shown: only the command's own choice keeps it to one
+        assert main(["locate", "--model", saved, "--device", "cpu", "--prompt", "one :", "--json", str(tmp_path / "o.json")]) == 0
+    said = [w for w in caught if "prompts hold no demonstration label" in str(w.message)]
+    assert len(said) == 1
+
+
+def test_a_cut_model_folder_is_one_line_naming_it(saved, tmp_path, capsys):
+    weights = Path(saved) / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    assert main(["locate", "--model", saved, "--device", "cpu", "--prompt", "a : foo b :", "--json", str(tmp_path / "o.json")]) == 2
+    err = capsys.readouterr().err.split("\n")[-2]  # the last line: before it, only the loading bar
+    assert re.fullmatch(rf"error: Could not load the model in {re.escape(saved)} \(.+\): its files are cut, damaged or do "
+                        r"not match; save it there again with save_pretrained \(config.json, tokenizer and weights\)\.", err), err
 
 
 def test_report_logs_each_step_with_the_time_since_it_started(saved, tmp_path, monkeypatch, capsys):

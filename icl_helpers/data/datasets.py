@@ -6,8 +6,8 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .prompts import Record, check_size
-from .sentences import SOURCES, sentence_records
-from .words import WORD_DATASETS, word_records
+from .sentences import SOURCES, load_sentences, resolve_data_dir, sentence_records
+from .words import STORED, WORD_DATASETS, word_records
 
 
 def dataset_records(name: str, n: int, seed: int = 0, data_dir: str | Path | None = None) -> list[Record]:
@@ -21,3 +21,18 @@ def dataset_records(name: str, n: int, seed: int = 0, data_dir: str | Path | Non
         check_size(name, n, len(records), "records")
         return records[:n]
     return sentence_records(name, n=n, seed=seed, data_dir=data_dir)
+
+
+def check_sizes(n: int, sentence_n: int | None, data_dir: str | Path | None = None) -> None:
+    """A UsageError where n prompts are more than a word dataset holds, or sentence_n more than
+    a sentence dataset's test inputs in the copy a report will read (a local one is read and
+    checked now, in a second or two: a bad copy stops a run before it starts; the hub's has
+    the standard counts its copies are checked against). sentence_n None: none is read."""
+    for name in WORD_DATASETS:
+        check_size(name, n, STORED, "records")
+    if sentence_n is None:
+        return
+    root = resolve_data_dir(data_dir)
+    for name, source in SOURCES.items():
+        size = sum(source.counts["test"]) if root is None else len(load_sentences(name, root).test)
+        check_size(name, sentence_n, size, "test inputs")

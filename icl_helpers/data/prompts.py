@@ -19,11 +19,12 @@ import itertools
 import json
 import re
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Sequence
-
-import torch
+from typing import TYPE_CHECKING, Sequence
 
 from ..errors import UsageError
+
+if TYPE_CHECKING:  # torch loads only where a tensor is built: the command line reads datasets before it loads
+    import torch
 
 SEP = " : "  # between a demonstration (or the input) and its label
 LABELS = ("foo", "bar")  # the paper's (true label, false label)
@@ -238,11 +239,15 @@ def label_token_ids(tokenizer, words: Sequence[str], sep: str = SEP) -> torch.Te
     if any(i[: len(skip)] != skip for i in ids):
         raise UsageError(f"The tokenizer merges the separator {sep!r} with a label word: choose another separator.")
     first = {w: i[len(skip)] for w, i in zip(unique, ids)}
+    import torch
+
     return torch.tensor([first[w] for w in words], dtype=torch.long)
 
 
 def prompt_label_ids(tokenizer, prompts: Sequence[Prompt]) -> tuple[torch.Tensor, torch.Tensor]:
     """([N], [N]): each prompt's true and false label token ids (`label_token_ids` after its separator)."""
+    import torch
+
     ids = torch.empty(len(prompts), 2, dtype=torch.long)
     for sep in dict.fromkeys(p.sep for p in prompts):
         rows = [i for i, p in enumerate(prompts) if p.sep == sep]

@@ -1,13 +1,26 @@
 """The verdicts: the paper's claims (`claims`), each judged by a rule fixed in advance
 (`rules`) on the studies a finder runs (`finders`) over evidence the claims share
 (`evidence`); `findings.report` judges them on one model, `robustness` again with each choice the
-paper fixed changed in turn, `compare` puts reports of several models side by side."""
+paper fixed changed in turn, `compare` puts reports of several models side by side.
+
+Names are imported on first use, so `compare`, which needs no torch, answers at once."""
 from __future__ import annotations
 
-from .claims import CLAIMS, Claim, Finding, markdown, table
-from .evidence import FIRST, SENTENCE, WORD, Evidence
-from .findings import report
-from .rules import RANDOM_DRAWS, TOP, K
+import importlib
 
-__all__ = ["CLAIMS", "Claim", "Evidence", "FIRST", "Finding", "K", "RANDOM_DRAWS", "SENTENCE", "TOP", "WORD", "markdown",
-           "report", "table"]
+_WHERE = {  # public name -> module that defines it
+    **dict.fromkeys(["CLAIMS", "Claim", "Finding", "markdown", "table"], "claims"),
+    **dict.fromkeys(["Evidence", "FIRST", "SENTENCE", "WORD"], "evidence"),
+    "report": "findings", **dict.fromkeys(["K", "RANDOM_DRAWS", "TOP"], "rules"),
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> object:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'icl_helpers.verdicts' has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+
+
+def __dir__() -> list[str]:
+    return __all__
