@@ -3,6 +3,7 @@ needed, so the CLI runs them before it imports torch) and the one warning for do
 and `Unjudgeable`, evidence a claim cannot be judged on."""
 from __future__ import annotations
 
+import operator
 import re
 import warnings
 
@@ -35,11 +36,16 @@ def check_prompts(prompts: list[str]) -> list[str]:
     return prompts
 
 
-def check_batch_size(batch_size: int) -> int:
-    """batch_size, or a UsageError where it is below 1."""
-    if batch_size < 1:
-        raise UsageError(f"batch_size must be at least 1, not {batch_size}.")
-    return batch_size
+def check_count(value: int, name: str) -> int:
+    """value (a batch size, a number of heads), or a UsageError where it is not a whole number at
+    least 1; `name` is the argument's."""
+    try:
+        count = operator.index(value)
+    except TypeError:
+        raise UsageError(f"{name} must be a whole number, not {value!r}.") from None
+    if count < 1:
+        raise UsageError(f"{name} must be at least 1, not {count}.")
+    return count
 
 
 def warn_without_demonstration(prompts: list[str]) -> None:

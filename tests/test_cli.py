@@ -185,8 +185,8 @@ def test_a_cut_model_folder_is_one_line_naming_it(saved, tmp_path, capsys):
     weights.write_bytes(weights.read_bytes()[:1000])
     assert main(["locate", "--model", saved, "--device", "cpu", "--prompt", "a : foo b :", "--json", str(tmp_path / "o.json")]) == 2
     err = capsys.readouterr().err.split("\n")[-2]  # the last line: before it, only the loading bar
-    assert re.fullmatch(rf"error: Could not load the model in {re.escape(saved)} \(.+\): its files are cut, damaged or do "
-                        r"not match; save it there again with save_pretrained \(config.json, tokenizer and weights\)\.", err), err
+    assert re.fullmatch(rf"error: Could not load the model in {re.escape(saved)} \(.+\): a file of it is missing, cut or "
+                        r"damaged; save it there again with save_pretrained \(config.json, tokenizer and weights\)\.", err), err
 
 
 def test_report_logs_each_step_with_the_time_since_it_started(saved, tmp_path, monkeypatch, capsys):

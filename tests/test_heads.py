@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from icl_helpers import UsageError
+from icl_helpers import LocateResult, UsageError
 from icl_helpers.core.heads import (
     at_heads,
     check_heads,
@@ -78,3 +78,32 @@ def test_check_heads_names_the_bad_head_and_the_models_shape(heads, message):
         check_heads(heads, arch)
     assert str(err.value).startswith(message) and "\n" not in str(err.value)
     assert check_heads([(29, 8), (0, 0)], arch) == ((29, 8), (0, 0)) and check_heads(None, arch) is None
+
+
+def scored(L: int = 3, H: int = 4) -> LocateResult:
+    """A located result of 2 prompts whose mean head scores are 0, 1, ..., L*H - 1 in row order."""
+    head = torch.arange(float(L * H)).view(1, L, H).expand(2, L, H)
+    return LocateResult(head, torch.zeros(2, L), torch.zeros(2, L), torch.zeros(2, dtype=torch.long))
+
+
+@pytest.mark.parametrize("heads, message", [
+    ([(-1, -1)], r"^Head -1--1 is not in this model: it has 3 layers x 4 heads \(layer-head from 0-0 to 2-3\)\.$"),
+    ([(0, 4)], r"^Head 0-4 is not in this model"),
+    ("0.1", r"^heads: '0.1' is not a head: write layer-head pairs"),
+    ([], r"^heads: no heads given"),
+])
+def test_head_scores_check_their_heads(heads, message):
+    with pytest.raises(UsageError, match=message):
+        scored().head_scores(heads)
+
+
+def test_head_scores_read_the_papers_notation():
+    assert scored().head_scores("2-3,0-1").tolist() == scored().head_scores([(2, 3), (0, 1)]).tolist() == [11.0, 1.0]
+
+
+@pytest.mark.parametrize("k, message", [(-1, r"^k must be at least 1, not -1\.$"), (0, r"^k must be at least 1, not 0\.$"),
+                                        (2.5, r"^k must be a whole number, not 2\.5\.$")])
+def test_top_heads_needs_a_count_of_at_least_one(k, message):
+    with pytest.raises(UsageError, match=message):
+        scored().top_heads(k)
+    assert scored().top_heads(2) == [(2, 3), (2, 2)] and len(scored().top_heads(100)) == 12

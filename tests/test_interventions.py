@@ -6,6 +6,7 @@ import pytest
 import torch
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
+from icl_helpers import UsageError
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.interventions import ablated, applied, balanced_labels, head_means, position_free_labels
 from icl_helpers.data.positions import LabelPositions, find_positions
@@ -149,3 +150,52 @@ def test_model_is_unchanged_afterwards(small):
     assert _hooks(small.model) == hooks
     assert all(torch.equal(v, state[k]) for k, v in small.model.state_dict().items())
     assert torch.equal(last_logits(small, EXAMPLES), before)
+
+
+EDITS = {  # each intervention on some heads, with the label positions of EXAMPLES where it takes them
+    "ablated": lambda m, heads: ablated(m, heads),
+    "balanced_labels": lambda m, heads: balanced_labels(m, heads, labels_of(m, EXAMPLES)),
+    "position_free_labels": lambda m, heads: position_free_labels(m, heads, labels_of(m, EXAMPLES)),
+}
+
+
+@pytest.mark.parametrize("heads, message", [
+    ([(-1, 0)], r"^Head -1-0 is not in this model: it has 3 layers x 4 heads \(layer-head from 0-0 to 2-3\)\.$"),
+    ([(1, 0), (99, 0)], r"^Head 99-0 is not in this model"),
+    ([(1, 0.5)], r"^heads: \(1, 0.5\) is not a head: write layer-head pairs separated by commas, e.g. 19-11,20-11\.$"),
+    ("1.1", r"^heads: '1.1' is not a head"),
+    ([], r"^heads: no heads given"),
+])
+@pytest.mark.parametrize("edit", EDITS)
+def test_interventions_check_their_heads_as_the_command_line_does(small, edit, heads, message):
+    with pytest.raises(UsageError, match=message):
+        with EDITS[edit](small, heads):
+            pytest.fail("entered")
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_interventions_read_heads_in_the_papers_notation(small, edit):
+    with EDITS[edit](small, "1-1,2-3"):
+        named = last_logits(small, EXAMPLES)
+    with EDITS[edit](small, [(1, 1), (2, 3)]):
+        exact(named, last_logits(small, EXAMPLES))  # the same heads: the same forward pass
+
+
+@pytest.mark.parametrize("edit", ["balanced_labels", "position_free_labels"])
+def test_label_positions_of_other_prompts_are_refused_before_any_layer_runs(small, edit):
+    with EDITS[edit](small, [(1, 0)]):  # the positions of EXAMPLES' 3 prompts
+        with pytest.raises(UsageError, match=r"^The label positions are of 3 prompts, the last token at \d+, but the batch "
+                                             r"has 2 prompts of \d+ tokens: give each batch its own positions, row for row"):
+            last_logits(small, EXAMPLES[:2])
+
+
+def test_interventions_need_a_model_and_label_positions(small):
+    with pytest.raises(UsageError, match=r"^Expected an ICLModel, not a str: load one with load_model\(name\)"):
+        with ablated("not a model", [(1, 0)]):
+            pass
+    with pytest.raises(UsageError, match=r"^Label positions must be a LabelPositions \(find_positions of the prompts\), "
+                                         r"not a list\.$"):
+        balanced_labels(small, [(1, 0)], [[3, 5]])
+    with pytest.raises(UsageError, match=r"^target must be one integer position a prompt, 3 for these label positions, "
+                                         r"not torch.int64 of shape \(2,\)\.$"):
+        position_free_labels(small, [(1, 0)], labels_of(small, EXAMPLES), target=torch.tensor([1, 2]))

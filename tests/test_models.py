@@ -19,7 +19,7 @@ from icl_helpers.core.decompose import decompose
 from icl_helpers.core.locate import locate
 from icl_helpers.model import loading
 from icl_helpers.paths import BUNDLED, checksum_of, sweep_leftovers
-from tests.conftest import close, small_model
+from tests.conftest import close, exact, small_model
 
 
 def test_local_directory_round_trip(small, tmp_path):
@@ -142,6 +142,7 @@ def test_one_string_is_not_a_list_of_prompts(small):
     ([10**6, 5], r"^Target 1000000 is not a token id"),
     ([7], r"^2 prompts but targets of shape \(1,\): give one token id per prompt\.$"),
     ([[1, 2]], r"^2 prompts but targets of shape \(1, 2\)"),
+    ([], r"^2 prompts but targets of shape \(0,\): give one token id per prompt\.$"),
     ([1.0, 2.0], r"^Targets must be integer token ids, not torch.float32 values\.$"),
     (["a", "b"], r"^Targets must be integer token ids, not \['a', 'b'\]\.$"),
 ])
@@ -149,6 +150,22 @@ def test_bad_targets_are_refused_before_running(small, targets, message, monkeyp
     monkeypatch.setattr(small.model.base_model, "forward", lambda *a, **k: pytest.fail("ran the model"))
     with pytest.raises(UsageError, match=message):
         locate(small, ["a : foo b :", "c : bar d :"], targets=targets)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16, torch.int32])
+def test_targets_of_any_integer_dtype_are_token_ids(small, dtype):
+    """The range check compares in int64: vocab (50,257) overflows uint8 and int16."""
+    prompts = ["a : foo b :", "c : bar d :"]
+    got = locate(small, prompts, targets=torch.tensor([200, 7], dtype=dtype), progress=False)
+    want = locate(small, prompts, targets=[200, 7], progress=False)
+    assert got.targets.tolist() == [200, 7]
+    exact(got.head, want.head)  # the same targets: the same computation
+
+
+def test_locate_needs_a_model():
+    with pytest.raises(UsageError, match=r"^Expected an ICLModel, not a str: load one with load_model\(name\), or wrap "
+                                         r"your own with ICLModel\(model, tokenizer\)\.$"):
+        locate("not a model", ["a : foo b :"])
 
 
 def test_batch_size_must_be_positive(small):

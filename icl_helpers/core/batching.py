@@ -12,7 +12,7 @@ from typing import Iterator, Sequence
 
 import torch
 
-from ..errors import check_batch_size
+from ..errors import check_count
 from ..model.loading import ICLModel
 from ..progress import progress_bar
 
@@ -22,7 +22,7 @@ BATCH_TOKENS = 2048  # tokens with padding a batch of long prompts may hold (see
 
 def length_batches(m: ICLModel, prompts: Sequence[str], batch_size: int) -> list[torch.Tensor]:
     """`token_batches` of the prompts, by their lengths in this model's tokens."""
-    check_batch_size(batch_size)
+    check_count(batch_size, "batch_size")
     return token_batches([len(ids) for ids in m.tokenizer(list(prompts))["input_ids"]], batch_size)
 
 
@@ -40,7 +40,7 @@ def token_batches(lengths: Sequence[int], batch_size: int) -> list[torch.Tensor]
 
 def chunks(n: int, size: int) -> list[torch.Tensor]:
     """Batches of prompt indices [b] of n prompts in prompt order, `size` a batch (the last one fewer)."""
-    check_batch_size(size)
+    check_count(size, "batch_size")
     return list(torch.arange(n).split(size))
 
 

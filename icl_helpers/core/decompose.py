@@ -19,7 +19,7 @@ import torch
 from ..errors import UsageError
 from ..model.adapters import Arch, softcap_
 from ..model.hooks import Hook, attached
-from ..model.loading import ICLModel
+from ..model.loading import ICLModel, check_model
 
 Keep = Literal["last", "all", "last_row"]  # last position; every position; last query row of [.., T, T]
 
@@ -158,7 +158,7 @@ def decompose(m: ICLModel, prompts: list[str], *, record: Iterable[str] = ()) ->
     unknown = sorted(set(record) - set(OPTIONAL))
     if unknown:
         raise UsageError(f"decompose cannot record {', '.join(unknown)}; choose from {', '.join(OPTIONAL)}.")
-    arch = m.arch
+    arch = check_model(m).arch
     enc = m.encode(prompts)
     out_device = arch.W_U().device
     last = (enc["attention_mask"].sum(1) - 1).to(out_device)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import random
 import re
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Sequence
 
-from ..errors import UsageError
+from ..errors import UsageError, check_count
 
 if TYPE_CHECKING:
     import torch
@@ -54,9 +54,16 @@ def _head(item: Head | str, source: str) -> Head:
     raise UsageError(f"{source}: {item!r} is not a head: {HEADS_SYNTAX}.")
 
 
-def check_heads(heads: Sequence[Head] | None, arch: Arch) -> tuple[Head, ...] | None:
-    """The heads, if each is a head of the model and none is given twice; else a UsageError
-    naming the first bad one and the model's shape. None passes through."""
+class Shape(NamedTuple):
+    """A model's layers and heads a layer, as `check_heads` reads them (an `Arch` has both too)."""
+
+    n_layers: int
+    n_heads: int
+
+
+def check_heads(heads: Sequence[Head] | None, arch: Arch | Shape, distinct: bool = True) -> tuple[Head, ...] | None:
+    """The heads, if each is a head of the model and (where `distinct`) none is given twice;
+    else a UsageError naming the first bad one and the model's shape. None passes through."""
     if heads is None:
         return None
     seen: set[Head] = set()
@@ -64,10 +71,16 @@ def check_heads(heads: Sequence[Head] | None, arch: Arch) -> tuple[Head, ...] | 
         if not (0 <= l < arch.n_layers and 0 <= h < arch.n_heads):
             raise UsageError(f"Head {head_name((l, h))} is not in this model: it has {arch.n_layers} layers x "
                              f"{arch.n_heads} heads (layer-head from 0-0 to {arch.n_layers - 1}-{arch.n_heads - 1}).")
-        if (l, h) in seen:
+        if distinct and (l, h) in seen:
             raise UsageError(f"Head {head_name((l, h))} is given twice: give each head once.")
         seen.add((l, h))
     return tuple(heads)
+
+
+def model_heads(heads: str | Sequence[Head | str] | None, arch: Arch | Shape, distinct: bool = True) -> tuple[Head, ...]:
+    """Heads an API function is given, read as `parse_heads` reads them and checked against the
+    model as `check_heads` does: the command line's messages. None (no heads) is a UsageError too."""
+    return check_heads(parse_heads(() if heads is None else heads), arch, distinct)
 
 
 def head_mask(n_layers: int, n_heads: int, heads: Sequence[Head]) -> torch.Tensor:
@@ -88,8 +101,8 @@ def at_heads(values: torch.Tensor, heads: Sequence[Head]) -> torch.Tensor:
 
 
 def top_heads(scores: torch.Tensor, k: int) -> list[Head]:
-    """The k heads with the largest scores [L, H], best first."""
-    top = scores.flatten().topk(min(k, scores.numel())).indices.tolist()
+    """The k heads with the largest scores [L, H], best first (all of them, where fewer)."""
+    top = scores.flatten().topk(min(check_count(k, "k"), scores.numel())).indices.tolist()
     H = scores.shape[1]
     return [(i // H, i % H) for i in top]
 

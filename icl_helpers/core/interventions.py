@@ -27,6 +27,7 @@ label edits take that batch's `LabelPositions`, row for row in the order the bat
 """
 from __future__ import annotations
 
+import functools
 from contextlib import ExitStack, contextmanager
 from typing import Callable, ContextManager, Iterator, Sequence
 from weakref import WeakKeyDictionary
@@ -37,11 +38,11 @@ from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
 from ..data.positions import LabelPositions
-from ..model.adapters import Arch
+from ..errors import UsageError
 from ..model.hooks import Hook, attached
-from ..model.loading import ICLModel
+from ..model.loading import ICLModel, check_model
 from .batching import chunks, walk
-from .heads import Head, head_mask
+from .heads import Head, head_mask, model_heads
 
 Heads = Sequence[Head]
 
@@ -63,9 +64,11 @@ def _active(m: ICLModel) -> Iterator[None]:
         _ACTIVE[m.model] -= 1
 
 
-def _layer_masks(arch: Arch, heads: Heads) -> dict[int, torch.Tensor]:
-    """Layer -> [H] bool mask of its listed heads, for the layers that have any."""
-    mask = head_mask(arch.n_layers, arch.n_heads, heads)
+def _layer_masks(m: ICLModel, heads: Heads | str) -> dict[int, torch.Tensor]:
+    """Layer -> [H] bool mask of its listed heads, for the layers that have any; a UsageError
+    where `m` is not a model or a head is not one of its (`model_heads`; a head twice is once)."""
+    arch = check_model(m).arch
+    mask = head_mask(arch.n_layers, arch.n_heads, model_heads(heads, arch, distinct=False))
     return {l: mask[l] for l in mask.any(1).nonzero().flatten().tolist()}
 
 
@@ -80,9 +83,10 @@ def ablated(m: ICLModel, heads: Heads, means: torch.Tensor | None = None) -> Ite
     Where a norm ends the attention branch (Gemma), it then normalises what is left: its
     sigma is the model's own for the ablated output, not the frozen one of a decomposition.
     """
+    masks = _layer_masks(m, heads)
     arch = m.arch
     hooks: list[Hook] = []
-    for l, drop in _layer_masks(arch, heads).items():
+    for l, drop in masks.items():
         module = arch.attn_out(l)
         fill = torch.zeros(arch.n_heads, arch.d_head) if means is None else means[l]
         fill = fill.to(module.weight)
@@ -232,15 +236,38 @@ AttentionInterface.register(_IMPLEMENTATION, _edited_attention)
 AttentionMaskInterface.register(_IMPLEMENTATION, eager_mask)
 
 
+def _check_labels(labels: LabelPositions) -> LabelPositions:
+    """labels, or a UsageError where they are not a `LabelPositions`."""
+    if not isinstance(labels, LabelPositions):
+        raise UsageError(f"Label positions must be a LabelPositions (find_positions of the prompts), not a "
+                         f"{type(labels).__name__}.")
+    return labels
+
+
+def _check_batch(labels: LabelPositions, embeddings: nn.Module, args: tuple) -> None:
+    """A pre-hook of the input embeddings: a UsageError where the label positions are not those
+    of the batch about to run (input ids args[0] [B, T]), but other prompts' or another batch's."""
+    if not args:  # ids given by keyword: not checked
+        return
+    B, T = args[0].shape[:2]
+    if len(labels) != B or int(labels.last.max()) >= T:
+        raise UsageError(f"The label positions are of {len(labels)} prompts, the last token at {int(labels.last.max())}, "
+                         f"but the batch has {B} prompts of {T} tokens: give each batch its own positions, row for row "
+                         "(find_positions of its prompts, or a prompt set's positions[rows]).")
+
+
 @contextmanager
-def _edited(m: ICLModel, edits: dict[int, LabelEdit], hooks: Sequence[Hook] = ()) -> Iterator[None]:
+def _edited(m: ICLModel, edits: dict[int, LabelEdit], labels: LabelPositions, hooks: Sequence[Hook] = ()
+            ) -> Iterator[None]:
     """Activate `edits` (layer -> edit) and `hooks`; route the edited modules' attention
-    through `_edited_attention` (the adapter's `edited_attention`)."""
+    through `_edited_attention` (the adapter's `edited_attention`). Each batch is first checked
+    against `labels` (`_check_batch`), before any layer runs."""
     modules = {l: m.arch.attn(l) for l in edits}
+    check: Hook = (m.model.get_input_embeddings(), "pre", functools.partial(_check_batch, labels))
     for l, edit in edits.items():
         _EDITS.setdefault(modules[l], []).append(edit)
     try:
-        with m.arch.edited_attention(list(modules.values()), _IMPLEMENTATION), attached(list(hooks)), _active(m):
+        with m.arch.edited_attention(list(modules.values()), _IMPLEMENTATION), attached([check, *hooks]), _active(m):
             yield
     finally:
         for l, edit in edits.items():
@@ -250,7 +277,8 @@ def _edited(m: ICLModel, edits: dict[int, LabelEdit], hooks: Sequence[Hook] = ()
 def balanced_labels(m: ICLModel, heads: Heads, labels: LabelPositions) -> ContextManager[None]:
     """In `heads`, the last position's attention on label positions balanced across classes
     (`BalanceLabels`). With equal class counts it changes nothing."""
-    return _edited(m, {l: BalanceLabels(mask, labels) for l, mask in _layer_masks(m.arch, heads).items()})
+    masks, labels = _layer_masks(m, heads), _check_labels(labels)
+    return _edited(m, {l: BalanceLabels(mask, labels) for l, mask in masks.items()}, labels)
 
 
 def position_free_labels(
@@ -262,11 +290,14 @@ def position_free_labels(
     last label position (with one label per prompt the rotation is then the identity).
     Ignored for absolute position embeddings.
     """
-    masks = _layer_masks(m.arch, heads)
-    target = labels.last_label if target is None else target
+    masks, labels = _layer_masks(m, heads), _check_labels(labels)
+    target = labels.last_label if target is None else torch.as_tensor(target)
+    if target.shape != (len(labels),) or target.dtype.is_floating_point or target.dtype == torch.bool:
+        raise UsageError(f"target must be one integer position a prompt, {len(labels)} for these label positions, not "
+                         f"{target.dtype} of shape {tuple(target.shape)}.")
     keys = {l: m.arch.position_free_keys(l, target) for l in masks}
     hooks = [hook for k in keys.values() for hook in k.hooks()]
-    return _edited(m, {l: PositionFreeLabels(mask, labels, keys[l]) for l, mask in masks.items()}, hooks)
+    return _edited(m, {l: PositionFreeLabels(mask, labels, keys[l]) for l, mask in masks.items()}, labels, hooks)
 
 
 @contextmanager

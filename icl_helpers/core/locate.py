@@ -7,11 +7,11 @@ import torch
 
 from ..errors import UsageError, check_prompts, warn_without_demonstration
 from ..model.adapters import Arch
-from ..model.loading import ICLModel
+from ..model.loading import ICLModel, check_model
 from .attribution import Readout, layer_head_increase
 from .batching import Tensors, in_prompt_order, length_batches, scoring_groups, walk
 from .decompose import Decomposition, decompose
-from .heads import Head, at_heads, top_heads
+from .heads import Head, Shape, at_heads, model_heads, top_heads
 
 GROUP_FLOATS = 2**27  # floats of last-position vectors (z, residuals) one scoring pass may hold
 
@@ -35,8 +35,8 @@ class LocateResult:
         return top_heads(self.head_mean, k)
 
     def head_scores(self, heads: list[Head]) -> torch.Tensor:
-        """[S]: the mean score of each listed head."""
-        return at_heads(self.head_mean, heads)
+        """[S]: the mean score of each listed head (`model_heads`: pairs, or "19-11,20-11")."""
+        return at_heads(self.head_mean, model_heads(heads, Shape(*self.head.shape[1:]), distinct=False))
 
 
 @torch.no_grad()
@@ -56,6 +56,7 @@ def locate(
     prompts of a small model), in one pass over the vocabulary that folds W_O into the
     readout once: memory stays bounded for any number of prompts.
     """
+    check_model(m)
     prompts = check_prompts(prompts)
     warn_without_demonstration(prompts)
     targets = None if targets is None else check_targets(targets, len(prompts), m.arch.W_U().shape[0])
@@ -72,14 +73,15 @@ def check_targets(targets: torch.Tensor | list[int], n: int, vocab: int) -> torc
         t = torch.as_tensor(targets)
     except (TypeError, ValueError, RuntimeError):
         raise UsageError(f"Targets must be integer token ids, not {targets!r}.") from None
+    if t.shape != (n,):  # first: [] is a float32 tensor
+        raise UsageError(f"{n} prompts but targets of shape {tuple(t.shape)}: give one token id per prompt.")
     if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
         raise UsageError(f"Targets must be integer token ids, not {t.dtype} values.")
-    if t.shape != (n,):
-        raise UsageError(f"{n} prompts but targets of shape {tuple(t.shape)}: give one token id per prompt.")
+    t = t.long()  # before comparing with vocab, which a small dtype (uint8, int16) cannot hold
     outside = (t < 0) | (t >= vocab)
     if outside.any():
         raise UsageError(f"Target {int(t[outside][0])} is not a token id of this model's vocabulary [0, {vocab}).")
-    return t.long()
+    return t
 
 
 def group_size(arch: Arch, batch_size: int) -> int:

@@ -104,6 +104,14 @@ class ICLModel:
         return enc.to(self.device)
 
 
+def check_model(m: object) -> ICLModel:
+    """m, or a UsageError where it is not an ICLModel (a name, or a model not wrapped)."""
+    if not isinstance(m, ICLModel):
+        raise UsageError(f"Expected an ICLModel, not a {type(m).__name__}: load one with load_model(name), or wrap "
+                         "your own with ICLModel(model, tokenizer).")
+    return m
+
+
 def check_dtype(dtype: torch.dtype | str | None) -> torch.dtype:
     """A dtype the package computes in (default float32), or a UsageError naming them."""
     if dtype is None:
@@ -325,8 +333,8 @@ def load_model(
         raise
     except (OSError, ValueError, RuntimeError, SafetensorError) as err:  # what a cut or edited file raises
         if Path(path).is_dir():
-            raise UsageError(f"Could not load the model in {path} ({_first_line(err)}): its files are cut, damaged or "
-                             "do not match; save it there again with save_pretrained (config.json, tokenizer and weights).") from None
+            raise UsageError(f"Could not load the model in {path} ({_first_line(err)}): a file of it is missing, cut or "
+                             "damaged; save it there again with save_pretrained (config.json, tokenizer and weights).") from None
         if not isinstance(err, OSError):
             raise
         if not cache_only:
