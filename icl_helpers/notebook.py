@@ -59,7 +59,7 @@ class Params:
 def notebook_params(
     model: str = "smollm2-135m",
     n_prompts: int = 32,
-    n_sentence_prompts: int = 8,
+    n_sentence_prompts: int = 10,
     device: str | None = None,
     dtype: str = "float32",
     data_dir: str | Path | None = None,

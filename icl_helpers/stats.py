@@ -1,12 +1,17 @@
-"""Confidence intervals: the percentile bootstrap over prompts, seeded."""
+"""Confidence intervals: the percentile bootstrap over prompts, seeded; where prompts share an
+input (a word dataset's 1,000 prompts hold a few hundred distinct inputs), over the distinct
+inputs (clusters), each drawn with all its prompts."""
 from __future__ import annotations
 
 from typing import Callable, Sequence
 
 import torch
 
+from .errors import Unjudgeable
+
 DRAWS = 1000  # bootstrap resamples
 LEVEL = 0.95
+MIN_CLUSTERS = 10  # the fewest distinct inputs an interval is drawn from: fewer are "too few prompts"
 
 
 def bootstrap_ci(
@@ -15,13 +20,22 @@ def bootstrap_ci(
     draws: int = DRAWS,
     seed: int = 0,
     level: float = LEVEL,
+    clusters: Sequence[torch.Tensor | None] | None = None,
 ) -> tuple[float, float]:
     """Percentile interval of `statistic(*resampled)`: each tensor of `samples` ([N_i, ...],
-    one row a prompt) resampled with replacement over its rows, independently of the others;
-    tensors of one group that share prompts (paired measurements) should be stacked into one."""
+    one row a prompt) resampled with replacement, independently of the others; tensors of one
+    group that share prompts (paired measurements) should be stacked into one. clusters: for
+    each sample, [N_i] long ids of its rows' distinct inputs (or None: every row its own), so
+    that a draw takes whole inputs with all their rows. Unjudgeable where a sample holds fewer
+    than MIN_CLUSTERS distinct inputs: an interval from so few says nothing."""
+    ids = [_ids(s, c) for s, c in zip(samples, clusters or [None] * len(samples))]
+    for i in ids:
+        if len(i[1]) < MIN_CLUSTERS:
+            raise Unjudgeable(f"too few prompts: {len(i[1])} distinct inputs, an interval needs at least {MIN_CLUSTERS}")
     g = torch.Generator().manual_seed(seed)
     values = torch.tensor([
-        float(statistic(*(s[torch.randint(len(s), (len(s),), generator=g)] for s in samples))) for _ in range(draws)
+        float(statistic(*(s[_draw(row_cluster, members, g)] for s, (row_cluster, members) in zip(samples, ids))))
+        for _ in range(draws)
     ], dtype=torch.float64)
     values = values[~values.isnan()]
     if len(values) == 0:
@@ -31,12 +45,30 @@ def bootstrap_ci(
     return low, high
 
 
+def _ids(sample: torch.Tensor, clusters: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(each row's cluster index [N] in 0..C-1, the distinct cluster ids [C])."""
+    if clusters is None:
+        clusters = torch.arange(len(sample))
+    if len(clusters) != len(sample):
+        raise ValueError(f"{len(clusters)} cluster ids for {len(sample)} rows")
+    members, row_cluster = torch.unique(clusters, return_inverse=True)
+    return row_cluster, members
+
+
+def _draw(row_cluster: torch.Tensor, members: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """Row indices of one resample: C clusters drawn with replacement, each with all its rows."""
+    counts = torch.bincount(torch.randint(len(members), (len(members),), generator=g), minlength=len(members))
+    return torch.repeat_interleave(torch.arange(len(row_cluster)), counts[row_cluster])
+
+
 def spearman(x: torch.Tensor, y: torch.Tensor) -> float:
     """Spearman correlation of two flattened tensors of equal size (ties broken by order)."""
     rank = lambda v: v.flatten().double().argsort().argsort().double()  # noqa: E731
     return float(torch.corrcoef(torch.stack([rank(x), rank(y)]))[0, 1])
 
 
-def mean_ci(x: torch.Tensor, draws: int = DRAWS, seed: int = 0) -> tuple[float, float]:
-    """The bootstrap interval of the mean of x [N] (or of every entry of x [N, ...], resampling rows)."""
-    return bootstrap_ci([x], lambda s: s.double().mean(), draws, seed)
+def mean_ci(x: torch.Tensor, draws: int = DRAWS, seed: int = 0, clusters: torch.Tensor | None = None
+            ) -> tuple[float, float]:
+    """The bootstrap interval of the mean of x [N] (or of every entry of x [N, ...], resampling
+    rows, or whole inputs where clusters [N] gives each row's)."""
+    return bootstrap_ci([x], lambda s: s.double().mean(), draws, seed, clusters=[clusters])

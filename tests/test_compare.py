@@ -18,14 +18,14 @@ def finding(id: str, verdict: str, ours) -> dict:
 def a_report(model: str, fig2: str, top1: float, n: int = 64) -> dict:
     return {"model": model, "n": n, "sentence_n": 16, "seed": 0, "claims": [
         finding("table2", "partly", top1), finding("fig2", fig2, -13.1 if fig2 != "replicates" else 2.61),
-        finding("app_d", "not tested", None), finding("fig10_11", "partly", "imbalanced: partly")]}
+        finding("app_d", "not tested", None), finding("fig8_9_sentences", "partly", "imbalanced: partly")]}
 
 
 def test_a_cell_is_the_short_verdict_and_the_headline_number():
     assert cell(finding("fig2", "does not replicate", -13.0889)) == "no: -13.1"
     assert cell(finding("fig6", "replicates", 0.17312)) == "yes: 0.173"
     assert cell(finding("app_d", "not tested", None)) == "not tested"
-    assert cell(finding("fig10_11", "partly", "imbalanced: partly")) == "partly: imbalanced: partly"
+    assert cell(finding("fig8_9_sentences", "partly", "imbalanced: partly")) == "partly: imbalanced: partly"
     assert cell(None) == "-"
     held = {"ours": 0.7, "ci": None, "n": 32, "verdict": "replicates", "why": "w"}
     assert cell(finding("app_e", "does not replicate", 0.0) | {"held_out": held}) == "no: 0 (held out: yes)"

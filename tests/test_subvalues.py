@@ -2,15 +2,14 @@
 and neuron-level increases of the top FFN layers, against naive full-vocabulary increases."""
 from __future__ import annotations
 
-import pandas as pd
 import torch
 
 from icl_helpers.core.attribution import Readout
 from icl_helpers.core.decompose import decompose
 from icl_helpers.data.positions import LabelPositions
-from icl_helpers.studies import runner, subvalues
+from icl_helpers.studies import order, runner, subvalues
 from icl_helpers.studies.subvalues import DEMONSTRATION, FALSE_LABEL, LAST, OTHER, TRUE_LABEL
-from icl_helpers.verdicts import claims, evidence, finders, rules
+from icl_helpers.verdicts import claims, evidence, rules
 from tests.conftest import MIXED_TEXTS as TEXTS
 from tests.conftest import STUDY_HEADS as HEADS
 from tests.conftest import close, exact, logprob_scale
@@ -89,31 +88,19 @@ def test_neuron_increases_and_their_ranking_are_neuron_increase(small, ps, tmp_p
     assert top == loc["ffn"].mean(0).topk(2).indices.tolist()
 
 
-def test_neuron_lines_name_layer_neuron_increase_and_tokens():
-    table = pd.DataFrame([{"FFN layer": 27, "neuron": 5, "mean increase": 0.25, "top tokens": (" foo", "Foo", " bar")}])
-    assert subvalues.neuron_lines(table, tokens=2) == ["27-5 (+0.250): foo Foo"]
-
-
-def test_the_report_judges_the_studys_top_positions(small, tmp_path, monkeypatch):
-    """app_e's finding is the judge on the study's numbers: the top heads' kinds of the judged
-    rows, a random position's chance, the top FFN layers' best neurons."""
+def test_the_report_judges_the_order_study_and_describes_the_top_positions(small, tmp_path, monkeypatch):
+    """app_e's finding is the judge on the order study of the in-context heads, with where the top
+    5 heads' largest position-level increase lies as its description."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
-    s = evidence.Evidence(small, 6, 2, 0, None)
-    ps, heads = s.prompts(evidence.FIRST), s.heads(evidence.FIRST)[:5]
-    kinds = subvalues.top_position_kinds(subvalues.position_increases(small, ps, heads), ps.positions)
-    layers = subvalues.top_ffn_layers(small, ps)
-    neurons = subvalues.top_neurons(small, layers, subvalues.neuron_increases(small, ps, layers), k=1)
+    s = evidence.Evidence(small, 12, 2, 0, None)
+    ps, heads = s.prompts(evidence.FIRST), s.heads(evidence.FIRST)
     f = claims.CLAIMS["app_e"].find(s)
-    chance = subvalues.true_label_chance(ps.positions)
-    assert f == rules.judge_app_e(kinds, chance, heads, subvalues.neuron_lines(neurons), 6)
-    assert f.n == 6 and len(layers) == 3 and f.why.count("(+") + f.why.count("(-") == 3
-    assert "over 6 prompts" in f.why
-    # the neurons read only the first NEURON_PROMPTS prompts; the position kinds, which judge, read all
-    monkeypatch.setattr(finders, "NEURON_PROMPTS", 2)
-    first = subvalues.top_neurons(small, layers, subvalues.neuron_increases(small, ps.first(2), layers), k=1)
-    assert first["mean increase"].tolist() != neurons["mean increase"].tolist()
-    f = claims.CLAIMS["app_e"].find(evidence.Evidence(small, 6, 2, 0, None))
-    assert f == rules.judge_app_e(kinds, chance, heads, subvalues.neuron_lines(first), 2)
+    kinds = subvalues.top_position_kinds(subvalues.position_increases(small, ps, heads[:5]), ps.positions)
+    shares = subvalues.kind_shares(kinds)
+    l, h = heads[0]
+    first = f"{l}-{h}: " + ", ".join(f"{name} {float(x):.1%}" for name, x in zip(subvalues.POSITION_KINDS, shares[0]) if x > 0)
+    assert f.n == 12 and f"Where the top 5 heads' largest position-level increase lies: {first}" in f.why
+    assert f == rules.judge_app_e(order.order_increases(small, ps, heads), heads, f.why.split(". ")[-1], s.clusters([evidence.FIRST]))
 
 
 def test_the_first_prompts_of_a_set_are_its_prefix(ps):

@@ -147,6 +147,8 @@ class Table2Cell:
     true_label: str  # foo (balanced prompts) or bar (labels swapped)
     top1_hits: torch.Tensor  # [N_cell] bool: the argmax is the true label
     ranked_hits: torch.Tensor  # [N_cell] bool: the true label outscores the false one
+    dataset: str = ""
+    records: torch.Tensor | None = None  # [n] bool: which of the dataset's n records the cell holds
 
 
 def table2_cells(m: ICLModel, datasets: Sequence[str], n: int, seed: int = 0, batch_size: int = 32,
@@ -161,7 +163,7 @@ def table2_cells(m: ICLModel, datasets: Sequence[str], n: int, seed: int = 0, ba
             top1_hits, ranked_hits = acc.top1_hits, acc.ranked_hits
             for direction in dict.fromkeys(ps.directions):
                 keep = torch.tensor([d == direction for d in ps.directions])
-                cells.append(Table2Cell(direction, ps.prompts[0].true_label, top1_hits[keep], ranked_hits[keep]))
+                cells.append(Table2Cell(direction, ps.prompts[0].true_label, top1_hits[keep], ranked_hits[keep], dataset, keep))
     return cells
 
 

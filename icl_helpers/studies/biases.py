@@ -74,6 +74,7 @@ class BiasEffect:
     accuracy_biased: tuple[float, float]  # top-1 on the biased prompts: (plain, intervened)
     accuracy_standard: tuple[float, float]  # top-1 on the standard (balanced) prompts: (plain, intervened)
     flags: torch.Tensor | None = None  # [N, 3] bool a biased prompt: exposed, biased plainly, biased intervened
+    standard_hits: torch.Tensor | None = None  # [N, 2] bool a standard prompt: top-1 plainly, with the intervention
 
     @property
     def reduction(self) -> float:
@@ -138,6 +139,7 @@ def bias_effect(
         (runs["biased"].top1, runs["biased+"].top1),
         (runs["standard"].top1, runs["standard+"].top1),
         flags,
+        torch.stack([runs["standard"].top1_hits, runs["standard+"].top1_hits], 1),
     )
 
 

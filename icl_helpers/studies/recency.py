@@ -99,11 +99,12 @@ class Effects:
                 f"{self.distance:+.3f} ({dlo:+.3f} to {dhi:+.3f}), per label position, N={self.n} records")
 
 
-def effects(cells: torch.Tensor) -> Effects:
-    """`fit` of cells [N, 2, K] with the bootstrap interval of each effect."""
+def effects(cells: torch.Tensor, clusters: torch.Tensor | None = None) -> Effects:
+    """`fit` of cells [N, 2, K] with the bootstrap interval of each effect (over the records, or
+    over their distinct inputs where clusters [N] gives each record's)."""
     truth, distance = fit(cells)
-    return Effects(truth, bootstrap_ci([cells], lambda c: fit(c)[0]), distance,
-                   bootstrap_ci([cells], lambda c: fit(c)[1]), len(cells))
+    return Effects(truth, bootstrap_ci([cells], lambda c: fit(c)[0], clusters=[clusters]), distance,
+                   bootstrap_ci([cells], lambda c: fit(c)[1], clusters=[clusters]), len(cells))
 
 
 def recency_family(m: ICLModel, dataset: str, heads: Sequence[Head], n: int, seed: int = 0,

@@ -99,9 +99,3 @@ def top_neurons(m: ICLModel, layers: Sequence[int], increase: torch.Tensor, k: i
         rows += [{"FFN layer": layer, "neuron": int(n), "mean increase": float(v), "top tokens": tuple(w)}
                  for n, v, w in zip(best.indices, best.values, words)]
     return pd.DataFrame(rows)
-
-
-def neuron_lines(table: pd.DataFrame, tokens: int = 5) -> list[str]:
-    """"layer-neuron (mean increase): its first tokens", a line for each row of `top_neurons`."""
-    return [f"{r['FFN layer']}-{r['neuron']} ({r['mean increase']:+.3f}): {' '.join(t.strip() for t in r['top tokens'][:tokens])}"
-            for _, r in table.iterrows()]

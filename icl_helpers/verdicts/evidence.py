@@ -1,12 +1,14 @@
 """The evidence the findings share on one model, in one setting (`data.setting`: the heads a
 claim analyses, label words, separator, demonstrations a class): each dataset's balanced
 prompt set, its located heads and recency family, built on first use and once (the studies
-cache their passes on disk), and the views a claim is judged again in (the correctly answered
-records; held-out records, in heads located on others)."""
+cache their passes on disk), the distinct inputs its intervals resample, and the views a
+claim is judged again in (the correctly answered records, in heads located on them;
+held-out records, in heads located on others)."""
 from __future__ import annotations
 
 import copy
 import functools
+import math
 from pathlib import Path
 from typing import Sequence
 
@@ -19,9 +21,10 @@ from ..data.sentences import sentence_datasets
 from ..data.setting import MAIN, Setting
 from ..errors import Unjudgeable
 from ..model.loading import ICLModel
-from ..studies import recency
+from ..studies import ablation, biases, recency
 from ..studies.in_context_heads import answered_correctly, in_context_heads, located, shared_heads
 from ..studies.runner import PromptSet, prompt_set
+from .rules import RANDOM_DRAWS
 
 WORD = ["sentiment_number", "animal_country"]
 SENTENCE = ["sst2", "trec", "agnews", "ethos"]
@@ -44,9 +47,12 @@ class Evidence:
     located heads and recency family of a dataset, and the family's effects pooled.
 
     `rows(dataset)` [N] bool: the records a finding judges, all of them; in the view
-    `correct()` those whose balanced prompt the model answers correctly, in the heads located
-    on all prompts; in the view `held_out()` the even records (0, 2, ...), in heads located on
-    the odd ones, so that no head is judged on the prompts that selected it. The heads given
+    `correct()` those whose balanced prompt the model answers correctly, in heads located on
+    them (as the paper's Appendix A locates on the correct cases); in the view `held_out()`
+    half the distinct inputs of each class, drawn with the seed, in heads located on the
+    other half, so that no head is judged on the prompts (or the inputs) that selected it.
+    `clusters(datasets)`: each judged row's distinct input, which the intervals resample
+    (`stats.bootstrap_ci`). The heads given
     (checked against the model at once) replace the located ones in every dataset. Every prompt
     is in the setting's label words, separator and demonstrations a class; the located heads
     are its top `setting.heads`."""
@@ -64,6 +70,10 @@ class Evidence:
         self.effects = functools.cache(self._effects)
         self.correct = functools.cache(self._correct)
         self.held_out = functools.cache(self._held_out)
+        self.records = functools.cache(self._records)
+        self.halves = functools.cache(self._halves)
+        self.ablations = functools.cache(self._ablations)
+        self.bias = functools.cache(self._bias)
 
     @functools.cached_property
     def sentence(self) -> list[str]:
@@ -75,8 +85,8 @@ class Evidence:
 
     def _heads(self, dataset: str) -> list[Head]:
         """The heads given (in every dataset), else the dataset's top `setting.heads` (located on the
-        odd records in the held-out view)."""
-        if self.view == "held out":
+        half of the inputs in the held-out view, on the correctly answered records in the correct view)."""
+        if self.view != "all" and not self.given:
             return top_heads(self.mean_increase([dataset]), self.setting.heads)
         return in_context_heads(self.m, self.prompts(dataset), self.setting.heads, self.given)
 
@@ -85,44 +95,76 @@ class Evidence:
         return "the heads given" if self.given else f"{dataset}'s top heads"
 
     def _correct(self) -> Evidence:
-        """The same studies, judged on the correctly answered records only (built once: the
-        claims share its effects)."""
-        view = copy.copy(self)
-        view.view = "correct"
-        view.effects = functools.cache(view._effects)  # pooled over other rows than ours
-        return view
+        """The same studies, judged on the correctly answered records only, in heads located on
+        them (built once: the claims share its heads, families and effects)."""
+        return self._view("correct")
 
     def _held_out(self) -> Evidence:
         """The same studies, judged on the even records in heads located on the odd ones (built
         once: the claims share its heads, families and effects)."""
         if self.given:
             raise Unjudgeable("the heads were given, not located: no prompt selected them")
+        return self._view("held out")
+
+    def _view(self, name: str) -> Evidence:
+        """A copy judging other records: it shares the prompt sets and passes (`prompts`, `loc`)
+        and makes its own heads, families, effects and ablations (each depends on the records)."""
         view = copy.copy(self)
-        view.view = "held out"
-        view.heads = functools.cache(view._heads)
-        view.family = functools.cache(view._family)
-        view.effects = functools.cache(view._effects)
+        view.view = name
+        for cache in ("heads", "family", "effects", "ablations", "bias"):
+            setattr(view, cache, functools.cache(getattr(view, f"_{cache}")))
         return view
 
     def locating(self, dataset: str) -> torch.Tensor:
-        """[N] bool: the records the heads are located on (the odd ones in the held-out view)."""
-        n = self.size(dataset)
-        if self.view != "held out":
-            return torch.ones(n, dtype=torch.bool)
-        if n < 4:
-            raise Unjudgeable(f"{n} {dataset} prompts: held out needs at least 4, half to locate the heads, half to judge")
-        return torch.arange(n) % 2 == 1
+        """[N] bool: the records the heads are located on (all; one half of the inputs in the
+        held-out view, the correctly answered records in the correct view)."""
+        if self.view == "held out":
+            return self.halves(dataset)
+        return self.rows(dataset)
 
     def rows(self, dataset: str) -> torch.Tensor:
-        """[N] bool: the records judged (every one, the correctly answered ones, or the even ones)."""
+        """[N] bool: the records judged (every one, the correctly answered ones, or the held-out half)."""
         if self.view == "held out":
-            return ~self.locating(dataset)
+            return ~self.halves(dataset)
         if self.view == "all":
             return torch.ones(self.size(dataset), dtype=torch.bool)
         right = answered_correctly(self.m, self.prompts(dataset))
         if right.sum() < 2:
             raise Unjudgeable(f"{int(right.sum())} of {len(right)} {dataset} prompts answered correctly")
         return right
+
+    def _records(self, dataset: str) -> list[Record]:
+        return self.setting.records(dataset, self.size(dataset), self.seed, self.data_dir)
+
+    def inputs(self, dataset: str) -> torch.Tensor:
+        """[N] long: each record's distinct input, numbered within the dataset."""
+        ids: dict[str, int] = {}
+        return torch.tensor([ids.setdefault(r.input, len(ids)) for r in self.records(dataset)])
+
+    def clusters(self, datasets: Sequence[str]) -> torch.Tensor:
+        """[rows]: the distinct input of each judged record of the datasets, pooled in order
+        (numbered apart from one dataset to the next): what an interval resamples."""
+        parts, base = [], 0
+        for d in datasets:
+            ids = self.inputs(d)
+            parts.append(ids[self.rows(d)] + base)
+            base += len(ids)
+        return torch.cat(parts)
+
+    def _halves(self, dataset: str) -> torch.Tensor:
+        """[N] bool: the held-out view's locating records: in each class of input, half of its
+        distinct inputs drawn with the seed (rounded down), with all their records."""
+        records, ids = self.records(dataset), self.inputs(dataset)
+        g = torch.Generator().manual_seed(self.seed)
+        locate = torch.zeros(len(ids), dtype=torch.bool)
+        for cls in sorted({r.true_class for r in records}):
+            inputs = ids[torch.tensor([r.true_class == cls for r in records])].unique()
+            chosen = inputs[torch.randperm(len(inputs), generator=g)[: len(inputs) // 2]]
+            locate |= torch.isin(ids, chosen)
+        if locate.sum() < 2 or (~locate).sum() < 2:
+            raise Unjudgeable(f"{len(ids)} {dataset} prompts: held out needs at least 2 records to locate the heads "
+                              "on and 2 others to judge them")
+        return locate
 
     def _prompts(self, dataset: str) -> PromptSet:
         return prompt_set(self.m, dataset, "balanced", self.size(dataset), self.seed, self.data_dir, self.setting)
@@ -138,13 +180,47 @@ class Evidence:
         return recency.recency_family(self.m, dataset, heads, self.size(dataset), self.seed, self.data_dir, self.setting)
 
     def _effects(self, datasets: tuple[str, ...]) -> recency.Effects:
-        return recency.effects(torch.cat([self.family(d).cells()[self.rows(d)] for d in datasets]))
+        return recency.effects(torch.cat([self.family(d).cells()[self.rows(d)] for d in datasets]),
+                               self.clusters(datasets))
 
     def mean_increase(self, datasets: Sequence[str]) -> torch.Tensor:
         """[L, H]: each head's mean increase over the records it is located on, averaged over the datasets."""
-        if self.view == "held out":
-            return torch.stack([self.loc(d).head[self.locating(d)].mean(0) for d in datasets]).mean(0)
-        return torch.stack([self.loc(d).head_mean for d in datasets]).mean(0)
+        return torch.stack([self.loc(d).head[self.locating(d)].mean(0) for d in datasets]).mean(0)
+
+    def word_shared(self) -> tuple[list[Head], str]:
+        """Figs. 10 and 11's heads: in both word datasets' in-context heads (or the heads given), and a line saying which."""
+        if self.given:
+            return list(self.given), "the heads given"
+        return shared_heads({d: self.heads(d) for d in WORD}, self.mean_increase(WORD))
+
+    def one_percent(self) -> int:
+        """The EMNLP abstract's 1% of heads, rounded up, at least one (at most the heads given)."""
+        k = max(1, math.ceil(0.01 * self.m.arch.n_layers * self.m.arch.n_heads))
+        return min(k, len(self.given)) if self.given else k
+
+    def _ablations(self) -> ablation.AblationRuns:
+        """The causal check's runs, pooled over the word datasets: per dataset, its top heads (the
+        setting's number; or the heads given) located on its first n/2 balanced prompts, then the
+        first 1% and all of them mean-ablated on prompts of its other n/2 records, against
+        RANDOM_DRAWS layer-matched draws. The first n/2 balanced prompts are the first half of the
+        dataset's located set (a word dataset's records come in one order)."""
+        n = self.n
+        if n < 4:
+            raise Unjudgeable("too few prompts: the causal check needs at least 4 a word dataset, half to locate "
+                              "the heads, half to evaluate them")
+        runs = []
+        for d in WORD:
+            heads = list(self.given) if self.given else top_heads(self.loc(d).head[: n // 2].mean(0), self.setting.heads)
+            ks = sorted({self.one_percent(), len(heads)})
+            evaluated = ablation.evaluation_prompts(d, n // 2, n - n // 2, self.seed, setting=self.setting)
+            means = ablation.ablation_means(self.m, self.prompts(d).texts[: n // 2])
+            runs.append(ablation.ablation_runs(self.m, evaluated, heads, ks, RANDOM_DRAWS, self.seed, means))
+        return ablation.AblationRuns.cat(runs)
+
+    def _bias(self, measure: str) -> biases.BiasEffect:
+        """A bias intervention ("majority" or "recency", `studies.biases`) in FIRST's heads, on its records."""
+        effect = {"majority": biases.majority_bias, "recency": biases.recency_bias}[measure]
+        return effect(self.m, self.records(FIRST), self.heads(FIRST), self.setting)
 
     def shared(self) -> tuple[list[Head], str]:
         """Appendix B's heads: in every sentence dataset's in-context heads (or the heads given), and a line saying which."""

@@ -6,9 +6,9 @@ from typing import Callable, Sequence
 
 import torch
 
-from ..core.heads import Head, at_heads, top_heads
+from ..core.heads import Head, at_heads, same_layer_random_heads
 from ..model.loading import ICLModel
-from ..studies import ablation, label_attention, mrr, projection, recency, subvalues
+from ..studies import label_attention, mrr, order, projection, subvalues, towers
 from ..studies.accuracy import table2_cells
 from ..studies.in_context_heads import first_correct
 from ..studies.runner import PromptSet, prompt_set, prompt_set_from_texts
@@ -17,30 +17,34 @@ from .evidence import FIRST, WORD, Evidence, example
 from .judgement import Judgement, not_tested
 from .rules import RANDOM_DRAWS, TOP
 
-# Appendix E's neurons describe, its position kinds judge: every neuron of three FFN layers scored
-# against the whole vocabulary costs N x 3 x d_ffn log-sum-exps over V (Gemma 3 at N = 1,000: about
-# two hours on one core), so the neuron lines read the first prompts only.
-NEURON_PROMPTS = 100
-
 
 def table2(s: Evidence) -> Judgement:
-    """Top-1 per dataset, direction and true label, and where a false demonstration is nearest."""
-    false_nearest = torch.cat([s.family(d).top1_hits[:, ~s.family(d).is_true[:, -1]].flatten() for d in WORD])
+    """Top-1 per dataset, direction and true label."""
     cells = table2_cells(s.m, WORD, s.n, s.seed, setting=s.setting)
-    return rules.judge_table2({f"{c.direction.split('/')[0]} inputs, true label {c.true_label}": c.top1_hits
-                                for c in cells}, false_nearest)
+    names = [f"{c.direction.split('/')[0]} inputs, true label {c.true_label}" for c in cells]
+    inputs = {d: s.inputs(d) for d in WORD}
+    return rules.judge_table2({name: c.top1_hits for name, c in zip(names, cells)},
+                              {name: inputs[c.dataset][c.records] for name, c in zip(names, cells)})
+
+
+def table2_control(s: Evidence) -> Judgement:
+    """Top-1 on the recency family's prompts whose nearest demonstration is false."""
+    hits = [s.family(d).top1_hits[s.rows(d)][:, ~s.family(d).is_true[:, -1]] for d in WORD]  # [N, orders] each
+    return rules.judge_table2_control(torch.cat(hits).flatten(), s.clusters(WORD).repeat_interleave(hits[0].shape[1]))
 
 
 def fig2(s: Evidence) -> Judgement:
-    return rules.judge_fig2(s.loc(FIRST).attn[s.rows(FIRST)], s.loc(FIRST).ffn[s.rows(FIRST)])
+    return rules.judge_fig2(s.loc(FIRST).attn[s.rows(FIRST)], s.loc(FIRST).ffn[s.rows(FIRST)], s.clusters([FIRST]))
 
 
 def fig3_4(s: Evidence) -> Judgement:
-    return rules.judge_fig3_4({d: s.loc(d).head[s.rows(d)] for d in WORD}, s.setting.heads)
+    return rules.judge_fig3_4({d: s.loc(d).head[s.rows(d)] for d in WORD}, s.setting.heads,
+                              {d: s.clusters([d]) for d in WORD})
 
 
 def fig12_15(s: Evidence) -> Judgement:
-    return rules.judge_fig12_15({d: s.loc(d).head[s.rows(d)] for d in WORD + s.sentence}, s.setting.heads)
+    return rules.judge_fig12_15({d: s.loc(d).head[s.rows(d)] for d in WORD + s.sentence}, s.setting.heads,
+                                {d: s.clusters([d]) for d in WORD + s.sentence})
 
 
 def table1(s: Evidence) -> Judgement:
@@ -48,7 +52,7 @@ def table1(s: Evidence) -> Judgement:
     heads = s.heads(FIRST)
     shown = projection.projections(s.m, given_prompt(s, example(s.setting), "example"))
     return rules.judge_label_values(label_value_hits(s, FIRST), heads[:5], f"{FIRST} prompts, {s.heads_named(FIRST)}",
-                                    f"the example prompt: {example_hits(shown, heads)}")
+                                    f"the example prompt: {example_hits(shown, heads)}", s.clusters([FIRST]))
 
 
 def given_prompt(s: Evidence, text: str, name: str) -> PromptSet:
@@ -56,9 +60,47 @@ def given_prompt(s: Evidence, text: str, name: str) -> PromptSet:
     return prompt_set_from_texts(s.m, [text], name=name, labels=s.setting.labels, sep=s.setting.sep)
 
 
+def two_towers(s: Evidence) -> Judgement:
+    """Table 1's key and query rows over every prompt of the word datasets: each label key
+    against the other demonstrations' words, each in-context head's last query against
+    RANDOM_DRAWS draws of a random head of its layer."""
+    keys: dict[str, list[torch.Tensor]] = {"own": [], "others": []}
+    query, random = [], []
+    for d in WORD:
+        heads, rows = s.heads(d), s.rows(d)
+        layers = sorted({l for l, _ in heads})
+        pool = [(l, h) for l in layers for h in range(s.m.arch.n_heads)]
+        ranks = towers.tower_ranks(s.m, s.prompts(d), pool)
+        key = ranks["key"][rows].reciprocal()  # [N, F, K, K]
+        eye = torch.eye(key.shape[-1], dtype=torch.bool)
+        own, others = key[..., eye].nanmean(-1), key[..., ~eye].nanmean(-1)  # [N, F]
+        at = [layers.index(l) for l, _ in heads]
+        keys["own"].append(own[:, at])
+        keys["others"].append(others[:, at])
+        rr = ranks["query"][rows, :, -1].reciprocal()  # [N, pool]: the input word
+        column = {h: i for i, h in enumerate(pool)}
+        query.append(rr[:, [column[h] for h in heads]])
+        random.append(torch.stack([rr[:, [column[h] for h in same_layer_random_heads(heads, s.m.arch.n_heads, s.seed + i)]]
+                                   for i in range(RANDOM_DRAWS)]))
+    clusters = s.clusters(WORD)
+    parts = {"keys": rules.judge_keys(torch.cat(keys["own"]), torch.cat(keys["others"]), clusters),
+             "query": rules.judge_fig5(torch.cat(query), torch.cat(random, 1), s.heads(FIRST), clusters,
+                                       "reciprocal rank of the input word in the last query")}
+    return rules.judge_together(parts, len(clusters), "the word datasets, each in "
+                                + ("the heads given" if s.given else "its top heads"))
+
+
 def fig6(s: Evidence) -> Judgement:
     true, false = (torch.cat(parts) for parts in zip(*(word_attention(s, d) for d in WORD)))
-    return rules.judge_fig6(true, false, s.effects(tuple(WORD)))
+    return rules.judge_fig6(true, false, s.clusters(WORD))
+
+
+def fig6_control(s: Evidence) -> Judgement:
+    return rules.judge_truth_control(s.effects(tuple(WORD)))
+
+
+def fig9_control(s: Evidence) -> Judgement:
+    return rules.judge_distance_control(s.effects(tuple(WORD)))
 
 
 def fig7(s: Evidence) -> Judgement:
@@ -71,7 +113,7 @@ def fig7(s: Evidence) -> Judgement:
         increase.append(label_attention.label_increases(s.m, ps, heads)[rows])
     summed = (torch.cat([word_attention(s, d)[0] for d in WORD]),
               torch.cat([at_heads(s.loc(d).head[s.rows(d)], s.heads(d)) for d in WORD]))
-    return rules.judge_fig7(torch.cat(attention), torch.cat(increase), summed)
+    return rules.judge_fig7(torch.cat(attention), torch.cat(increase), summed, s.clusters(WORD))
 
 
 def word_attention(s: Evidence, dataset: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -88,51 +130,73 @@ def fig9(s: Evidence) -> Judgement:
     return variant_finding(s, "reordered", WORD)
 
 
-def fig10_11(s: Evidence) -> Judgement:
+def fig10(s: Evidence) -> Judgement:
+    return shared_head_finding(s, "imbalanced", rules.FIG10)
+
+
+def fig11(s: Evidence) -> Judgement:
+    return shared_head_finding(s, "reordered", rules.FIG11)
+
+
+def shared_head_finding(s: Evidence, variant: str, rule: dict[str, float]) -> Judgement:
+    """Figs. 10 and 11: on FIRST, in the heads both word datasets rank top (the paper's 'rank top20 on
+    both sentiment/number dataset and animal/country dataset'), the attention a true-label position
+    gets, balanced against the variant, head by head."""
+    heads, which = s.word_shared()
+    rows = s.rows(FIRST)
+    per_label = []
+    for v in ("balanced", variant):
+        ps = prompt_set(s.m, FIRST, v, s.size(FIRST), s.seed, s.data_dir, s.setting)
+        true, _ = label_attention.attention_on_labels(s.m, ps).at(heads)
+        per_label.append((true / ps.positions.chosen(True).sum(1, keepdim=True))[rows])
+    return rules.judge_per_head_drop(*per_label, heads, rule, f"{which}, balanced -> {variant}", s.clusters([FIRST]))
+
+
+def fig8_9_sentences(s: Evidence) -> Judgement:
     if not s.sentence:
         return not_tested("no copy of the sentence datasets here, and no hub")
-    return rules.judge_fig10_11(*(variant_finding(s, v, s.sentence) for v in ("imbalanced", "reordered")))
+    return rules.judge_fig8_9_sentences(*(variant_finding(s, v, s.sentence) for v in ("imbalanced", "reordered")))
 
 
-def bias(measure: Callable, rule: dict[str, float]) -> Callable[[Evidence], Judgement]:
-    """A bias claim's finder: `measure` (`studies.biases.majority_bias` or `recency_bias`) in
+def bias(measure: str, rule: dict[str, float]) -> Callable[[Evidence], Judgement]:
+    """A bias claim's finder: the bias `measure` ("majority" or "recency", `Evidence.bias`) in
     FIRST's heads, judged by `rule`."""
     def find(s: Evidence) -> Judgement:
-        records = s.setting.records(FIRST, s.n, s.seed)
-        return rules.judge_bias(measure(s.m, records, s.heads(FIRST), s.setting).flags, rule)
+        return rules.judge_bias(s.bias(measure).flags, rule, s.clusters([FIRST]))
     return find
 
 
-def causal_finding(s: Evidence) -> Judgement:
-    """Per word dataset, the top K (the setting's) heads located on its first n/2 balanced prompts (or the heads
-    given), mean-ablated on prompts of its other n/2 records, against RANDOM_DRAWS layer-matched
-    draws; pooled. The first n/2 balanced prompts are the first half of the dataset's located
-    set (a word dataset's records come in one order): their scores and texts are read from it."""
-    n = s.n
-    if n < 2:
-        return not_tested("needs at least 2 prompts a word dataset: half locate the heads, half evaluate them")
-    runs = []
-    for d in WORD:
-        heads = list(s.given) if s.given else top_heads(s.loc(d).head[: n // 2].mean(0), s.setting.heads)
-        k = len(heads)  # K, every head of a smaller model, or the heads given
-        evaluated = ablation.evaluation_prompts(d, n // 2, n - n // 2, s.seed, setting=s.setting)
-        means = ablation.ablation_means(s.m, s.prompts(d).texts[: n // 2])
-        runs.append(ablation.ablation_runs(s.m, evaluated, heads, [k], RANDOM_DRAWS, s.seed, means))
-    return rules.judge_causal(ablation.AblationRuns.cat(runs), k, "mean", given=s.given is not None)
+def bias_cost(measure: str) -> Callable[[Evidence], Judgement]:
+    """The top-1 the bias intervention `measure` costs on standard prompts."""
+    def find(s: Evidence) -> Judgement:
+        return rules.judge_bias_cost(s.bias(measure).standard_hits, s.clusters([FIRST]))
+    return find
+
+
+def causal_finding(s: Evidence, k: int | None = None) -> Judgement:
+    """The causal check (`Evidence.ablations`) with the first k heads ablated: the EMNLP abstract's
+    1% of the model's heads by default."""
+    k = s.one_percent() if k is None else k
+    runs = s.ablations()
+    clusters = torch.cat([s.inputs(d)[s.n // 2:] + i * s.n for i, d in enumerate(WORD)])
+    return rules.judge_causal(runs, min(k, max(runs.top)), "mean", given=s.given is not None, clusters=clusters)
+
+
+def causal_top(s: Evidence) -> Judgement:
+    return causal_finding(s, s.setting.heads)
 
 
 def app_e(s: Evidence) -> Judgement:
-    """Where the in-context heads' largest position-level increase lies [N, S] against a random
-    position's chance [N], in the top 5 heads (the rule reads the top one, the why all 5); the best
-    neuron of each of the top FFN layers beside it, over the judged records among the first NEURON_PROMPTS."""
-    ps, heads, rows = s.prompts(FIRST), s.heads(FIRST)[:5], s.rows(FIRST)
-    kinds = subvalues.top_position_kinds(subvalues.position_increases(s.m, ps, heads), ps.positions)
-    layers = subvalues.top_ffn_layers(s.m, ps)
-    described = ps.first(NEURON_PROMPTS)
-    increase = subvalues.neuron_increases(s.m, described, layers)[rows[: len(described)]]
-    neurons = subvalues.top_neurons(s.m, layers, increase, k=1)
-    return rules.judge_app_e(kinds[rows], subvalues.true_label_chance(ps.positions)[rows], heads,
-                              subvalues.neuron_lines(neurons), len(increase))
+    """Order-insensitivity of the in-context heads' increases (`studies.order`), with where the top 5
+    heads' largest position-level increase lies beside it (described, not judged)."""
+    ps, heads, rows = s.prompts(FIRST), s.heads(FIRST), s.rows(FIRST)
+    increase = order.order_increases(s.m, ps, heads, s.seed)[rows]
+    kinds = subvalues.top_position_kinds(subvalues.position_increases(s.m, ps, heads[:5]), ps.positions)[rows]
+    shares = subvalues.kind_shares(kinds)  # [5, kinds]
+    where = "; ".join(f"{l}-{h}: " + ", ".join(f"{name} {float(x):.1%}" for name, x in zip(subvalues.POSITION_KINDS, row)
+                                               if x > 0) for (l, h), row in zip(heads[:5], shares))
+    return rules.judge_app_e(increase, heads, f"Where the top 5 heads' largest position-level increase lies: {where}",
+                             s.clusters([FIRST]))
 
 
 def label_value_hits(s: Evidence, dataset: str) -> torch.Tensor:
@@ -162,14 +226,14 @@ def table3(s: Evidence) -> Judgement:
         one = projection.projections(s.m, given_prompt(s, ps.texts[first], "agnews-correct"))
         shown = f"AG News prompt {first} (the first predicted correctly): {example_hits(one, heads)}"
     where = f"AG News prompts, {s.heads_named('AG News')}"
-    return rules.judge_label_values(label_value_hits(s, "agnews"), heads[:5], where, shown)
+    return rules.judge_label_values(label_value_hits(s, "agnews"), heads[:5], where, shown, s.clusters(["agnews"]))
 
 
 def fig5(s: Evidence) -> Judgement:
     """MRR [N, S] of the in-context heads against RANDOM_DRAWS draws of a random head of each one's layer."""
     ours, random = mrr.layer_matched_mrr(s.m, s.prompts(FIRST), s.heads(FIRST), RANDOM_DRAWS, s.seed)
     rows = s.rows(FIRST)
-    return rules.judge_fig5(ours[rows], random[:, rows], s.heads(FIRST))
+    return rules.judge_fig5(ours[rows], random[:, rows], s.heads(FIRST), s.clusters([FIRST]))
 
 
 def stand_in(m: ICLModel) -> str:
@@ -193,21 +257,19 @@ def sentence_finding(judges: Sequence[str], pick: Callable[[Evidence], tuple[lis
             which = f"{stand_in(s.m)}; {which}"
         parts = {}
         for d in s.sentence:
-            ps, rows = s.prompts(d), s.rows(d)
+            ps, rows, clusters = s.prompts(d), s.rows(d), s.clusters([d])
             if "fig5" in judges:
                 ours, random = mrr.layer_matched_mrr(s.m, ps, heads, RANDOM_DRAWS, s.seed)
-                parts[f"{d} MRR"] = rules.judge_fig5(ours[rows], random[:, rows], heads)
+                parts[f"{d} MRR"] = rules.judge_fig5(ours[rows], random[:, rows], heads, clusters)
             if "fig6" in judges:
                 true, false = label_attention.attention_on_labels(s.m, ps).at(heads)
-                family = s.family_in(d, heads)
-                parts[f"{d} attention"] = rules.judge_fig6(true[rows], false[rows], recency.effects(family.cells()[rows]))
+                parts[f"{d} attention"] = rules.judge_fig6(true[rows], false[rows], clusters)
         return rules.judge_together(parts, sum(int(s.rows(d).sum()) for d in s.sentence), which)
     return find
 
 
 def variant_finding(s: Evidence, variant: str, datasets: Sequence[str]) -> Judgement:
-    """The fig8 (imbalanced) or fig9 (re-ordered) judgement over `datasets` pooled, each in its
-    own heads, beside the recency family's effects on those datasets."""
+    """The fig8 (imbalanced) or fig9 (re-ordered) judgement over `datasets` pooled, each in its own heads."""
     summed: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {"balanced": [], variant: []}
     per_label: dict[str, list[torch.Tensor]] = {"balanced": [], variant: []}
     for d in datasets:
@@ -218,6 +280,7 @@ def variant_finding(s: Evidence, variant: str, datasets: Sequence[str]) -> Judge
             summed[v].append((true[rows], false[rows]))
             per_label[v].append((true / ps.positions.chosen(True).sum(1, keepdim=True))[rows])
     before, after = (tuple(torch.cat(x) for x in zip(*summed[v])) for v in summed)
+    clusters = s.clusters(datasets)
     if variant == "imbalanced":
-        return rules.judge_fig8(before, after, tuple(torch.cat(per_label[v]) for v in per_label))
-    return rules.judge_fig9(before, after, s.effects(tuple(datasets)))
+        return rules.judge_fig8(before, after, tuple(torch.cat(per_label[v]) for v in per_label), clusters)
+    return rules.judge_fig9(before, after, clusters)

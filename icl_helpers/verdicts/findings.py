@@ -14,8 +14,9 @@ from ..core.heads import Head
 from ..data.setting import MAIN, Setting
 from ..errors import Unjudgeable, UsageError
 from ..model.loading import ICLModel
+from ..stats import MIN_CLUSTERS
 from ..studies.runner import cache_file, cached, prompts_hash, source_hash
-from .claims import CLAIMS, Finding
+from .claims import CLAIMS, Claim, Finding
 from .evidence import Evidence
 from .judgement import Judgement, not_tested
 
@@ -48,10 +49,21 @@ def judged(id: str, s: Evidence) -> Finding:
     held-out records in heads located on others; not tested, saying why, where the setting
     cannot build a prompt it needs."""
     claim = CLAIMS[id]
+    short = too_few(claim, s)
+    if short:
+        return claim.finding(not_tested(short))
     ours = in_view(claim.find, lambda: s)
     tested = ours.ours is not None
     return claim.finding(ours, in_view(claim.find, s.correct) if claim.label_flow and tested else None,
                          in_view(claim.find, s.held_out) if claim.held_out and tested else None)
+
+
+def too_few(claim: Claim, s: Evidence) -> str | None:
+    """Why the claim cannot be judged at the report's sizes, before any study runs, or None: an
+    interval needs MIN_CLUSTERS distinct inputs a dataset it reads (sentence datasets where any is at hand)."""
+    sizes = {"word": s.n, "sentence": s.sentence_n if s.sentence else MIN_CLUSTERS}
+    short = [f"{sizes[kind]} {kind} prompts a dataset" for kind in sorted(claim.reads) if sizes[kind] < MIN_CLUSTERS]
+    return f"too few prompts: {', '.join(short)}; its intervals need at least {MIN_CLUSTERS}" if short else None
 
 
 def kept_finding(id: str, s: Evidence) -> Finding:
