@@ -14,10 +14,10 @@ A prompt is its demonstrations, each with its label, then the input: `d1 : l1 ..
 ```python
 from icl_helpers import load_model, locate
 
-m = load_model("smollm2-135m")  # the bundled model; or a hub id or folder: "gpt2-large", device="cuda"
+m = load_model("smollm2-135m")  # or a hub id or folder: "gpt2-large"
 result = locate(m, ["love : bar like : bar eight : foo two : foo one :"])
 heads = result.top_heads(20)    # [(layer, head), ...], best first
-result.head_scores(heads)       # their mean log-probability increase, [20]
+result.head_scores(heads)       # their mean log-probability increase
 ```
 
 The same from the shell: `python -m icl_helpers locate --model smollm2-135m --prompt "..." --json out.json`
@@ -32,20 +32,21 @@ makes one from prompts written out as above; `labels` gives the (true, false) la
 true one being each prompt's answer (its default is the paper's ("foo", "bar")).
 
 ```python
-from icl_helpers.studies import in_context_heads, label_attention, mrr, projection, runner
+from icl_helpers.studies import (in_context_heads, label_attention, mrr,
+                                 projection, runner)
 
 ps = runner.prompt_set_from_texts(m, [
     "love : bar like : bar eight : foo two : foo one :",
     "hate : bar good : bar four : foo six : foo ten :",
 ], labels=("foo", "bar"))
-heads = in_context_heads.in_context_heads(m, ps, k=20)    # Figs. 3-4: located on these prompts
+heads = in_context_heads.in_context_heads(m, ps, k=20)  # Figs. 3-4
 attention = label_attention.attention_on_labels(m, ps)
-label_attention.true_vs_false(*attention.at(heads))       # Fig. 6: attention on true and false labels
-mrr.mrr(mrr.label_ranks(m, ps, heads))                    # Fig. 5: each head's label-value MRR, [20]
-projection.projections(m, ps).table(0, heads[0])          # Table 1: the top head's projections, prompt 0
+label_attention.true_vs_false(*attention.at(heads))     # Fig. 6
+mrr.mrr(mrr.label_ranks(m, ps, heads))                  # Fig. 5: MRR [20]
+projection.projections(m, ps).table(0, heads[0])        # Table 1, prompt 0
 ```
 
-Results are cached on disk under the model's weights and the prompts themselves
+Most studies keep their tensors on disk, keyed by the model's weights and the prompts themselves
 (`icl_helpers.studies.runner`), so a second call reads them.
 
 ## Test the paper's claims: the report
@@ -54,14 +55,14 @@ Results are cached on disk under the model's weights and the prompts themselves
 `load_model` takes: our number, its 95% interval, N and a verdict by a rule fixed in advance.
 The claims are about the paper's datasets, so the report builds its own prompts from them (n a
 word dataset, sentence_n a sentence dataset); `heads` analyses the heads you name instead of
-each dataset's top 20.
+each dataset's top 20 (the last line: two claims, in two heads of the bundled model).
 
 ```python
 from icl_helpers.verdicts import markdown, report
 
-findings = report(m, n=64, sentence_n=16)               # the paper's scale: n=1000, sentence_n=200
+findings = report(m, n=64, sentence_n=16)  # the paper's: 1000, 200
 print(markdown(findings))
-report(m, 64, 16, ids=["table2", "fig6"], heads="23-1,29-1")  # some claims, in the heads named
+report(m, 64, 16, ids=["table2", "fig6"], heads="23-1,29-1")
 ```
 
 From the shell: `python -m icl_helpers report --model NAME --n 64 --sentence-n 16 --json out.json
