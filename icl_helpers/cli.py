@@ -121,6 +121,7 @@ def _keep_elsewhere(text: str, suffix: str) -> Path | None:
 
 
 def cmd_locate(args: argparse.Namespace) -> None:
+    """`locate`: every layer's and head's increase on the prompts given, written to `--json`."""
     prompts = read_prompts(args.prompt, args.prompts)
     warn_without_demonstration(prompts)
     out = check_output(args.json)
@@ -148,6 +149,8 @@ def cmd_locate(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
+    """`report`: every claim of the paper judged on one model (`verdicts.findings.report`), written to
+    `--json` and, with `--markdown`, as a table."""
     out = check_output(args.json)
     md = check_output(args.markdown, "--markdown") if args.markdown else None
     if args.data_dir and not Path(args.data_dir).is_dir():
@@ -193,6 +196,7 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def cmd_compare(args: argparse.Namespace) -> None:
+    """`compare`: the verdicts of several reports side by side (`verdicts.compare`)."""
     from .verdicts.compare import markdown, read_reports
 
     md = check_output(args.markdown, "--markdown") if args.markdown else None
@@ -205,6 +209,7 @@ def cmd_compare(args: argparse.Namespace) -> None:
 
 
 def cmd_data_fetch(args: argparse.Namespace) -> None:
+    """`data fetch`: the sentence datasets from their original repositories (`data.fetch`)."""
     from .data.fetch import fetch
 
     fetch(args.to)
@@ -217,6 +222,7 @@ def _clock(start: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`python -m icl_helpers` (and `icl-locate`): parse the arguments, run the command; the exit status."""
     parser = _Parser(prog="python -m icl_helpers", description="Locate in-context heads (locate), test the paper's claims (report), "
                                                          "put reports side by side (compare), or download the sentence "
                                                          "datasets (data fetch).")
