@@ -241,8 +241,8 @@ def ps(small) -> PromptSet:
 # --- the quick tier: `bash scripts/test.sh --quick` (pytest -m quick) -----------------------
 # The core's exactness tests (decomposition, attribution, locate, projections, interventions, the
 # shared prefix) on every small model, and cheap tests of the prompts, label positions, studies,
-# command line and layout: about a minute on 2 cores. A file given with no test names is quick
-# whole. The full suite, which CI runs, is every test, these included.
+# command line and layout: under a minute on 2 cores, one thread. A file given with no test names
+# is quick whole. The full suite, which CI runs, is every test, these included.
 QUICK = {
     "test_decompose.py": (),
     "test_attribution.py": ("test_layer_head_increase_equals_naive", "test_position_increase_equals_naive",
