@@ -122,6 +122,7 @@ def _keep_elsewhere(text: str, suffix: str) -> Path | None:
 
 
 def cmd_locate(args: argparse.Namespace) -> None:
+    """`locate`: every layer's and head's increase on the prompts given, written to `--json`."""
     check_model_name(args.model)
     prompts = read_prompts(args.prompt, args.prompts)
     warn_without_demonstration(prompts)
@@ -152,6 +153,8 @@ def cmd_locate(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
+    """`report`: every claim of the paper judged on one model (`verdicts.findings.report`), written to
+    `--json` and, with `--markdown`, as a table."""
     check_model_name(args.model)
     out = check_output(args.json)
     md = check_output(args.markdown, "--markdown") if args.markdown else None
@@ -217,6 +220,7 @@ def sentence_size(given: int | None, data_dir: str | None) -> int | None:
 
 
 def cmd_compare(args: argparse.Namespace) -> None:
+    """`compare`: the verdicts of several reports side by side (`verdicts.compare`)."""
     from .verdicts.compare import markdown, read_reports  # no torch
 
     md = check_output(args.markdown, "--markdown") if args.markdown else None
@@ -229,6 +233,7 @@ def cmd_compare(args: argparse.Namespace) -> None:
 
 
 def cmd_data_fetch(args: argparse.Namespace) -> None:
+    """`data fetch`: the sentence datasets from their original repositories (`data.fetch`)."""
     from .data.fetch import fetch
 
     fetch(args.to)
@@ -241,6 +246,7 @@ def _clock(start: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`python -m icl_helpers` (and `icl-locate`): parse the arguments, run the command; the exit status."""
     parser = _Parser(prog="python -m icl_helpers", description="Locate in-context heads (locate), test the paper's claims (report), "
                                                          "put reports side by side (compare), or download the sentence "
                                                          "datasets (data fetch).")

@@ -236,3 +236,41 @@ MIXED_TEXTS = [  # a mixed batch: 4, 3 and 2 labels, demonstrations of several t
 def ps(small) -> PromptSet:
     """MIXED_TEXTS as a prompt set of the small model."""
     return prompt_set_from_texts(small, MIXED_TEXTS)
+
+
+# --- the quick tier: `bash scripts/test.sh --quick` (pytest -m quick) -----------------------
+# The core's exactness tests (decomposition, attribution, locate, projections, interventions, the
+# shared prefix) on every small model, and cheap tests of the prompts, label positions, studies,
+# command line and layout: under a minute on 2 cores, one thread. A file given with no test names
+# is quick whole. The full suite, which CI runs, is every test, these included.
+QUICK = {
+    "test_decompose.py": (),
+    "test_attribution.py": ("test_layer_head_increase_equals_naive", "test_position_increase_equals_naive",
+                            "test_locate_scores_layers_and_is_independent_of_batch_size",
+                            "test_locate_scores_given_targets", "test_projection_is_linear",
+                            "test_projection_of_final_residual_is_the_models_logits"),
+    "test_projections.py": (),
+    "test_interventions.py": (),
+    "test_prefix.py": (),
+    "test_batching.py": (),
+    "test_heads.py": (),
+    "test_prompts.py": (),
+    "test_positions.py": ("test_exact_positions_gpt2", "test_offset_conventions_and_special_tokens",
+                          "test_batched_encode_matches"),
+    "test_studies.py": ("test_attention_on_labels_matches_one_batch", "test_prompt_set_finds_label_positions",
+                        "test_projections_of_a_batch_equal_one_prompt_at_a_time", "test_located_is_cached_under_its_key",
+                        "test_mrr_averages_reciprocal_ranks_over_prompts_and_labels",
+                        "test_true_vs_false_counts_heads_with_more_true_attention"),
+    "test_cli.py": ("test_argument_errors_come_before_torch_is_imported", "test_bad_input_is_one_line_before_torch_loads"),
+    "test_words.py": (),
+    "test_layout.py": (),
+    "test_docs.py": (),
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = QUICK.get(item.path.name)
+        if names is not None and (not names or item.originalname in names):
+            item.add_marker(pytest.mark.quick)

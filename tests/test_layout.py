@@ -3,6 +3,7 @@ dependencies point one way, and no private name crosses a module boundary."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -85,14 +86,38 @@ def test_the_rules_can_fail(tmp_path):
         "stray is on no floor: add it to BASE or FRONT, or move it into a subpackage"]
 
 
-PRODUCT = ["README.md", "data/README.md", "notebooks/README.md", "notebooks/*.ipynb", "scripts/*.sh", "icl_helpers/**/*.py"]
+PRODUCT = ["README.md", "docs/*.md", "data/README.md", "notebooks/README.md", "notebooks/*.ipynb", "scripts/*.sh", "icl_helpers/**/*.py"]
 DEVELOPERS_ONLY = ("../shared", "shared/datasets", "METHOD.md")  # the developers' folder beside the checkout
 
 
 def test_the_product_names_no_file_its_users_lack():
-    """The package, notebooks, README and scripts point to the paper and to their own files, never
+    """The package, notebooks, README, docs and scripts point to the paper and to their own files, never
     to the developers' folder beside the checkout (tests and CI may)."""
     root = PACKAGE.parent
     named = [f"{path.relative_to(root)}: {word}" for pattern in PRODUCT for path in sorted(root.glob(pattern))
              for word in DEVELOPERS_ONLY if word in path.read_text(encoding="utf-8")]
     assert named == []
+
+
+DOCUMENTS = ["README.md", "docs/*.md", "data/README.md", "notebooks/README.md", "tests/README.md", "bench/*.md"]
+
+
+def anchor(heading: str) -> str:
+    """A markdown heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_the_documents_links_resolve():
+    """Every relative link of the README and its pages names a file of the checkout, and its #anchor
+    a heading of that file: the README's sections moved to docs/, whose links start one folder up."""
+    root, broken = PACKAGE.parent, []
+    for path in [p for pattern in DOCUMENTS for p in sorted(root.glob(pattern))]:
+        for target in re.findall(r"\]\(([^)\s]+)\)", path.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", target):
+                continue
+            file, _, fragment = target.partition("#")
+            linked = (path.parent / file).resolve() if file else path
+            headings = re.findall(r"^#+ (.+)$", linked.read_text(encoding="utf-8"), re.M) if linked.is_file() else []
+            if not linked.exists() or (fragment and fragment not in map(anchor, headings)):
+                broken.append(f"{path.relative_to(root)}: {target}")
+    assert broken == []

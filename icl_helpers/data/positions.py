@@ -42,6 +42,7 @@ class LabelPositions:
         return LabelPositions(self.labels[rows], self.is_true[rows], self.demos[rows], self.last[rows])
 
     def to(self, device: torch.device | str) -> "LabelPositions":
+        """The same positions with every tensor on `device`."""
         return LabelPositions(*(t.to(device) for t in (self.labels, self.is_true, self.demos, self.last)))
 
     @property

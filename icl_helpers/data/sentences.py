@@ -32,6 +32,8 @@ MAX_CHARS = 400
 
 @dataclass(frozen=True)
 class Example:
+    """One example of a sentence dataset: its text and its class."""
+
     text: str
     label: str  # a class name
 

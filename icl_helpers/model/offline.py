@@ -76,6 +76,7 @@ OFFLINE_MODELS: dict[str, OfflineModel] = {m.name: m for m in (
 
 
 def offline_model(name: str) -> OfflineModel | None:
+    """The offline model of that short name (e.g. "gemma3-270m"); None for any other name."""
     return OFFLINE_MODELS.get(name)
 
 

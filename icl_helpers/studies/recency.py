@@ -93,6 +93,7 @@ class Effects:
     n: int
 
     def text(self) -> str:
+        """Both effects with their intervals and N, in one line."""
         lo, hi = self.truth_ci
         dlo, dhi = self.distance_ci
         return (f"truth effect {self.truth:+.3f} ({lo:+.3f} to {hi:+.3f}), distance effect (nearest minus farthest) "
