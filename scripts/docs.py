@@ -6,6 +6,7 @@ a backticked dotted name whose first part is a module (`core.locate.locate`, `pr
 a class of the module it is in (`Decomposition.attn_scale`)."""
 from __future__ import annotations
 
+import importlib
 import pkgutil
 import re
 import sys
@@ -68,10 +69,13 @@ def broken_references(every: dict[str, pdoc.doc.Module]) -> list[str]:
 
 
 def main(out: Path) -> int:
-    # The package imports its public names on first use (icl_helpers/__init__.py); pdoc reads a
+    # The packages import their public names on first use (icl_helpers, data, verdicts); pdoc reads a
     # module's own namespace, so they are imported here first.
-    for name in icl_helpers.__all__:
-        setattr(icl_helpers, name, getattr(icl_helpers, name))
+    packages = [icl_helpers] + [importlib.import_module(m.name) for m in pkgutil.walk_packages(icl_helpers.__path__, "icl_helpers.")
+                                if m.ispkg]
+    for package in packages:
+        for name in getattr(package, "__all__", []):
+            setattr(package, name, getattr(package, name))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         pdoc.render.configure(docformat="markdown", footer_text="icl-helpers")

@@ -114,9 +114,9 @@ def test_answered_correctly_compares_the_located_prediction_with_the_true_label(
 def test_shared_heads_are_those_in_every_top_list_best_first_else_the_top_of_the_mean():
     scores = torch.arange(12.0).reshape(3, 4)  # head (l, h) scores 4l + h
     heads, which = in_context_heads.shared_heads({"a": [(0, 1), (2, 3), (1, 0)], "b": [(1, 0), (0, 1), (2, 0)]}, scores)
-    assert heads == [(1, 0), (0, 1)] and which == "the 2 heads in all 2 datasets' top 3"
+    assert heads == [(1, 0), (0, 1)] and which == "the 2 heads in both datasets' top 3"
     heads, which = in_context_heads.shared_heads({"a": [(0, 1), (0, 2)], "b": [(1, 0), (1, 1)]}, scores)
-    assert heads == [(2, 3), (2, 2)] and "no head is in all 2 datasets' top 2" in which
+    assert heads == [(2, 3), (2, 2)] and "no head is in both datasets' top 2" in which
 
 
 def test_layer_matched_mrr_is_the_heads_and_their_random_heads_reciprocal_ranks(small, ps):

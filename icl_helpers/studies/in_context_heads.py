@@ -58,11 +58,12 @@ def shared_heads(tops: dict[str, Sequence[Head]], scores: torch.Tensor) -> tuple
     the mean increase over the datasets); where none is in all, the top k of scores (k the
     lists' length). With a line saying which."""
     k = max(len(heads) for heads in tops.values())
+    every = "both" if len(tops) == 2 else f"all {len(tops)}"
     common = set.intersection(*(set(map(tuple, heads)) for heads in tops.values()))
     ranked = top_heads(scores, scores.numel())
     if common:
-        return [h for h in ranked if h in common], f"the {len(common)} heads in all {len(tops)} datasets' top {k}"
-    return ranked[:k], f"no head is in all {len(tops)} datasets' top {k}: the top {k} of their mean increase instead"
+        return [h for h in ranked if h in common], f"the {len(common)} heads in {every} datasets' top {k}"
+    return ranked[:k], f"no head is in {every} datasets' top {k}: the top {k} of their mean increase instead"
 
 
 def layer_range(heads: Sequence[Head]) -> tuple[int, int]:

@@ -51,6 +51,14 @@ def attention_on_labels(m: ICLModel, ps: PromptSet, batch_size: int = 32, cache:
     return LabelAttention(**from_pass("label-attention", m, ps, batch_size, cache))
 
 
+def true_label_weight(m: ICLModel, ps: PromptSet, heads: Sequence[Head]) -> torch.Tensor:
+    """[N, S]: the mean attention a true-label position gets in each head (summed true-label
+    attention over the prompt's true labels): Figs. 10 and 11's measure, comparable between
+    prompts with two true labels and the imbalanced ones with one."""
+    true, _ = attention_on_labels(m, ps).at(heads)
+    return true / ps.positions.chosen(True).sum(1, keepdim=True)
+
+
 @cached_study("label-increase", "increase", "heads")
 @torch.no_grad()
 def label_increases(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 1024) -> torch.Tensor:

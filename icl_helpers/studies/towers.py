@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import pandas as pd
 import torch
 
 from ..core.attribution import Readout
 from ..core.decompose import Decomposition
-from ..core.heads import Head
+from ..core.heads import Head, head_name, same_layer_random_heads
 from ..data.prompts import Prompt, split_separator
 from ..model.loading import ICLModel
 from .runner import PromptSet, decomposed, study_result
@@ -55,29 +56,31 @@ def candidates(m: ICLModel, ps: PromptSet) -> torch.Tensor:
 
 def word_ranks(readout: Readout, vectors: torch.Tensor, words: torch.Tensor, W: torch.Tensor | None = None
                ) -> torch.Tensor:
-    """[..., J]: the rank of each of J words in bs of each vector, counted over vocabulary chunks.
+    """[B, ..., J]: the rank of each of J words in bs of each vector, counted over vocabulary chunks.
 
-    vectors: [..., S, e]; W: None (e = d: the vectors are residual vectors) or [S, e, d] mapping
-    the vectors of each s into the residual space (folded into each readout chunk once, W @ G_c); words: [..., J,
-    SPELLINGS] token ids (-1 pads; a word with none gets NaN). The rank is 1 + the number of
-    tokens other than the word's spellings scoring strictly above its best spelling."""
+    vectors: [B, ..., S, e] (B prompts); W: None (e = d: residual vectors) or [S, e, d] mapping
+    the vectors of each s into the residual space, folded into each readout chunk once for all
+    the prompts (W @ G_c), which are then scored a block at a time; words: [B, ..., J, SPELLINGS]
+    token ids (-1 pads; a word with none gets NaN). The rank is 1 + the number of tokens other
+    than the word's spellings scoring strictly above its best spelling."""
     x = vectors.float()
     G = readout.G.to(x.device)
-    own = G[words.clamp(min=0)]  # [..., J, C, d]
+    own = G[words.clamp(min=0)]  # [B, ..., J, C, d]
     if W is not None:
-        own = own @ W.float().transpose(-1, -2).unsqueeze(-3)  # [..., J, C, e]
-    best = (own @ x[..., None, :, None]).squeeze(-1).masked_fill(words < 0, -torch.inf).amax(-1)  # [..., J]
+        own = own @ W.float().transpose(-1, -2).unsqueeze(-3)  # [B, ..., S, J, C, e]
+    best = (own @ x[..., None, :, None]).squeeze(-1).masked_fill(words < 0, -torch.inf).amax(-1)  # [B, ..., J]
     higher = torch.zeros_like(best)
     for start, G_c in readout.chunks():
-        if W is None:
-            logits = x @ G_c.to(x.device)  # [..., Vc]
-        else:
-            logits = (x.unsqueeze(-2) @ (W.float() @ G_c.to(x.device))).squeeze(-2)  # [..., S, 1, e] @ [S, e, Vc]
-        higher += (logits.unsqueeze(-2) > best.unsqueeze(-1)).sum(-1)
-        local = words - start  # [..., J, C]: a spelling's column in this chunk; its own logit here is
-        inside = (local >= 0) & (local < G_c.shape[1])  # summed in another order than `best`: not counted
-        at = logits.unsqueeze(-2).expand(*local.shape[:-1], -1).gather(-1, local.clamp(0, G_c.shape[1] - 1))
-        higher -= ((at > best.unsqueeze(-1)) & inside).sum(-1)
+        G_c = G_c.to(x.device)
+        WG = G_c if W is None else W.float() @ G_c  # [d, Vc] or [S, e, Vc]
+        local = words - start  # [B, ..., J, C]: each spelling's column in this chunk
+        for rows in readout.blocks(len(x), x[0].numel() // x.shape[-1]):
+            logits = x[rows] @ WG if W is None else (x[rows].unsqueeze(-2) @ WG).squeeze(-2)  # [b, ..., Vc]
+            higher[rows] += (logits.unsqueeze(-2) > best[rows].unsqueeze(-1)).sum(-1)
+            # a spelling's own logit here is summed in another order than `best`: never counted above it
+            inside = (local[rows] >= 0) & (local[rows] < G_c.shape[1])
+            at = logits.unsqueeze(-2).expand(*local[rows].shape[:-1], -1).gather(-1, local[rows].clamp(0, G_c.shape[1] - 1))
+            higher[rows] -= ((at > best[rows].unsqueeze(-1)) & inside).sum(-1)
     return (higher + 1).masked_fill(~(words >= 0).any(-1), torch.nan)
 
 
@@ -98,9 +101,14 @@ def tower_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: i
     def compute() -> dict[str, torch.Tensor]:
         K = ps.positions.labels.shape[1]
         key = torch.full((len(ps), len(layers), K, K), torch.nan)
-        query = torch.full((len(ps), len(heads), K + 1), torch.nan)
+        q = torch.zeros(len(ps), len(heads), m.arch.d_head)
         for rows, dec in decomposed(m, ps, batch_size, record=["attn_all", "queries"]):
-            key[rows], query[rows] = _batch_ranks(m, readout, dec, ps.positions[rows].labels, words[rows], layers, heads)
+            key[rows] = _key_ranks(readout, dec, ps.positions[rows].labels, words[rows], layers)
+            q[rows] = torch.stack([dec.require("queries")[:, l, h] for l, h in heads], 1).float().cpu()
+        W_K = torch.stack([m.arch.W_K(l)[m.arch.kv_head(h)] for l, h in heads]).float()  # [S, dh, d]
+        device = readout.G.device
+        query = word_ranks(readout, q.to(device), words[:, None].expand(-1, len(heads), -1, -1).to(device),
+                           W_K.to(device)).cpu()
         valid = ps.positions.valid
         key = key.masked_fill(~(valid[:, None, :, None] & valid[:, None, None, :]), torch.nan)
         return {"key": key, "query": query.masked_fill(~torch.cat([valid, valid[:, :1]], 1)[:, None], torch.nan)}
@@ -108,16 +116,33 @@ def tower_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: i
     return study_result("towers", m, ps, compute, cache, heads=heads)
 
 
-def _batch_ranks(m: ICLModel, readout: Readout, dec: Decomposition, labels: torch.Tensor, words: torch.Tensor,
-                 layers: list[int], heads: list[Head]) -> tuple[torch.Tensor, torch.Tensor]:
-    """One batch's "key" [b, F, K, K] and "query" [b, S, K + 1] ranks (`tower_ranks`)."""
-    device = dec.resid.device
-    at = labels.clamp(min=0).to(device)  # [b, K]
-    words = words.to(device)
+def _key_ranks(readout: Readout, dec: Decomposition, labels: torch.Tensor, words: torch.Tensor, layers: list[int]
+               ) -> torch.Tensor:
+    """One batch's "key" ranks [b, F, K, K] (`tower_ranks`)."""
+    at = labels.clamp(min=0).to(dec.resid.device)  # [b, K]
     keys = torch.stack([dec.key_inputs(l).gather(1, at[..., None].expand(-1, -1, dec.resid.shape[-1]))
                         for l in layers], 1)  # [b, F, K, d]
-    key = word_ranks(readout, keys, words[:, None, None, :-1].expand(-1, len(layers), at.shape[1], -1, -1))
-    q = torch.stack([dec.require("queries")[:, l, h] for l, h in heads], 1)  # [b, S, dh]
-    W_K = torch.stack([m.arch.W_K(l)[m.arch.kv_head(h)] for l, h in heads]).to(q)  # [S, dh, d]
-    query = word_ranks(readout, q, words[:, None].expand(-1, len(heads), -1, -1), W_K)
-    return key.cpu(), query.cpu()
+    words = words.to(dec.resid.device)[:, None, None, :-1].expand(-1, len(layers), at.shape[1], -1, -1)
+    return word_ranks(readout, keys, words).cpu()
+
+
+def tower_table(m: ICLModel, ps: PromptSet, heads: Sequence[Head], draws: int = 20, seed: int = 0) -> pd.DataFrame:
+    """One row a head: the MRR over the prompts of its label keys' own demonstration word and of the
+    other demonstrations' words (its layer's key), of the input word in its last query, and in the
+    last queries of `draws` random other heads of its layer (`same_layer_random_heads`, seed, seed + 1, ...)."""
+    heads = [tuple(h) for h in heads]
+    layers = sorted({l for l, _ in heads})
+    pool = [(l, h) for l in layers for h in range(m.arch.n_heads)]
+    ranks = tower_ranks(m, ps, pool)
+    key = ranks["key"].reciprocal()  # [N, F, K, K]
+    eye = torch.eye(key.shape[-1], dtype=torch.bool)
+    own, others = key[..., eye].nanmean((0, 2)), key[..., ~eye].nanmean((0, 2))  # [F]
+    query = ranks["query"][..., -1].reciprocal().mean(0)  # [pool]
+    column = {h: i for i, h in enumerate(pool)}
+    random = torch.stack([query[[column[h] for h in same_layer_random_heads(heads, m.arch.n_heads, seed + d)]]
+                          for d in range(draws)]).mean(0)  # [S]
+    return pd.DataFrame({"key: own demonstration": [float(own[layers.index(l)]) for l, _ in heads],
+                         "key: other demonstrations": [float(others[layers.index(l)]) for l, _ in heads],
+                         "query: input": [float(query[column[h]]) for h in heads],
+                         "query: input, random heads of the layer": random.tolist()},
+                        index=[head_name(h) for h in heads]).rename_axis("head (MRR)")

@@ -124,8 +124,8 @@ CLAIMS = {c.id: c for c in [
                "difference's 95% CI above 0, own at least {ratio:g}x theirs; the paper's label key is the key's input, "
                "the same in every head of a layer, so no random head of the layer differs from it); query: the "
                "in-context heads' last queries rank the input word by the fig5 rule against {RANDOM_DRAWS} layer-matched "
-               "random draws; replicates if both replicate; does not replicate if neither does even partly; partly "
-               "otherwise",
+               "random draws, on each word dataset; replicates if all three judgements replicate; does not replicate if "
+               "none does even partly; partly otherwise",
           source=f"{V1}, Section 3.2: label keys are 'their inputs before multiplying the key matrix', the query its "
                  "'reverse projection ... by multiplying QK^T' (l. 279); 'Label keys' top words ... are related to their "
                  "demonstrations ... Last token query's top words are related to the input text' (l. 389); the "

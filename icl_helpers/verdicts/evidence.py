@@ -100,18 +100,18 @@ class Evidence:
         return self._view("correct")
 
     def _held_out(self) -> Evidence:
-        """The same studies, judged on the even records in heads located on the odd ones (built
-        once: the claims share its heads, families and effects)."""
+        """The same studies, judged on half of each class's inputs in heads located on the other
+        half (built once: the claims share its heads, families and effects)."""
         if self.given:
             raise Unjudgeable("the heads were given, not located: no prompt selected them")
         return self._view("held out")
 
     def _view(self, name: str) -> Evidence:
         """A copy judging other records: it shares the prompt sets and passes (`prompts`, `loc`)
-        and makes its own heads, families, effects and ablations (each depends on the records)."""
+        and makes its own heads, families, effects and bias runs (each depends on the records)."""
         view = copy.copy(self)
         view.view = name
-        for cache in ("heads", "family", "effects", "ablations", "bias"):
+        for cache in ("heads", "family", "effects", "bias"):
             setattr(view, cache, functools.cache(getattr(view, f"_{cache}")))
         return view
 

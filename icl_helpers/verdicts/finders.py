@@ -61,11 +61,10 @@ def given_prompt(s: Evidence, text: str, name: str) -> PromptSet:
 
 
 def two_towers(s: Evidence) -> Judgement:
-    """Table 1's key and query rows over every prompt of the word datasets: each label key
-    against the other demonstrations' words, each in-context head's last query against
-    RANDOM_DRAWS draws of a random head of its layer."""
-    keys: dict[str, list[torch.Tensor]] = {"own": [], "others": []}
-    query, random = [], []
+    """Table 1's key and query rows over every prompt of the word datasets: each label key against
+    the other demonstrations' words (pooled), each dataset's in-context heads' last queries against
+    RANDOM_DRAWS draws of a random head of each one's layer."""
+    own, others, parts = [], [], {}
     for d in WORD:
         heads, rows = s.heads(d), s.rows(d)
         layers = sorted({l for l, _ in heads})
@@ -73,21 +72,19 @@ def two_towers(s: Evidence) -> Judgement:
         ranks = towers.tower_ranks(s.m, s.prompts(d), pool)
         key = ranks["key"][rows].reciprocal()  # [N, F, K, K]
         eye = torch.eye(key.shape[-1], dtype=torch.bool)
-        own, others = key[..., eye].nanmean(-1), key[..., ~eye].nanmean(-1)  # [N, F]
-        at = [layers.index(l) for l, _ in heads]
-        keys["own"].append(own[:, at])
-        keys["others"].append(others[:, at])
-        rr = ranks["query"][rows, :, -1].reciprocal()  # [N, pool]: the input word
+        at = [layers.index(l) for l, _ in heads]  # each head's layer
+        own.append(key[..., eye].nanmean(-1)[:, at])  # [N, S]
+        others.append(key[..., ~eye].nanmean(-1)[:, at])
+        query = ranks["query"][rows, :, -1].reciprocal()  # [N, pool]: the input word
         column = {h: i for i, h in enumerate(pool)}
-        query.append(rr[:, [column[h] for h in heads]])
-        random.append(torch.stack([rr[:, [column[h] for h in same_layer_random_heads(heads, s.m.arch.n_heads, s.seed + i)]]
-                                   for i in range(RANDOM_DRAWS)]))
+        random = torch.stack([query[:, [column[h] for h in same_layer_random_heads(heads, s.m.arch.n_heads, s.seed + i)]]
+                              for i in range(RANDOM_DRAWS)])
+        parts[f"{d} query"] = rules.judge_fig5(query[:, [column[h] for h in heads]], random, heads, s.clusters([d]),
+                                               "reciprocal rank of the input word in the last query")
     clusters = s.clusters(WORD)
-    parts = {"keys": rules.judge_keys(torch.cat(keys["own"]), torch.cat(keys["others"]), clusters),
-             "query": rules.judge_fig5(torch.cat(query), torch.cat(random, 1), s.heads(FIRST), clusters,
-                                       "reciprocal rank of the input word in the last query")}
-    return rules.judge_together(parts, len(clusters), "the word datasets, each in "
-                                + ("the heads given" if s.given else "its top heads"))
+    parts = {"keys": rules.judge_keys(torch.cat(own), torch.cat(others), clusters), **parts}
+    return rules.judge_together(parts, len(clusters), "the word datasets, each in " +
+                                ("the heads given" if s.given else "its top heads"))
 
 
 def fig6(s: Evidence) -> Judgement:
@@ -143,13 +140,10 @@ def shared_head_finding(s: Evidence, variant: str, rule: dict[str, float]) -> Ju
     both sentiment/number dataset and animal/country dataset'), the attention a true-label position
     gets, balanced against the variant, head by head."""
     heads, which = s.word_shared()
-    rows = s.rows(FIRST)
-    per_label = []
-    for v in ("balanced", variant):
-        ps = prompt_set(s.m, FIRST, v, s.size(FIRST), s.seed, s.data_dir, s.setting)
-        true, _ = label_attention.attention_on_labels(s.m, ps).at(heads)
-        per_label.append((true / ps.positions.chosen(True).sum(1, keepdim=True))[rows])
-    return rules.judge_per_head_drop(*per_label, heads, rule, f"{which}, balanced -> {variant}", s.clusters([FIRST]))
+    weight = [label_attention.true_label_weight(s.m, prompt_set(s.m, FIRST, v, s.size(FIRST), s.seed, s.data_dir,
+                                                                  s.setting), heads)[s.rows(FIRST)]
+              for v in ("balanced", variant)]
+    return rules.judge_per_head_drop(*weight, heads, rule, f"{which}, balanced -> {variant}", s.clusters([FIRST]))
 
 
 def fig8_9_sentences(s: Evidence) -> Judgement:
@@ -278,7 +272,7 @@ def variant_finding(s: Evidence, variant: str, datasets: Sequence[str]) -> Judge
             ps = prompt_set(s.m, d, v, s.size(d), s.seed, s.data_dir, s.setting)
             true, false = label_attention.attention_on_labels(s.m, ps).at(s.heads(d))
             summed[v].append((true[rows], false[rows]))
-            per_label[v].append((true / ps.positions.chosen(True).sum(1, keepdim=True))[rows])
+            per_label[v].append(label_attention.true_label_weight(s.m, ps, s.heads(d))[rows])
     before, after = (tuple(torch.cat(x) for x in zip(*summed[v])) for v in summed)
     clusters = s.clusters(datasets)
     if variant == "imbalanced":

@@ -239,6 +239,32 @@ def variant_attention(heads: Sequence[Head], attention: dict[str, tuple[torch.Te
     return fig
 
 
+def true_label_weight(heads: Sequence[Head], weight: dict[str, torch.Tensor], title: str) -> Figure:
+    """Figs. 10 and 11: the mean attention a true-label position gets in each head, one bar a
+    prompt variant; weight maps variant -> [N, S]."""
+    names = [head_name(h) for h in heads]
+    fig, ax = _fig(max(6, 0.6 * len(heads) + 2), 3.6)
+    df = pd.concat([_long(w, names, variant) for variant, w in weight.items()])
+    sns.barplot(df, x="head", y="attention", hue="labels", errorbar=None, ax=ax,
+                palette=sns.light_palette(TRUE, n_colors=len(weight) + 1)[1:])
+    ax.set(xlabel="head in both word datasets' top 20 (layer-head)", ylabel="attention a true label gets", title=title)
+    ax.tick_params(axis="x", rotation=90)
+    ax.legend(title=None)
+    return fig
+
+
+def order_increase(increase: torch.Tensor, title: str) -> Figure:
+    """Appendix E: each (prompt, head)'s increase added alone (x) against added after the heads
+    before it in a random order of its layer (y), from increase [N, S, 3] (`studies.order`)."""
+    fig, ax = _fig(4.6, 4.2)
+    alone, random = increase[..., 0].flatten(), increase[..., 1].flatten()
+    ax.scatter(alone, random, s=6, alpha=0.4, color=TRUE)
+    low, high = float(min(alone.min(), random.min())), float(max(alone.max(), random.max()))
+    ax.plot([low, high], [low, high], color="#7f7f7f", lw=1, ls="--")
+    ax.set(xlabel="increase added alone on x_l", ylabel="increase after a random subset of its layer", title=title)
+    return fig
+
+
 def accuracy_change(accuracy: dict[str, float], title: str) -> Figure:
     """Accuracy of each prompt variant (e.g. balanced, imbalanced), in [0, 1]."""
     fig, ax = _fig(4, 3.2)
