@@ -13,7 +13,7 @@ from icl_helpers.core.heads import top_heads
 from icl_helpers.data.prompts import prompt_label_ids
 from icl_helpers.errors import Unjudgeable, UsageError
 from icl_helpers.stats import bootstrap_ci, mean_ci
-from icl_helpers.studies import label_attention, mrr
+from icl_helpers.studies import label_attention, mrr, towers
 from icl_helpers.studies.ablation import AblationRuns
 from icl_helpers.studies.accuracy import Accuracy
 from icl_helpers.studies.recency import Effects
@@ -514,3 +514,30 @@ def test_the_views_in_the_tables_and_the_json():
     md = claims.markdown([both])
     assert f"N=14: {c.verdict} | {ours_text(h)}, N=15: {h.verdict} |" in md
     assert "Correct prompts only" in md and f"Held out ({h.verdict}): {h.why}" in md
+
+
+def test_figs_10_and_11_and_the_two_towers_judge_their_studies(small, tmp_path, monkeypatch):
+    """Figs. 10 and 11: the rule on the attention a true label gets in both word datasets' shared heads;
+    the two towers: the keys part on the label keys' own and other words, a query part a dataset."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    s = evidence.Evidence(small, 12, 2, 0, None)
+    heads, which = s.word_shared()
+    first = evidence.FIRST
+    for id, variant, rule in (("fig10", "imbalanced", rules.FIG10), ("fig11", "reordered", rules.FIG11)):
+        weight = [label_attention.true_label_weight(small, prompt_set(small, first, v, 12), heads) for v in ("balanced", variant)]
+        assert claims.CLAIMS[id].find(s) == rules.judge_per_head_drop(*weight, heads, rule, f"{which}, balanced -> {variant}",
+                                                                      s.clusters([first]))
+    f = claims.CLAIMS["two_towers"].find(s)
+    own, others = [], []
+    for d in evidence.WORD:
+        layers = sorted({l for l, _ in s.heads(d)})
+        pool = [(l, h) for l in layers for h in range(small.arch.n_heads)]
+        key = towers.tower_ranks(small, s.prompts(d), pool)["key"].reciprocal()
+        diagonal = torch.eye(key.shape[-1], dtype=torch.bool)
+        at = [layers.index(l) for l, _ in s.heads(d)]
+        own.append(key[..., diagonal].nanmean(-1)[:, at])
+        others.append(key[..., ~diagonal].nanmean(-1)[:, at])
+    keys = rules.judge_keys(torch.cat(own), torch.cat(others), s.clusters(evidence.WORD))
+    assert f.why.startswith(f"the word datasets, each in its top heads. keys: {ours_text(keys)}, {keys.verdict}")
+    assert re.fullmatch(r"\d of 3 replicate, \d partly", f.ours) and f.n == 24
+    assert "sentiment_number query: " in f.why and "animal_country query: " in f.why
