@@ -60,7 +60,7 @@ def test_the_interval_resamples_distinct_inputs_and_needs_enough_of_them():
 
 
 def test_every_claim_of_the_paper_and_each_control_is_registered_with_a_rule():
-    ids = ("table2 table2_control fig2 fig3_4 fig12_15 table1 table3 two_towers fig5 fig6 fig6_control fig7 fig8 fig9 "
+    ids = ("table2 table2_control fig2 fig3_4 fig12_15 table1 table3 two_towers metric fig5 fig6 fig6_control fig7 fig8 fig9 "
            "fig9_control fig10 fig11 fig8_9_sentences app_b_mrr app_b_attention app_d app_e causal causal_top "
            "majority_bias majority_cost recency_bias recency_cost").split()
     assert list(claims.CLAIMS) == ids
@@ -167,6 +167,17 @@ def test_the_two_towers_keys():
     close(f.ours, (own - others).mean(1).mean(), scale=float(own.abs().max()))
     assert rules.judge_keys(0.03 + noise(N, S).abs(), others).verdict == PARTLY  # above the others, under twice them
     assert rules.judge_keys(others, own).verdict == FAILS
+
+
+def test_metric():
+    N, S, K = 40, 5, 4
+    similarity = torch.randn(N, K, generator=g)
+    tracks = 0.5 * similarity[:, None] + noise(N, S, K, scale=0.3)
+    f = rules.judge_metric(tracks, similarity)
+    assert f.verdict == REPLICATES and f.n == N and f.ci[0] > 0.1
+    assert rules.judge_metric(torch.randn(N, S, K, generator=g), similarity).verdict == FAILS
+    faint = 0.02 * similarity[:, None] + noise(N, S, K, scale=0.3)  # a rise under the minimum, its CI above 0
+    assert rules.judge_metric(faint.repeat(10, 1, 1), similarity.repeat(10, 1)).verdict == PARTLY
 
 
 def test_fig6_and_its_control_and_fig7():

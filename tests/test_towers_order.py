@@ -91,3 +91,22 @@ def test_order_increases_add_each_head_alone_in_a_random_order_and_last(small, p
     cached = order.order_increases(small, ps, HEADS, seed=3)
     close(cached, got, scale=logprob_scale(dec))  # one batch of three: another summation order
     exact(order.order_increases(small, ps, HEADS, seed=3), cached)  # a cache read
+
+
+def test_similarity_is_the_cosine_of_the_mean_input_embeddings(small, ps):
+    got = towers.similarity(small, ps)
+    E = small.model.get_input_embeddings().weight.detach().float()
+
+    def embed(text: str) -> torch.Tensor:
+        return E[small.tokenizer(" " + text, add_special_tokens=False)["input_ids"]].mean(0)
+    want = torch.cosine_similarity(embed("a rather long demonstration here"), embed("six"), dim=0)
+    close(got[2, 0], want, scale=1.0)
+    assert got[2, 2:].isnan().all() and not got[0].isnan().any()  # two demonstrations, then padding
+
+
+def test_double_centring_leaves_no_prompt_or_position_mean():
+    x = torch.randn(6, 3, 4, generator=torch.Generator().manual_seed(0)) + torch.arange(4.0) + torch.arange(6.0)[:, None, None]
+    c = towers.double_centred(x)
+    close(c.mean(-1), torch.zeros(6, 3), scale=float(x.abs().max()))
+    close(c.mean(0), torch.zeros(3, 4), scale=float(x.abs().max()))
+    close(c, x - x.mean(-1, keepdim=True) - x.mean(0, keepdim=True) + x.mean((0, 2), keepdim=True), scale=float(x.abs().max()))

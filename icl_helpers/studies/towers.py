@@ -146,3 +146,26 @@ def tower_table(m: ICLModel, ps: PromptSet, heads: Sequence[Head], draws: int = 
                          "query: input": [float(query[column[h]]) for h in heads],
                          "query: input, random heads of the layer": random.tolist()},
                         index=[head_name(h) for h in heads]).rename_axis("head (MRR)")
+
+
+def similarity(m: ICLModel, ps: PromptSet) -> torch.Tensor:
+    """[N, K]: the cosine similarity of each demonstration to the prompt's input in the model's own
+    input embeddings (each text's tokens, written after a space, averaged); NaN past a prompt's
+    demonstrations. The metric the paper's two towers would learn, in the model's first space."""
+    E = m.model.get_input_embeddings().weight.detach().float().cpu()
+
+    def embed(text: str) -> torch.Tensor:
+        return E[m.tokenizer(f" {text}", add_special_tokens=False)["input_ids"]].mean(0)
+    K = ps.positions.labels.shape[1]
+    out = torch.full((len(ps), K), torch.nan)
+    for n, prompt in enumerate(ps.prompts):
+        *demos, query = [embed(w) for w in words_of(prompt)]
+        out[n, : len(demos)] = torch.cosine_similarity(torch.stack(demos), query[None], dim=-1)
+    return out
+
+
+def double_centred(x: torch.Tensor) -> torch.Tensor:
+    """x [N, ..., K] less its mean over the K positions of each prompt and over the N prompts at each
+    position (the grand mean added back): what is left when neither the prompt nor the position
+    is allowed to explain it."""
+    return x - x.mean(-1, keepdim=True) - x.mean(0, keepdim=True) + x.mean((0, -1), keepdim=True)

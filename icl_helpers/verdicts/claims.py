@@ -131,6 +131,16 @@ CLAIMS = {c.id: c for c in [
                  "demonstrations ... Last token query's top words are related to the input text' (l. 389); the "
                  "hypothesis (l. 391) and 'two towers' (l. 514)",
           set_on=ISSUE_44, find=finders.two_towers, notebooks=("02",), thresholds=rules.TOWERS, **FLOW),
+    Claim(id="metric", claim="Our extension: at a fixed position, a label's query-key score rises with its "
+                              "demonstration's similarity to the input (the metric the two towers learn)",
+          paper="argued from one prompt (Table 1, l. 389-391; Table 3's Liverpool, l. 1300), not measured",
+          rule="in each word dataset's top {K} heads, the Spearman correlation over (prompt, head, label position) of the "
+               "label's log attention and its demonstration's cosine similarity to the input in the model's input "
+               "embeddings, each with the prompt's and the position's mean taken out: replicates: at least {rho} with "
+               "its 95% CI above 0; partly: CI above 0; does not replicate: otherwise",
+          source=f"ours, beside {V1} Section 4.4's conclusion, the query and key matrices 'two towers ... for learning "
+                 "the similarity metric' (l. 514)",
+          set_on=ISSUE_44, find=finders.metric, notebooks=("02",), thresholds=rules.METRIC, **FLOW),
     Claim(id="fig5", claim="Label values of in-context heads rank their labels far above random heads of the same "
                            "layer (Fig. 5)",
           paper="much higher MRR than random heads; weakest head 19-11 MRR 0.0033 (mean rank 303)",

@@ -87,6 +87,18 @@ def two_towers(s: Evidence) -> Judgement:
                                 ("the heads given" if s.given else "its top heads"))
 
 
+def metric(s: Evidence) -> Judgement:
+    """Per word dataset, in its heads, each label's log attention and its demonstration's similarity
+    to the input, each double-centred (the prompt's and the position's means out); pooled."""
+    score, similarity = [], []
+    for d in WORD:
+        ps, rows = s.prompts(d), s.rows(d)
+        attention = label_attention.attention_on_labels(s.m, ps).per_label_at(s.heads(d))[rows]  # [N, S, K]
+        score.append(towers.double_centred(attention.log().transpose(0, 1)).transpose(0, 1))  # centred per head
+        similarity.append(towers.double_centred(towers.similarity(s.m, ps)[rows]))
+    return rules.judge_metric(torch.cat(score), torch.cat(similarity), s.clusters(WORD))
+
+
 def fig6(s: Evidence) -> Judgement:
     true, false = (torch.cat(parts) for parts in zip(*(word_attention(s, d) for d in WORD)))
     return rules.judge_fig6(true, false, s.clusters(WORD))

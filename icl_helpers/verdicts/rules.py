@@ -38,6 +38,7 @@ FIG9 = {"heads": 0.9, "min_change": 0.01}
 FIG10 = {"heads": 2 / 3}  # the text: down in most shared heads, up in one (21-19)
 FIG11 = {"heads": 0.9}  # the text: down in all shared heads
 APP_E = {"rho": 0.8, "partly": 0.5}
+METRIC = {"rho": 0.1}  # a weak but clear rise of a label's score with its demonstration's similarity
 CAUSAL = {"percentile": 5, "fraction": 0.5}
 MAJORITY_BIAS = {"paper": 0.22, "at_least": 0.22 / 2}  # the paper's reduction, and half of it
 RECENCY_BIAS = {"paper": 0.17, "at_least": 0.17 / 2}
@@ -196,6 +197,22 @@ def judge_distance_control(family: Effects) -> Judgement:
     lo, hi = family.distance_ci
     verdict = REPLICATES if lo > 0 else FAILS if hi < 0 else PARTLY
     return Judgement(family.distance, family.distance_ci, family.n, verdict, family.text())
+
+
+def judge_metric(score: torch.Tensor, similarity: torch.Tensor, clusters: Clusters = None) -> Judgement:
+    """score: [N, S, K] each label position's query-key score in S heads, centred within the prompt
+    and at its position (`studies.towers.double_centred` of log attention); similarity: [N, K] its
+    demonstration's similarity to the input, centred alike."""
+    pairs = torch.stack([score, similarity[:, None].expand_as(score)], -1)  # [N, S, K, 2]
+
+    def rho(p: torch.Tensor) -> float:
+        return spearman(p[..., 0], p[..., 1])
+    ours, ci = rho(pairs), bootstrap_ci([pairs], rho, clusters=[clusters])
+    verdict = REPLICATES if ours >= METRIC["rho"] and ci[0] > 0 else PARTLY if ci[0] > 0 else FAILS
+    return Judgement(ours, ci, len(pairs), verdict,
+                     f"Spearman over (prompt, head, label position) triples of the top {score.shape[1]} heads: a label's "
+                     "query-key score (log attention) against its demonstration's cosine similarity to the input in the "
+                     "model's input embeddings, each with the prompt's and the position's mean taken out")
 
 
 def judge_fig7(attention: torch.Tensor, increase: torch.Tensor, summed: tuple[torch.Tensor, torch.Tensor],
