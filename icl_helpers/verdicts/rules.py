@@ -35,8 +35,8 @@ FIG6 = {"heads": 0.75, "min_attention": 0.05}  # summed attention on two true la
 FIG7 = {"rho": 0.3}
 FIG8 = {"min_change": 0.01}
 FIG9 = {"heads": 0.9, "min_change": 0.01}
-FIG10 = {"heads": 2 / 3}  # the text: down in most shared heads, up in one (21-19)
-FIG11 = {"heads": 0.9}  # the text: down in all shared heads
+FIG10 = {"heads": 2 / 3, "min_change": 0.01}  # the text: down in most shared heads, up in one (21-19)
+FIG11 = {"heads": 0.9, "min_change": 0.01}  # the text: down in all shared heads
 APP_E = {"rho": 0.8, "partly": 0.5}
 METRIC = {"rho": 0.1}  # a weak but clear rise of a label's score with its demonstration's similarity
 CAUSAL = {"percentile": 5, "fraction": 0.5}
@@ -269,19 +269,21 @@ def judge_fig9(before: tuple[torch.Tensor, torch.Tensor], after: tuple[torch.Ten
 def judge_per_head_drop(before: torch.Tensor, after: torch.Tensor, heads: Sequence[Head], rule: dict[str, float],
                         which: str, clusters: Clusters = None) -> Judgement:
     """Figs. 10 and 11: before, after: [N, S] the mean attention a true-label position gets in
-    each of S heads on the same records; replicates where it drops (CI of the change below 0) in
-    at least rule["heads"] of the heads; partly where the mean over heads drops (CI below 0)."""
+    each of S heads on the same records; replicates where it drops (CI of the change below 0, the
+    change at most -rule["min_change"]) in at least rule["heads"] of the heads; partly where the
+    mean over heads drops (CI below 0)."""
     change = after - before  # [N, S]
     cis = [mean_ci(c, clusters=clusters) for c in change.T]
-    down = [(l, h) for (l, h), ci in zip(heads, cis) if ci[1] < 0]
-    up = [(l, h) for (l, h), ci in zip(heads, cis) if ci[0] > 0]
+    least = rule["min_change"]
+    down = [(l, h) for (l, h), c, ci in zip(heads, change.T, cis) if ci[1] < 0 and float(c.mean()) <= -least]
+    up = [(l, h) for (l, h), c, ci in zip(heads, change.T, cis) if ci[0] > 0 and float(c.mean()) >= least]
     pooled = mean_ci(change.mean(1), clusters=clusters)
     verdict = REPLICATES if len(down) >= rule["heads"] * len(heads) else PARTLY if pooled[1] < 0 else FAILS
     name = lambda hs: ", ".join(f"{l}-{h}" for l, h in hs) or "none"  # noqa: E731
     return Judgement(float(change.mean()), pooled, len(change), verdict,
                      f"ours: mean change over the {len(heads)} heads of the attention a true-label position gets "
-                     f"({which}); down in {len(down)} ({name(down)}), up in {len(up)} ({name(up)}), 95% CI of each "
-                     "head's change")
+                     f"({which}); down in {len(down)} ({name(down)}), up in {len(up)} ({name(up)}): each head's change "
+                     f"at least {least} with its 95% CI clear of 0")
 
 
 def judge_fig8_9_sentences(imbalanced: Judgement, reordered: Judgement) -> Judgement:
