@@ -56,32 +56,33 @@ def candidates(m: ICLModel, ps: PromptSet) -> torch.Tensor:
 
 def word_ranks(readout: Readout, vectors: torch.Tensor, words: torch.Tensor, W: torch.Tensor | None = None
                ) -> torch.Tensor:
-    """[B, ..., J]: the rank of each of J words in bs of each vector, counted over vocabulary chunks.
+    """[B, M, J]: the rank of each of a prompt's J words in bs of each of its M vectors, counted over
+    vocabulary chunks, a block of prompts at a time.
 
-    vectors: [B, ..., S, e] (B prompts); W: None (e = d: residual vectors) or [S, e, d] mapping
-    the vectors of each s into the residual space, folded into each readout chunk once for all
-    the prompts (W @ G_c), which are then scored a block at a time; words: [B, ..., J, SPELLINGS]
-    token ids (-1 pads; a word with none gets NaN). The rank is 1 + the number of tokens other
-    than the word's spellings scoring strictly above its best spelling."""
+    vectors: [B, M, e]; W: None (e = d: residual vectors) or [M, e, d] mapping vector m into the
+    residual space, folded into each readout chunk once for all the prompts (W @ G_c); words:
+    [B, J, SPELLINGS] token ids (-1 pads; a word with none gets NaN). The rank is 1 + the number of
+    tokens other than the word's spellings scoring strictly above its best spelling."""
     x = vectors.float()
     G = readout.G.to(x.device)
-    own = G[words.clamp(min=0)]  # [B, ..., J, C, d]
-    if W is not None:
-        own = own @ W.float().transpose(-1, -2).unsqueeze(-3)  # [B, ..., S, J, C, e]
-    best = (own @ x[..., None, :, None]).squeeze(-1).masked_fill(words < 0, -torch.inf).amax(-1)  # [B, ..., J]
+    xd = x if W is None else (x.unsqueeze(-2) @ W.float()).squeeze(-2)  # [B, M, d]
+    spelled = torch.einsum("bmd,bjcd->bmjc", xd, G[words.clamp(min=0)])
+    best = spelled.masked_fill((words < 0)[:, None], -torch.inf).amax(-1)  # [B, M, J]
     higher = torch.zeros_like(best)
+    B, M, J = best.shape
     for start, G_c in readout.chunks():
         G_c = G_c.to(x.device)
-        WG = G_c if W is None else W.float() @ G_c  # [d, Vc] or [S, e, Vc]
-        local = words - start  # [B, ..., J, C]: each spelling's column in this chunk
-        for rows in readout.blocks(len(x), x[0].numel() // x.shape[-1]):
-            logits = x[rows] @ WG if W is None else (x[rows].unsqueeze(-2) @ WG).squeeze(-2)  # [b, ..., Vc]
+        WG = G_c if W is None else W.float() @ G_c  # [d, Vc] or [M, e, Vc]
+        local = words - start  # [B, J, C]: each spelling's column in this chunk
+        for rows in readout.blocks(B, M * J):
+            logits = x[rows] @ WG if W is None else (x[rows].unsqueeze(-2) @ WG).squeeze(-2)  # [b, M, Vc]
             higher[rows] += (logits.unsqueeze(-2) > best[rows].unsqueeze(-1)).sum(-1)
             # a spelling's own logit here is summed in another order than `best`: never counted above it
-            inside = (local[rows] >= 0) & (local[rows] < G_c.shape[1])
-            at = logits.unsqueeze(-2).expand(*local[rows].shape[:-1], -1).gather(-1, local[rows].clamp(0, G_c.shape[1] - 1))
-            higher[rows] -= ((at > best[rows].unsqueeze(-1)) & inside).sum(-1)
-    return (higher + 1).masked_fill(~(words >= 0).any(-1), torch.nan)
+            inside = (local[rows] >= 0) & (local[rows] < G_c.shape[1])  # [b, J, C]
+            index = local[rows].clamp(0, G_c.shape[1] - 1).flatten(1)[:, None].expand(-1, M, -1)  # [b, M, J * C]
+            at = logits.gather(-1, index).view(len(index), M, J, -1)  # [b, M, J, C]
+            higher[rows] -= ((at > best[rows].unsqueeze(-1)) & inside[:, None]).sum(-1)
+    return (higher + 1).masked_fill(~(words >= 0).any(-1)[:, None], torch.nan)
 
 
 @torch.no_grad()
@@ -107,8 +108,7 @@ def tower_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: i
             q[rows] = torch.stack([dec.require("queries")[:, l, h] for l, h in heads], 1).float().cpu()
         W_K = torch.stack([m.arch.W_K(l)[m.arch.kv_head(h)] for l, h in heads]).float()  # [S, dh, d]
         device = readout.G.device
-        query = word_ranks(readout, q.to(device), words[:, None].expand(-1, len(heads), -1, -1).to(device),
-                           W_K.to(device)).cpu()
+        query = word_ranks(readout, q.to(device), words.to(device), W_K.to(device)).cpu()
         valid = ps.positions.valid
         key = key.masked_fill(~(valid[:, None, :, None] & valid[:, None, None, :]), torch.nan)
         return {"key": key, "query": query.masked_fill(~torch.cat([valid, valid[:, :1]], 1)[:, None], torch.nan)}
@@ -122,8 +122,8 @@ def _key_ranks(readout: Readout, dec: Decomposition, labels: torch.Tensor, words
     at = labels.clamp(min=0).to(dec.resid.device)  # [b, K]
     keys = torch.stack([dec.key_inputs(l).gather(1, at[..., None].expand(-1, -1, dec.resid.shape[-1]))
                         for l in layers], 1)  # [b, F, K, d]
-    words = words.to(dec.resid.device)[:, None, None, :-1].expand(-1, len(layers), at.shape[1], -1, -1)
-    return word_ranks(readout, keys, words).cpu()
+    ranks = word_ranks(readout, keys.flatten(1, 2), words.to(dec.resid.device)[:, :-1])  # [b, F * K, K]
+    return ranks.view(len(keys), len(layers), -1, ranks.shape[-1]).cpu()
 
 
 def tower_table(m: ICLModel, ps: PromptSet, heads: Sequence[Head], draws: int = 20, seed: int = 0) -> pd.DataFrame:
