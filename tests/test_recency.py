@@ -57,6 +57,9 @@ def test_family_table_splits_accuracy_by_the_nearest_label():
     assert (row["top-1, true nearest"], row["top-1, false nearest"], row["names the nearest label"]) == (1.0, 0.0, 0.5)
     assert row["N"] == 30
     close(row["truth effect"], 0.05)
+    row = recency.family_table([constructed(0.05, [0.3, 0.2, 0.1, 0.0], n=4)]).loc["toy"]  # effects, but no interval
+    assert row["N"] == 4 and row["truth CI"] == row["distance CI"] == "too few prompts"
+    close(row["truth effect"], 0.05)
 
 
 def test_recency_family_is_the_label_attention_of_each_order(small, tmp_path, monkeypatch):

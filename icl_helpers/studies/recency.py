@@ -26,6 +26,7 @@ import torch
 from ..core.heads import Head
 from ..data.prompts import orders, prompt_label_ids
 from ..data.setting import MAIN, Setting
+from ..errors import Unjudgeable
 from ..model.loading import ICLModel
 from ..stats import bootstrap_ci
 from .label_attention import attention_on_labels
@@ -127,14 +128,20 @@ def recency_family(m: ICLModel, dataset: str, heads: Sequence[Head], n: int, see
 
 
 def family_table(families: Sequence[RecencyFamily]) -> pd.DataFrame:
-    """One row a dataset: the truth and distance effects with intervals, and top-1 accuracy and
-    the share of prompts naming the nearest label when a true or a false demonstration is nearest."""
+    """One row a dataset: the truth and distance effects with intervals ("too few prompts" where an
+    interval cannot be drawn), and top-1 accuracy and the share of prompts naming the nearest label
+    when a true or a false demonstration is nearest."""
     rows = []
     for f in families:
-        e = effects(f.cells())
+        truth, distance = fit(f.cells())
+        try:
+            e = effects(f.cells())
+            cis = _ci(e.truth_ci), _ci(e.distance_ci)
+        except Unjudgeable:
+            cis = ("too few prompts",) * 2
         true_nearest = f.is_true[:, -1]
-        rows.append({"dataset": f.dataset, "N": e.n, "truth effect": e.truth, "truth CI": _ci(e.truth_ci),
-                     "distance effect": e.distance, "distance CI": _ci(e.distance_ci),
+        rows.append({"dataset": f.dataset, "N": len(f.cells()), "truth effect": truth, "truth CI": cis[0],
+                     "distance effect": distance, "distance CI": cis[1],
                      "top-1, true nearest": float(f.top1_hits[:, true_nearest].double().mean()),
                      "top-1, false nearest": float(f.top1_hits[:, ~true_nearest].double().mean()),
                      "names the nearest label": float(f.nearest.double().mean())})
