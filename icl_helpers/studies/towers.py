@@ -65,17 +65,18 @@ def word_ranks(readout: Readout, vectors: torch.Tensor, words: torch.Tensor, W: 
     tokens other than the word's spellings scoring strictly above its best spelling."""
     x = vectors.float()
     G = readout.G.to(x.device)
-    xd = x if W is None else (x.unsqueeze(-2) @ W.float()).squeeze(-2)  # [B, M, d]
+    W = None if W is None else W.float()
+    xd = x if W is None else per_vector(x, W)  # [B, M, d]
     spelled = torch.einsum("bmd,bjcd->bmjc", xd, G[words.clamp(min=0)])
     best = spelled.masked_fill((words < 0)[:, None], -torch.inf).amax(-1)  # [B, M, J]
     higher = torch.zeros_like(best)
     B, M, J = best.shape
     for start, G_c in readout.chunks():
         G_c = G_c.to(x.device)
-        WG = G_c if W is None else W.float() @ G_c  # [d, Vc] or [M, e, Vc]
+        WG = G_c if W is None else W @ G_c  # [d, Vc] or [M, e, Vc]
         local = words - start  # [B, J, C]: each spelling's column in this chunk
         for rows in readout.blocks(B, M * J):
-            logits = x[rows] @ WG if W is None else (x[rows].unsqueeze(-2) @ WG).squeeze(-2)  # [b, M, Vc]
+            logits = x[rows] @ WG if W is None else per_vector(x[rows], WG)  # [b, M, Vc]
             higher[rows] += (logits.unsqueeze(-2) > best[rows].unsqueeze(-1)).sum(-1)
             # a spelling's own logit here is summed in another order than `best`: never counted above it
             inside = (local[rows] >= 0) & (local[rows] < G_c.shape[1])  # [b, J, C]
@@ -83,6 +84,12 @@ def word_ranks(readout: Readout, vectors: torch.Tensor, words: torch.Tensor, W: 
             at = logits.gather(-1, index).view(len(index), M, J, -1)  # [b, M, J, C]
             higher[rows] -= ((at > best[rows].unsqueeze(-1)) & inside[:, None]).sum(-1)
     return (higher + 1).masked_fill(~(words >= 0).any(-1)[:, None], torch.nan)
+
+
+def per_vector(x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+    """[B, M, f]: each vector x[:, m] [e] times its own matrix W[m] [e, f], one batched product over m
+    (a broadcast matmul would copy W for every prompt)."""
+    return torch.bmm(x.transpose(0, 1), W).transpose(0, 1)
 
 
 @torch.no_grad()
