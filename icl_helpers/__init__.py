@@ -52,7 +52,7 @@ Most studies keep their tensors on disk, keyed by the model's weights and the pr
 ## Test the paper's claims: the report
 
 `icl_helpers.verdicts.findings.report` judges each of the paper's claims on one model, any model
-`load_model` takes: our number, its 95% interval, N and a verdict by a rule fixed in advance.
+`load_model` takes: our number, its 95% interval, N and a verdict by a rule in the paper's own words.
 The claims are about the paper's datasets, so the report builds its own prompts from them (n a
 word dataset, sentence_n a sentence dataset); `heads` analyses the heads you name instead of
 each dataset's top 20 (the last line: two claims, in two heads of the bundled model).

@@ -1,6 +1,6 @@
 """The paper's claims, one object each: the statement, the paper's number and its source,
-the verdict rule fixed before our data were seen (its prose reads the same thresholds as its
-judge in `rules`), and the finder that runs the studies and applies the rule (`finders`).
+the verdict rule (its prose reads the same thresholds as its judge in `rules`; `set_on` says when
+it was set and whether the data it judges had been read then), and the finder that runs the studies and applies the rule (`finders`).
 A `Finding` is a claim with our judgement of it; `table` and `markdown` show findings.
 """
 from __future__ import annotations
