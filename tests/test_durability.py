@@ -27,10 +27,10 @@ from safetensors import SafetensorError
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from icl_helpers import UsageError
+from icl_helpers import cache as results_cache
 from icl_helpers.cli import main
 from icl_helpers.model import loading
 from icl_helpers.paths import BUNDLED, REPO_ROOT, sweep_leftovers, write_atomically
-from icl_helpers.studies import runner
 
 TENSORS = {"head": torch.arange(12.0).reshape(3, 4), "targets": torch.tensor([1, 2, 3])}
 OTHER = {"head": -torch.ones(3, 4), "targets": torch.tensor([7, 8, 9])}
@@ -197,7 +197,7 @@ def test_a_disk_filled_during_the_report_keeps_the_earlier_file_and_this_runs_re
 @pytest.mark.parametrize("disk", ["tmpfs", "patched-write", "patched-torch"])
 def test_a_full_disk_gives_the_cache_a_warning_and_the_right_result(disk, tiny_disk, tmp_path, monkeypatch):
     cache = (tiny_disk("64k") if disk == "tmpfs" else tmp_path) / "results"
-    earlier = runner.cached(cache / "earlier.pt", lambda: TENSORS)
+    earlier = results_cache.cached(cache / "earlier.pt", lambda: TENSORS)
     if disk == "tmpfs":
         fill(cache.parent)
     elif disk == "patched-write":
@@ -209,10 +209,10 @@ def test_a_full_disk_gives_the_cache_a_warning_and_the_right_result(disk, tiny_d
                                          rf"this run keeps the results it cannot write to {re.escape(str(cache))} in memory, "
                                          r"and later runs compute them again: free some space there, or set "
                                          r"ICL_HELPERS_CACHE to a writable folder\.$"):
-        got = runner.cached(cache / "new.pt", lambda: OTHER)
+        got = results_cache.cached(cache / "new.pt", lambda: OTHER)
     assert all(torch.equal(got[k], OTHER[k]) for k in OTHER)
     assert not (cache / "new.pt").exists() and not temporaries(cache.parent)
-    again = runner.cached(cache / "earlier.pt", lambda: pytest.fail("the earlier entry was lost"))
+    again = results_cache.cached(cache / "earlier.pt", lambda: pytest.fail("the earlier entry was lost"))
     assert all(torch.equal(again[k], earlier[k]) for k in TENSORS)
 
 
@@ -228,7 +228,7 @@ def test_an_unwritable_cache_warns_once_and_keeps_its_results_for_the_run(tmp_pa
     with pytest.warns(UserWarning, match="^Could not write the cache file") as caught:
         for _ in range(3):
             for name, tensors in (("a.pt", TENSORS), ("b.pt", OTHER)):
-                got = runner.cached(tmp_path / "results" / name, lambda: compute(name, tensors))
+                got = results_cache.cached(tmp_path / "results" / name, lambda: compute(name, tensors))
                 assert all(torch.equal(got[k], tensors[k]) for k in tensors)  # kept: the same tensors
                 got["head"] += 1  # the caller's own copy, as a read from disk would be
     assert len(caught) == 1 and computed == ["a.pt", "b.pt"]
@@ -236,16 +236,45 @@ def test_an_unwritable_cache_warns_once_and_keeps_its_results_for_the_run(tmp_pa
 
 def test_an_entry_copied_over_another_keys_file_is_rebuilt(tmp_path):
     cache = tmp_path / "results"
-    runner.cached(cache / "fig6.pt", lambda: TENSORS)
+    results_cache.cached(cache / "fig6.pt", lambda: TENSORS)
     shutil.copy(cache / "fig6.pt", cache / "fig7.pt")  # whole and valid, but another key's
     with pytest.warns(UserWarning, match=rf"^Rebuilding the damaged cache file {re.escape(str(cache))}/fig7.pt \(it "
                                          r"holds the entry of fig6.pt, copied over this one\)\.$"):
-        got = runner.cached(cache / "fig7.pt", lambda: OTHER)
+        got = results_cache.cached(cache / "fig7.pt", lambda: OTHER)
     assert all(torch.equal(got[k], OTHER[k]) for k in OTHER)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # rebuilt under its own key: read back without a word
-        got = runner.cached(cache / "fig7.pt", lambda: pytest.fail("rebuilt again"))
+        got = results_cache.cached(cache / "fig7.pt", lambda: pytest.fail("rebuilt again"))
     assert all(torch.equal(got[k], OTHER[k]) for k in OTHER)
+
+
+FINDING = {"claim": "fig6", "ours": 0.173, "interval": [0.1, 0.25], "verdict": "yes", "why": None}
+
+
+def test_a_json_entry_is_json_on_disk_checked_and_rebuilt_where_damaged_or_copied(tmp_path):
+    cache = tmp_path / "results"
+    assert results_cache.cached_json(cache / "fig6.json", lambda: FINDING) == FINDING
+    stored = json.loads((cache / "fig6.json").read_text())
+    assert (stored["format"], stored["key"], stored["value"]) == ("icl_helpers json 1", "fig6.json", FINDING)
+    assert results_cache.cached_json(cache / "fig6.json", lambda: pytest.fail("computed again")) == FINDING
+    shutil.copy(cache / "fig6.json", cache / "fig7.json")
+    with pytest.warns(UserWarning, match=r"\(it holds the entry of fig6.json, copied over this one\)\.$"):
+        assert results_cache.cached_json(cache / "fig7.json", lambda: {"claim": "fig7"}) == {"claim": "fig7"}
+    stored["value"]["ours"] = 0.5  # a changed number under the old checksum
+    (cache / "fig6.json").write_text(json.dumps(stored))
+    with pytest.warns(UserWarning, match=r"fig6.json \(its value does not match the checksum stored with it\)\.$"):
+        assert results_cache.cached_json(cache / "fig6.json", lambda: FINDING) == FINDING
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # rebuilt: read back without a word
+        assert results_cache.cached_json(cache / "fig6.json", lambda: pytest.fail("rebuilt again")) == FINDING
+
+
+def test_an_unwritable_cache_keeps_json_for_the_run(tmp_path):
+    (tmp_path / "results").write_text("a file where the cache's folder should be")
+    with pytest.warns(UserWarning, match="^Could not write the cache file"):
+        got = results_cache.cached_json(tmp_path / "results" / "f.json", lambda: FINDING)
+    got["ours"] = 1.0  # the caller's own copy
+    assert results_cache.cached_json(tmp_path / "results" / "f.json", lambda: pytest.fail("computed again")) == FINDING
 
 
 def compute_once_child(cache: str, log: str, ready: str) -> None:
@@ -253,7 +282,7 @@ def compute_once_child(cache: str, log: str, ready: str) -> None:
     Path(ready, f"ready-{os.getpid()}").touch()
     wait_for(lambda: len(list(Path(ready).glob("ready-*"))) == 2, "the other child")
 
-    def compute() -> runner.Tensors:
+    def compute() -> results_cache.Tensors:
         with open(log, "a") as f:
             f.write(f"{os.getpid()}\n")
         wait_for(lambda: len(list(Path(ready).glob("asking-*"))) == 2, "the other child to ask")
@@ -261,7 +290,7 @@ def compute_once_child(cache: str, log: str, ready: str) -> None:
         return TENSORS
 
     Path(ready, f"asking-{os.getpid()}").touch()
-    got = runner.cached(Path(cache) / "entry.pt", compute)
+    got = results_cache.cached(Path(cache) / "entry.pt", compute)
     assert all(torch.equal(got[k], TENSORS[k]) for k in TENSORS)
 
 
@@ -276,9 +305,10 @@ def test_two_processes_asking_for_one_entry_compute_it_once(tmp_path):
 def busy_writer_child(folder: str, tag: str, rounds: str) -> None:
     """Write entries of its own into `folder`, reading back every entry there after each write."""
     for i in range(int(rounds)):
-        runner._write(Path(folder) / f"{tag}-{i % 4}.pt", {"x": torch.full((256,), float(i))})
+        path = Path(folder) / f"{tag}-{i % 4}.pt"
+        results_cache._write(path, results_cache._dump_tensors(path, {"x": torch.full((256,), float(i))}))
         for entry in Path(folder).glob("*.pt"):
-            got = runner._read(entry)  # raises on a mixed or half-written entry
+            got = results_cache._read(entry)  # raises on a mixed or half-written entry
             assert got["x"].unique().numel() == 1
 
 
@@ -298,7 +328,7 @@ def stalled_cache_writer_child(cache: str) -> None:
         time.sleep(600)
 
     Path.write_bytes = half_then_stall
-    runner.cached(Path(cache) / "entry.pt", lambda: TENSORS)
+    results_cache.cached(Path(cache) / "entry.pt", lambda: TENSORS)
 
 
 def test_a_cache_writer_killed_midway_leaves_nothing_that_stops_the_next(tmp_path):
@@ -311,7 +341,7 @@ def test_a_cache_writer_killed_midway_leaves_nothing_that_stops_the_next(tmp_pat
     assert temporaries(cache)  # its half-written file, fresh: no sweep by age would remove it yet
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # its lock died with it; nothing to warn of
-        got = runner.cached(cache / "entry.pt", lambda: OTHER)
+        got = results_cache.cached(cache / "entry.pt", lambda: OTHER)
     assert all(torch.equal(got[k], OTHER[k]) for k in OTHER)
     assert not temporaries(cache)  # removed at once, not an hour later
 

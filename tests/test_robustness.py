@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pytest
 
+from icl_helpers.cache import prompts_hash
 from icl_helpers.cli import main
 from icl_helpers.data import setting as setting_module
 from icl_helpers.data.datasets import dataset_records
@@ -31,7 +32,7 @@ from icl_helpers.data.setting import MAIN, Setting, class_pools, more_demonstrat
 from icl_helpers.data.words import WORD_DATASETS, make_word_records, read_word_list
 from icl_helpers.errors import Unjudgeable, UsageError
 from icl_helpers.studies import recency
-from icl_helpers.studies.runner import prompt_set, prompts_hash, result_file
+from icl_helpers.studies.runner import prompt_set, result_file
 from icl_helpers.verdicts import claims, evidence, findings, robustness
 from icl_helpers.verdicts.judgement import NOT_TESTED, PARTLY, REPLICATES, Judgement
 from tests.conftest import vocab_tokenizer
@@ -157,17 +158,17 @@ def test_settings_reach_the_studies_and_keep_their_own_cache_entries(small, word
     assert all(" : pen " in t or " : sky " in t for t in pen_ps.texts)
     ids = ["fig3_4", "fig8", "majority_bias"]
     main_run = findings.report(small, 12, 2, progress=lambda step: None, ids=ids)
-    names = {p.name for p in (word_only / "results").glob("finding__*.pt")}
+    names = {p.name for p in (word_only / "results").glob("finding__*.json")}
     assert len(names) == 3 and not any("setting=" in n for n in names)
     assert findings.report(small, 12, 2, progress=lambda step: None, ids=ids, setting=Setting()) == main_run
-    assert {p.name for p in (word_only / "results").glob("finding__*.pt")} == names  # the same entries, read again
+    assert {p.name for p in (word_only / "results").glob("finding__*.json")} == names  # the same entries, read again
     five = findings.report(small, 12, 2, progress=lambda step: None, ids=ids, setting=Setting(heads=5))
     assert "top 5 in layers" in five[0].why and "top 20 in layers" in main_run[0].why
     assert len(evidence.Evidence(small, 12, 2, 0, None, setting=Setting(heads=5)).heads(WORD)) == 5
     one = findings.report(small, 12, 2, progress=lambda step: None, ids=ids, setting=ONE)
     assert [f.verdict for f in one[1:]] == [NOT_TESTED, NOT_TESTED] and all("one demonstration a class" in f.why for f in one[1:])
     assert one[1].correct_only is None and one[0].verdict != NOT_TESTED
-    assert len({p.name for p in (word_only / "results").glob("finding__*setting=*.pt")}) == 6
+    assert len({p.name for p in (word_only / "results").glob("finding__*setting=*.json")}) == 6
 
 
 @pytest.mark.parametrize("small", ["gpt2"], indirect=True)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from icl_helpers import ICLModel, UsageError
+from icl_helpers import cache as results_cache
 from icl_helpers.core.attribution import Readout
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.heads import same_layer_random_heads
@@ -395,20 +396,20 @@ def test_an_older_versions_entry_is_rebuilt_without_a_warning(fresh, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert torch.equal(in_context_heads.located(m, ps).head, good.head)
-    assert runner._read(path) is not None and not path.with_suffix(".sha256").exists()
+    assert results_cache._read(path) is not None and not path.with_suffix(".sha256").exists()
 
 
 def test_a_label_record_cached_before_a_field_was_added_is_recorded_again(fresh):
     m, ps = fresh
     want = prompt_pass.label_record(m, ps)
     path = runner.result_file("label-record", m, ps)
-    old = runner._read(path)
+    old = results_cache._read(path)
     del old["attn_scale"]  # as a version before Gemma's post-norms wrote it
     path.unlink()
-    runner.cached(path, lambda: old)
+    results_cache.cached(path, lambda: old)
     got = prompt_pass.label_record(m, ps)
     assert torch.equal(got.attn_scale, want.attn_scale) and torch.equal(got.values, want.values)
-    assert "attn_scale" in runner._read(path)
+    assert "attn_scale" in results_cache._read(path)
 
 
 def test_an_unwritable_cache_gives_the_result_and_a_warning(fresh, tmp_path):

@@ -16,7 +16,8 @@ from typing import Iterator, Sequence
 
 import torch
 
-from ..core.batching import Tensors, chunks, in_prompt_order, length_batches, walk
+from ..cache import Tensors, cached
+from ..core.batching import chunks, in_prompt_order, length_batches, walk
 from ..core.decompose import Decomposition, decompose
 from ..core.interventions import intervening
 from ..core.locate import Scoring
@@ -24,7 +25,7 @@ from ..core.projections import attention_at, label_attention
 from ..data.positions import LabelPositions
 from ..errors import UsageError
 from ..model.loading import ICLModel
-from .runner import PromptSet, cached, result_file, study_result
+from .runner import PromptSet, result_file, study_result
 
 KINDS = ("locate", "label-attention", "label-record")
 

@@ -1,19 +1,12 @@
-"""What every study runs on: prompt sets, batched decompositions of them, and a disk cache.
+"""What every study runs on: prompt sets, batched decompositions of them, and their results' keys.
 
 A `PromptSet` is N prompts of one dataset and variant with their label positions for one
 tokenizer. `decomposed` runs a prompt set through the model in batches; `study_result`
-keeps a study's tensors on disk under `$ICL_HELPERS_CACHE/results/`, one file per key: the
-key names the kind of result, the model, a fingerprint of its weights, dtype, dataset,
-variant, N and seed, and ends with a hash of the prompts themselves (and of any extra
-argument), so neither other weights nor a changed prompt builder ever read a stale result.
-While an intervention is active on the model nothing is read from or written to the cache.
-Each entry is one file, written atomically, that holds the tensors and their SHA-256, checked
-on every read, and the file name it was written under: a damaged entry, or one copied over
-another key's file, is rebuilt with a warning (an older version's entry is rebuilt without
-one). A cache that cannot be written (a full disk, no permission, not a folder) gives one
-warning a folder and a process, and keeps the results it could not store in memory for the
-rest of the run. One process at a time makes an entry (a lock file beside it): two runs on
-one cache compute each result once.
+keeps a study's tensors in the results cache (`cache`), one file per key: the key names the
+kind of result, the model, a fingerprint of its weights, dtype, dataset, variant, N and
+seed, and ends with a hash of the prompts themselves (and of any extra argument), so
+neither other weights nor a changed prompt builder ever read a stale result. While an
+intervention is active on the model nothing is read from or written to the cache.
 
 Study functions, the naming rule: one function a result, named for what it returns, never
 for how it is computed (`label_ranks`, `position_increases`, `attention_on_labels`); it
@@ -23,24 +16,20 @@ some heads or layers), and cache=False computes it afresh (at any batch_size), s
 from __future__ import annotations
 
 import functools
-import hashlib
-import io
-import re
-import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 
-from ..core.batching import Tensors, length_batches, prompt_order, walk
+from ..cache import Tensors, cache_file, cached, prompts_hash
+from ..core.batching import length_batches, prompt_order, walk
 from ..core.decompose import Decomposition, concat, decompose
 from ..core.interventions import intervening
 from ..data.positions import LabelPositions, find_positions
 from ..data.prompts import LABELS, SEP, Prompt, build_prompts, parse_prompt
 from ..data.setting import MAIN, Setting
 from ..model.loading import ICLModel
-from ..paths import cache_root, locked, remove_orphans, sweep_leftovers, write_atomically
 
 Study = Callable[..., torch.Tensor]  # compute(m, ps, heads or layers, **options) -> [N, ...]
 
@@ -123,30 +112,6 @@ def cached_study(kind: str, name: str, key: str) -> Callable[[Study], Study]:
     return decorate
 
 
-# --- disk cache --------------------------------------------------------------------------
-def prompts_hash(prompts: list[str]) -> str:
-    """A short, stable hash of a prompt list (order matters)."""
-    return hashlib.sha256("\x00".join(prompts).encode()).hexdigest()[:12]
-
-
-def source_hash() -> str:
-    """A short hash of the package's own source files: results that depend on its code (a
-    report's findings) are reused only by the same code. Take it when the code is loaded
-    (`verdicts.findings.CODE`), not later: the files may change under a running process."""
-    digest = hashlib.sha256()
-    package = Path(__file__).resolve().parents[1]
-    for path in sorted(package.rglob("*.py")):
-        digest.update(str(path.relative_to(package)).encode() + b"\x00" + path.read_bytes())
-    return digest.hexdigest()[:12]
-
-
-def cache_file(kind: str, **key: object) -> Path:
-    """The file for `kind` (e.g. "locate") and a key such as model=..., dataset=..., n=..."""
-    parts = [kind] + [f"{k}={v}" for k, v in key.items()]
-    name = re.sub(r"[^A-Za-z0-9=._-]+", "-", "__".join(parts))
-    return cache_root() / "results" / f"{name}.pt"
-
-
 def result_file(kind: str, m: ICLModel, ps: PromptSet, **extra: object) -> Path:
     """The cache file of a result on a prompt set: model, weights, dtype, dataset, variant,
     N, seed, and a hash of the prompts (and of anything in `extra`)."""
@@ -162,82 +127,3 @@ def study_result(kind: str, m: ICLModel, ps: PromptSet, compute: Callable[[], Te
     if not cache or intervening(m):
         return {k: v.detach().cpu() for k, v in compute().items()}
     return cached(result_file(kind, m, ps, **extra), compute)
-
-
-_KEPT: dict[Path, Tensors] = {}  # results whose cache file could not be written, for the rest of the run
-_UNWRITABLE: set[Path] = set()  # the cache folders this process has warned of
-
-
-def cached(path: Path, compute: Callable[[], Tensors]) -> Tensors:
-    """Load the tensors at `path`, or compute and save them there. One process at a time
-    makes an entry: another that wants it meanwhile waits, then reads it. Where the entry
-    cannot be written, the result is kept in memory for the rest of the run (`_keep`)."""
-    if path in _KEPT:
-        return {k: v.clone() for k, v in _KEPT[path].items()}  # the caller's to change, as a read's would be
-    with locked(path) as alone:
-        if alone:
-            remove_orphans(path)  # a killed writer's temporary file
-        if path.exists():
-            try:
-                stored = _read(path)
-                if stored is not None:
-                    return stored
-            except Exception as err:  # a damaged entry of any kind is rebuilt
-                warnings.warn(f"Rebuilding the damaged cache file {path} ({err}).", stacklevel=2)
-        result = {k: v.detach().cpu() for k, v in compute().items()}
-        try:
-            _write(path, result)
-        except Exception as err:  # a full disk or no permission, whatever type the writer raises
-            _keep(path, result, err)
-        return result
-
-
-def _keep(path: Path, result: Tensors, err: Exception) -> None:
-    """Keep `result`, which could not be written at `path`, in memory for the rest of the run;
-    the first time a process meets its folder, one warning names it and says what to do."""
-    _KEPT[path] = {k: v.clone() for k, v in result.items()}
-    if path.parent not in _UNWRITABLE:
-        _UNWRITABLE.add(path.parent)
-        warnings.warn(f"Could not write the cache file {path} ({err}); this run keeps the results it cannot write to "
-                      f"{path.parent} in memory, and later runs compute them again: free some space there, or set "
-                      "ICL_HELPERS_CACHE to a writable folder.", stacklevel=3)
-
-
-_FORMAT = "icl_helpers results 3"  # 2: no key in the entry; 1: a bare torch.save, its checksum in a .sha256 file
-
-
-def _digest(tensors: Tensors, key: str = "") -> str:
-    """SHA-256 of the entry's key (its file name), and of the tensors' names, dtypes, shapes and bytes."""
-    digest = hashlib.sha256(f"{key}\n".encode())
-    for name, t in sorted(tensors.items()):
-        digest.update(f"{name} {t.dtype} {tuple(t.shape)}\n".encode())
-        digest.update(t.contiguous().reshape(-1).view(torch.uint8).numpy())
-    return digest.hexdigest()
-
-
-def _read(path: Path) -> Tensors | None:
-    """The tensors at `path`, checked against the checksum stored with them and against the
-    key (file name) they were written under; None for an older version's entry (a miss: it is rebuilt)."""
-    stored = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(stored, dict):
-        raise ValueError("it is not a results file")
-    if stored.get("format") in (None, "icl_helpers results 2"):
-        return None
-    key = stored.get("key")
-    if stored["format"] != _FORMAT or not isinstance(key, str) or stored.get("sha256") != _digest(stored.get("tensors", {}), key):
-        raise ValueError("its tensors do not match the checksum stored with them")
-    if key != path.name:
-        raise ValueError(f"it holds the entry of {key}, copied over this one")
-    return stored["tensors"]
-
-
-def _write(path: Path, result: Tensors) -> None:
-    """Save `result`, its key (the file name) and their checksum at `path` in one file, atomically,
-    with the user's umask. torch.save writes to memory first: the disk sees one plain write,
-    whose errors are OSErrors."""
-    buffer = io.BytesIO()
-    torch.save({"format": _FORMAT, "key": path.name, "sha256": _digest(result, path.name), "tensors": result}, buffer)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sweep_leftovers(path.parent, "*.tmp")  # of entries nobody makes again
-    write_atomically(path, lambda tmp: tmp.write_bytes(buffer.getbuffer()))
-    path.with_suffix(".sha256").unlink(missing_ok=True)  # an older version's checksum file

@@ -4,18 +4,15 @@ main setting or another (`data.setting`, `robustness`). A notebook ends with
 `report(m, ..., ids=[its claims])`: the same code on its own prompts."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Callable, Sequence
 
-import torch
-
+from ..cache import cache_file, cached_json, prompts_hash, source_hash
 from ..core.heads import Head
 from ..data.setting import MAIN, Setting
 from ..errors import Unjudgeable, UsageError
 from ..model.loading import ICLModel
 from ..stats import MIN_CLUSTERS
-from ..studies.runner import cache_file, cached, prompts_hash, source_hash
 from .claims import CLAIMS, Claim, Finding
 from .evidence import Evidence
 from .judgement import Judgement, not_tested
@@ -75,12 +72,8 @@ def kept_finding(id: str, s: Evidence) -> Finding:
     setting = {} if s.setting == MAIN else {"setting": prompts_hash([repr(s.setting)])}  # the main run's names as they were
     path = cache_file("finding", model=m.name, weights=m.fingerprint(), dtype=str(m.model.dtype).removeprefix("torch."),
                       claim=id, n=s.n, sentence_n=s.sentence_n, seed=s.seed, heads=prompts_hash([repr(s.given)]),
-                      data=prompts_hash(s.sentence), **setting, code=CODE)
-
-    def text() -> bytes:
-        return json.dumps(judged(id, s).to_dict()).encode()
-    stored = cached(path, lambda: {"finding": torch.frombuffer(bytearray(text()), dtype=torch.uint8)})
-    return Finding.from_dict(json.loads(stored["finding"].numpy().tobytes()))
+                      data=prompts_hash(s.sentence), **setting, code=CODE).with_suffix(".json")
+    return Finding.from_dict(cached_json(path, lambda: judged(id, s).to_dict()))
 
 
 def in_view(find: Callable[[Evidence], Judgement], view: Callable[[], Evidence]) -> Judgement:
