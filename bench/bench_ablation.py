@@ -22,9 +22,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from icl_helpers import load_model
+from icl_helpers.core import interventions
+from icl_helpers.core.passes import intervened_accuracy
 from icl_helpers.studies import ablation
 from icl_helpers.studies.in_context_heads import in_context_heads
-from icl_helpers.studies.intervened import intervened_accuracy
 from icl_helpers.studies.runner import prompt_set
 
 WORD = ["sentiment_number", "animal_country"]
@@ -37,7 +38,7 @@ def main() -> None:
     args = parser.parse_args()
     m = load_model("smollm2-135m", device="cpu")
     plan = ablation.CausalPlan.for_prompts(4 * args.n_ablation)
-    first_layer = ablation.first_layer
+    first_layer = interventions.first_layer
     print(f"{args.n_ablation} prompts a dataset, ks {plan.ks}, {args.draws} draws, "
           f"{torch.get_num_threads()} torch threads\n")
     print("| dataset | runs | first layers of the top-k runs | shared prefix s | from the embeddings s | speed-up |")
@@ -55,11 +56,11 @@ def main() -> None:
             return runs, time.perf_counter() - start
 
         shared, shared_s = timed()
-        ablation.first_layer = lambda heads: 0  # every run from the embeddings, as before the change
+        interventions.first_layer = lambda heads: 0  # every run from the embeddings, as before the change
         try:
             full, full_s = timed()
         finally:
-            ablation.first_layer = first_layer
+            interventions.first_layer = first_layer
         same = all(torch.equal(a.true_logit, b.true_logit) and torch.equal(a.predictions, b.predictions)
                    for a, b in zip([shared.plain, *shared.top.values(), *sum(shared.random.values(), [])],
                                    [full.plain, *full.top.values(), *sum(full.random.values(), [])]))

@@ -7,7 +7,8 @@ import torch
 
 from icl_helpers import ICLModel
 from icl_helpers.core.heads import same_layer_random_heads
-from icl_helpers.core.interventions import ablated, balanced_labels, position_free_labels
+from icl_helpers.core.interventions import Intervention
+from icl_helpers.core.passes import intervened_accuracy
 from icl_helpers.data.datasets import dataset_records
 from icl_helpers.data.prompts import (
     VARIANTS,
@@ -28,7 +29,6 @@ from icl_helpers.studies.ablation import (
     evaluation_prompts,
 )
 from icl_helpers.studies.accuracy import accuracy
-from icl_helpers.studies.intervened import intervened_accuracy
 from tests.conftest import close, logprob_scale, small_model
 
 RECORDS = [
@@ -54,20 +54,21 @@ def test_accuracy_under_an_identity_intervention_is_the_plain_accuracy(llama):
     prompts = mixed_label_prompts(RECORDS)
     plain = accuracy(llama, [p.text for p in prompts], *prompt_label_ids(llama.tokenizer, prompts))
     heads = [(2, 1), (1, 3)]
-    edited = intervened_accuracy(llama, prompts, lambda labels: balanced_labels(llama, heads, labels), batch_size=3)
+    edited = intervened_accuracy(llama, prompts, Intervention.balanced_labels(llama, heads), batch_size=3)
     close(edited.true_logit, plain.true_logit)  # batched in threes, not in one batch
     assert torch.equal(edited.predictions, plain.predictions)
 
 
-@pytest.mark.parametrize("edit", [balanced_labels, position_free_labels])
+@pytest.mark.parametrize("edit", [Intervention.balanced_labels, Intervention.position_free_labels],
+                         ids=["balanced_labels", "position_free_labels"])
 def test_label_edits_in_a_batch_equal_one_prompt_at_a_time(llama, edit):
     """Each batch's label positions must be those of the prompts the model runs in it,
     whatever order the batch is run in (accuracy sorts prompts by length)."""
     records = RECORDS + [Record("a rather long input", "number", "sentiment", ("x y z w", "v"), ("a b c d e", "f g"))]
     prompts = mixed_label_prompts(records, VARIANTS["imbalanced"])
     heads = [(2, 1), (1, 3), (0, 0)]
-    batched = intervened_accuracy(llama, prompts, lambda labels: edit(llama, heads, labels), batch_size=5)
-    alone = intervened_accuracy(llama, prompts, lambda labels: edit(llama, heads, labels), batch_size=1)
+    batched = intervened_accuracy(llama, prompts, edit(llama, heads), batch_size=5)
+    alone = intervened_accuracy(llama, prompts, edit(llama, heads), batch_size=1)
     close(batched.true_logit, alone.true_logit)
     plain = intervened_accuracy(llama, prompts)
     assert (batched.true_logit - plain.true_logit).abs().max() > 1e-3  # the edit does change something
@@ -78,16 +79,16 @@ def test_ablation_runs_are_the_ablated_model(llama):
     top = [(2, 1), (1, 3), (2, 0)]
     means = ablation_means(llama, [p.text for p in prompts[:2]])
     runs = ablation_runs(llama, prompts, top, ks=[1, 3], n_random=4, seed=5, means=means, batch_size=3)
-    direct = intervened_accuracy(llama, prompts, lambda labels: ablated(llama, top, means), batch_size=3)
+    direct = intervened_accuracy(llama, prompts, Intervention.ablated(llama, top, means), batch_size=3)
     # the same batches through the same blocks (a run resumed from a shared prefix runs the same operations): exact
     assert torch.equal(runs.top[3].true_logit, direct.true_logit)
     assert torch.equal(runs.plain.true_logit, intervened_accuracy(llama, prompts, batch_size=3).true_logit)
-    zeroed = intervened_accuracy(llama, prompts, lambda labels: ablated(llama, top), batch_size=3)
+    zeroed = intervened_accuracy(llama, prompts, Intervention.ablated(llama, top), batch_size=3)
     assert (zeroed.true_logit - direct.true_logit).abs().max() > 1e-4  # mean and zero ablation differ
     draw = same_layer_random_heads(top, llama.arch.n_heads, seed=5 + 2)  # draw 2: layer-matched to the top heads
     assert [l for l, _ in draw] == [2, 1, 2] and not set(draw) & set(top)
     assert torch.equal(runs.random[1][2].true_logit,
-                       intervened_accuracy(llama, prompts, lambda labels: ablated(llama, draw[:1], means), 3).true_logit)
+                       intervened_accuracy(llama, prompts, Intervention.ablated(llama, draw[:1], means), 3).true_logit)
     twice = AblationRuns.cat([runs, runs])  # pooled datasets: the prompts of each, in order (copies: exact)
     assert torch.equal(twice.random[3][1].true_logit, runs.random[3][1].true_logit.repeat(2)) and len(twice.random[1]) == 4
     curves = runs.curves()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from icl_helpers.core.interventions import ablated, position_free_labels
+from icl_helpers.core.interventions import Intervention, ablated, position_free_labels
+from icl_helpers.core.passes import accuracies
 from icl_helpers.data.prompts import parse_prompt, prompt_label_ids
 from icl_helpers.model.hooks import attached
 from icl_helpers.model.prefix import block_inputs, resumed
-from icl_helpers.studies.accuracy import Run, accuracies, accuracy
+from icl_helpers.studies.accuracy import accuracy
 from tests.test_interventions import EXAMPLES, labels_of
 
 
@@ -59,11 +60,9 @@ def test_runs_share_their_prefix_and_equal_separate_runs(small):
     prompts = [parse_prompt(p) for p in EXAMPLES * 3]
     texts = [p.text for p in prompts]
     true_ids, false_ids = prompt_label_ids(small.tokenizer, prompts)
-    def ablating(heads):
-        return Run(lambda rows: ablated(small, heads), min(l for l, _ in heads))
-
     # the first run changes block 1 on: it may lend its input x_1, never x_2, to the later runs
-    runs = [ablating([(1, 1), (2, 3)]), Run(), ablating([(2, 0)]), ablating([(0, 2)])]
+    runs = [Intervention.ablated(small, [(1, 1), (2, 3)]), None, Intervention.ablated(small, [(2, 0)]),
+            Intervention.ablated(small, [(0, 2)])]
     calls = {0: 0, 1: 0, 2: 0}
     blocks = small.arch.blocks()
     hooks = [(blocks[l], "pre", lambda mod, args, l=l: calls.__setitem__(l, calls[l] + 1)) for l in calls]
@@ -72,7 +71,7 @@ def test_runs_share_their_prefix_and_equal_separate_runs(small):
     batches = 3  # 9 prompts, 4 a batch
     assert calls == {0: 3 * batches, 1: 3 * batches, 2: 4 * batches}  # only the layer-2 run resumes
     for run, got in zip(runs, together):
-        alone = accuracy(small, texts, true_ids, false_ids, batch_size=4, within=run.within, progress=False)
+        alone = accuracy(small, texts, true_ids, false_ids, batch_size=4, intervention=run, progress=False)
         assert torch.equal(got.true_logit, alone.true_logit) and torch.equal(got.predictions, alone.predictions)
         assert torch.equal(got.true_prob, alone.true_prob)
     assert not torch.equal(together[2].true_logit, together[1].true_logit)

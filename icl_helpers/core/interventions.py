@@ -22,13 +22,16 @@ removed, and the attention function (registered through transformers'
 `AttentionInterface`, see `_edited_attention`, and put in place by the adapter's
 `edited_attention`) is switched back. They compose by nesting
 or with `applied(...)`, and act on a right-padded batch of B prompts and T tokens: the
-label edits take that batch's `LabelPositions`, row for row in the order the batch runs
-(`studies.accuracy.accuracy(..., within=)` gives each batch its own rows).
+label edits take that batch's `LabelPositions`, row for row in the order the batch runs.
+An `Intervention` is one of them given per batch, with the first layer it changes: what the
+passes of `core.passes` run each batch under (`Intervention.ablated`, `.balanced_labels`,
+`.position_free_labels`).
 """
 from __future__ import annotations
 
 import functools
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from typing import Callable, ContextManager, Iterator, Sequence
 from weakref import WeakKeyDictionary
 
@@ -45,6 +48,37 @@ from .batching import chunks, walk
 from .heads import Head, head_mask, model_heads
 
 Heads = Sequence[Head]
+
+
+@dataclass(frozen=True)
+class Intervention:
+    """An intervention given per batch: edit(labels) is the context a batch runs in, labels the
+    batch's `LabelPositions` [b, K] row for row (None where a pass has bare texts, not prompts);
+    start: the first layer it changes (0, any): passes under several interventions run the
+    blocks before it once a batch for all of them (`core.passes`)."""
+
+    edit: Callable[[LabelPositions | None], ContextManager[None]]
+    start: int = 0
+
+    @classmethod
+    def ablated(cls, m: ICLModel, heads: Heads, means: torch.Tensor | None = None) -> Intervention:
+        """`ablated(m, heads, means)` in every batch."""
+        return cls(lambda labels: ablated(m, heads, means), first_layer(heads))
+
+    @classmethod
+    def balanced_labels(cls, m: ICLModel, heads: Heads) -> Intervention:
+        """`balanced_labels(m, heads, labels)` in every batch, at its prompts' label positions."""
+        return cls(lambda labels: balanced_labels(m, heads, labels), first_layer(heads))
+
+    @classmethod
+    def position_free_labels(cls, m: ICLModel, heads: Heads) -> Intervention:
+        """`position_free_labels(m, heads, labels)` in every batch, at its prompts' label positions."""
+        return cls(lambda labels: position_free_labels(m, heads, labels), first_layer(heads))
+
+
+def first_layer(heads: Heads) -> int:
+    """The first layer an intervention on `heads` changes (their lowest; 0 for none)."""
+    return min((l for l, _ in heads), default=0)
 
 
 _ACTIVE: WeakKeyDictionary[nn.Module, int] = WeakKeyDictionary()  # model -> interventions active on it

@@ -5,7 +5,6 @@ mrr (Fig. 5), label_attention (Figs. 6-11), recency (the recency family), subval
 (Appendix E: position- and neuron-level increases), ablation (the causal check) and biases
 (the bias reductions), the last two from the EMNLP version.
 
-They share the batched, disk-cached runner (`runner`), one recorded pass a prompt set
-(`prompt_pass`) and accuracy under a per-batch intervention (`intervened`); `report` judges
-every claim of the paper from them.
+They share the prompt sets and cached results of `runner`, one recorded pass a prompt set
+(`prompt_pass`), and the last-position passes under interventions of `core.passes`.
 """

@@ -5,7 +5,7 @@ output set to its mean over the prompts the heads were located on; zero as an op
 as a baseline, k random heads matched to them layer by layer in 20 draws, on prompts of
 records other than those the heads were located on (`evaluation_prompts`); it measures
 top-1, ranked (true above false) and the true label's probability, each run under its
-ablation batch by batch (`studies.intervened`).
+ablation batch by batch (`core.passes`).
 """
 from __future__ import annotations
 
@@ -17,14 +17,13 @@ import pandas as pd
 import torch
 
 from ..core.heads import Head, same_layer_random_heads
-from ..core.interventions import ablated, head_means
+from ..core.interventions import Intervention, head_means
+from ..core.passes import Accuracy, intervened_accuracies
 from ..data.datasets import dataset_records
 from ..data.prompts import Prompt, build_prompts, mixed_label_prompts
 from ..data.setting import MAIN, Setting
 from ..errors import UsageError
 from ..model.loading import ICLModel
-from .accuracy import Accuracy
-from .intervened import Intervene, first_layer, intervened_accuracies
 
 IN_CONTEXT, RANDOM = "top in-context heads", "random heads"  # the `heads` column of `AblationRuns.curves`
 ABLATIONS = ("mean", "zero")  # what an ablated head's output is set to
@@ -105,11 +104,7 @@ def ablation_runs(
         raise UsageError(f"Numbers of heads to ablate must lie between 1 and the {len(top)} heads given, not {list(ks)}.")
     draws = [same_layer_random_heads(top, m.arch.n_heads, seed + d) for d in range(n_random)]
     sets = [top[:k] for k in ks] + [d[:k] for k in ks for d in draws]
-
-    def ablate(heads: Sequence[Head]) -> Intervene:
-        return lambda labels: ablated(m, heads, means)
-
-    accs = intervened_accuracies(m, prompts, [(None, 0)] + [(ablate(h), first_layer(h)) for h in sets], batch_size,
+    accs = intervened_accuracies(m, prompts, [None] + [Intervention.ablated(m, h, means) for h in sets], batch_size,
                                  f"ablation ({len(prompts)} prompts)")
     plain, top_k, random = accs[0], accs[1 : 1 + len(ks)], iter(accs[1 + len(ks) :])
     return AblationRuns(plain, dict(zip(ks, top_k)), {k: [next(random) for _ in draws] for k in ks})

@@ -17,11 +17,11 @@ import pandas as pd
 import torch
 
 from ..core.heads import Head
-from ..core.interventions import balanced_labels, position_free_labels
+from ..core.interventions import Intervention
+from ..core.passes import intervened_accuracies
 from ..data.prompts import Prompt, Record, majority_labels, mixed_label_prompts, nearest_labels, prompt_label_ids
 from ..data.setting import MAIN, Setting
 from ..model.loading import ICLModel
-from .intervened import Intervene, first_layer, intervened_accuracies
 
 
 @dataclass(frozen=True)
@@ -117,20 +117,19 @@ def bias_effect(
     biased: Sequence[Prompt],
     biased_labels: Sequence[str | None],
     standard: Sequence[Prompt],
-    intervene: Intervene,
-    start: int = 0,
+    intervention: Intervention,
     batch_size: int = 32,
 ) -> BiasEffect:
     """The bias on `biased` prompts (against `biased_labels`, one of each prompt's label words
-    or None) with and without `intervene`, and the top-1 accuracy it costs on `standard` prompts.
-    start: the first layer `intervene` changes (the blocks before run once a batch for both)."""
+    or None) with and without `intervention`, and the top-1 accuracy it costs on `standard`
+    prompts (the blocks before its first layer run once a batch for both)."""
     true_ids, false_ids = prompt_label_ids(m.tokenizer, biased)
     is_true = torch.tensor([w == p.true_label for w, p in zip(biased_labels, biased)], dtype=torch.bool)
     named = torch.tensor([w is not None for w in biased_labels], dtype=torch.bool)
     target = torch.where(is_true, true_ids, false_ids).masked_fill(~named, -1)  # -1: no biased label (a tie)
     runs = {}
     for name, prompts in (("biased", biased), ("standard", standard)):
-        runs[name], runs[name + "+"] = intervened_accuracies(m, prompts, [(None, 0), (intervene, start)], batch_size)
+        runs[name], runs[name + "+"] = intervened_accuracies(m, prompts, [None, intervention], batch_size)
     count = {name: bias_count(runs[name].predictions, runs[name].true_id, target) for name in ("biased", "biased+")}
     exposed = exposed_to_bias(runs["biased"].true_id, target)
     flags = torch.stack([exposed, *(exposed & (runs[name].predictions == target) for name in ("biased", "biased+"))], 1)
@@ -148,8 +147,7 @@ def majority_bias(m: ICLModel, records: Sequence[Record], heads: Sequence[Head],
     attention of `heads` balanced (`balanced_labels`); accuracy cost on balanced prompts; the
     prompts in the setting's label words, separator and demonstrations a class."""
     standard, imbalanced = (mixed_label_prompts(records, setting.variant(v)) for v in ("balanced", "imbalanced"))
-    return bias_effect(m, imbalanced, majority_labels(imbalanced), standard, lambda labels: balanced_labels(m, heads, labels),
-                       first_layer(heads))
+    return bias_effect(m, imbalanced, majority_labels(imbalanced), standard, Intervention.balanced_labels(m, heads))
 
 
 def recency_bias(m: ICLModel, records: Sequence[Record], heads: Sequence[Head], setting: Setting = MAIN) -> BiasEffect:
@@ -157,5 +155,4 @@ def recency_bias(m: ICLModel, records: Sequence[Record], heads: Sequence[Head], 
     keys in `heads` (`position_free_labels`); accuracy cost on balanced prompts; the prompts in
     the setting's label words, separator and demonstrations a class."""
     standard, reordered = (mixed_label_prompts(records, setting.variant(v)) for v in ("balanced", "reordered"))
-    return bias_effect(m, reordered, nearest_labels(reordered), standard,
-                       lambda labels: position_free_labels(m, heads, labels), first_layer(heads))
+    return bias_effect(m, reordered, nearest_labels(reordered), standard, Intervention.position_free_labels(m, heads))
