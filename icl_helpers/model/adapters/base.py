@@ -6,7 +6,7 @@ the hooked tensor), in the spirit of pyvene's per-family mappings and Transforme
 hook names, views of the weights as per-head pieces, its norms' gain, and its keys
 without position information. `core.decompose` records any site by name; nothing else in
 the package knows which family it is looking at: a new family is one adapter module in
-this folder, one line in its registry (`__init__`), and its tests.
+this folder, which declares the model types it adapts (`FAMILIES`) for the registry to find.
 Shapes: L layers, H query heads, H_kv key/value heads, d model width, dh head width,
 d_ffn FFN width, V vocabulary, B batch, T tokens.
 """

@@ -116,3 +116,7 @@ class Gemma3MultimodalArch(Gemma3Arch):
     blocks_path = "model.language_model.layers"
     final_norm_path = "model.language_model.norm"
     rotary_path = "model.language_model.rotary_emb"
+
+
+# model_type -> adapter: what the registry (`adapters.architectures`) finds here
+FAMILIES = {"gemma": GemmaArch, "gemma2": Gemma2Arch, "gemma3_text": Gemma3Arch, "gemma3": Gemma3MultimodalArch}

@@ -68,3 +68,7 @@ class AbsoluteKeys(PositionFreeKeys):
         x = self.x - self.wpe.weight[:T]
         k = self.block.attn.c_attn(self.block.ln_1(x))[..., self.d : 2 * self.d]
         return k.view(B, T, H, dh).transpose(1, 2)
+
+
+# model_type -> adapter: what the registry (`adapters.architectures`) finds here
+FAMILIES = {"gpt2": GPT2Arch}

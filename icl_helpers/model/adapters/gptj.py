@@ -106,3 +106,7 @@ def _gptj_attn(module: nn.Module, function: Callable) -> Callable:
         return out.transpose(1, 2).to(value.dtype), weights.to(value.dtype)
 
     return attn
+
+
+# model_type -> adapter: what the registry (`adapters.architectures`) finds here
+FAMILIES = {"gptj": GPTJArch}

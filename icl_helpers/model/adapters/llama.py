@@ -54,3 +54,7 @@ class LlamaArch(Arch):
     def position_free_keys(self, layer, target):
         """`RotaryKeys`: every key rotated on to position target [B]."""
         return RotaryKeys(self.angles(layer), target)
+
+
+# model_type -> adapter: what the registry (`adapters.architectures`) finds here
+FAMILIES = {"llama": LlamaArch, "mistral": LlamaArch, "qwen2": LlamaArch}

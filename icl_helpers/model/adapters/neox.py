@@ -49,3 +49,7 @@ class NeoXArch(LlamaArch):
     def W_K(self, layer):
         w = self.attn(layer).query_key_value.weight  # [H*3*dh, d]: rows per head q, k, v
         return w.view(self.n_heads, 3, self.d_head, self.d_model)[:, 1]
+
+
+# model_type -> adapter: what the registry (`adapters.architectures`) finds here
+FAMILIES = {"gpt_neox": NeoXArch}

@@ -33,3 +33,7 @@ class Olmo2Arch(LlamaArch):
     sites = {**LlamaArch.sites, **POST_NORM_SITES, "queries": Site("self_attn.q_norm", "post")}
     branch_norm_paths = POST_NORMS
     k_norm_path = "k_norm"
+
+
+# model_type -> adapter: what the registry (`adapters.architectures`) finds here
+FAMILIES = {"olmo2": Olmo2Arch}

@@ -49,3 +49,7 @@ class Phi3Arch(LlamaArch):
             return angles(x, positions)
 
         return checked
+
+
+# model_type -> adapter: what the registry (`adapters.architectures`) finds here
+FAMILIES = {"phi3": Phi3Arch}

@@ -22,3 +22,7 @@ class Qwen3Arch(LlamaArch):
     family = "qwen3"
     sites = {**LlamaArch.sites, "queries": Site("self_attn.q_norm", "post", heads_last=True)}
     k_norm_path = "k_norm"
+
+
+# model_type -> adapter: what the registry (`adapters.architectures`) finds here
+FAMILIES = {"qwen3": Qwen3Arch}
