@@ -246,7 +246,7 @@ def _clock(start: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m icl_helpers` (and `icl-locate`): parse the arguments, run the command; the exit status."""
+    """`python -m icl_helpers` (and the console script `icl-helpers`): parse the arguments, run the command; the exit status."""
     parser = _Parser(prog="python -m icl_helpers", description="Locate in-context heads (locate), test the paper's claims (report), "
                                                          "put reports side by side (compare), or download the sentence "
                                                          "datasets (data fetch).")

@@ -1,4 +1,4 @@
-"""The locate command line."""
+"""The command line: `python -m icl_helpers` and its console script."""
 from __future__ import annotations
 
 import json
@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 import warnings
 from pathlib import Path
 
@@ -197,3 +198,9 @@ def test_report_logs_each_step_with_the_time_since_it_started(saved, tmp_path, m
     monkeypatch.setattr("icl_helpers.verdicts.report", fake)
     assert main(["report", "--model", saved, "--device", "cpu", "--n", "2", "--json", str(tmp_path / "out.json")]) == 0
     assert re.fullmatch(r"\.\.\. 0:0\d fig2: a claim\n0 claims in 0:0\d: ; wrote .*out.json\n", capsys.readouterr().out)
+
+
+def test_the_console_script_is_named_for_the_package():
+    """pyproject's one console script, `icl-helpers`, runs every subcommand, as `python -m icl_helpers` does."""
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    assert project["scripts"] == {project["name"]: "icl_helpers.cli:main"} and project["name"] == "icl-helpers"

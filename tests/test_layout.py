@@ -121,3 +121,23 @@ def test_the_documents_links_resolve():
             if not linked.exists() or (fragment and fragment not in map(anchor, headings)):
                 broken.append(f"{path.relative_to(root)}: {target}")
     assert broken == []
+
+
+def named_modules(row: str) -> set[str]:
+    """The modules a row of docs/layout.md's table names: its backticked names outside parentheses."""
+    while re.search(r"\([^()]*\)", row):
+        row = re.sub(r"\([^()]*\)", "", row)
+    return set(re.findall(r"`(\w+)`", row))
+
+
+def test_the_layout_map_lists_every_module():
+    """docs/layout.md's table: each folder's row names exactly its modules and subpackages."""
+    text = (PACKAGE.parent / "docs" / "layout.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `(icl_helpers/(?:\w+/)?)` \| (.+) \|$", text, re.M))
+    folders = [PACKAGE, *(p for p in sorted(PACKAGE.iterdir()) if (p / "__init__.py").is_file())]
+    assert sorted(rows) == sorted(f"{p.relative_to(PACKAGE.parent)}/" for p in folders)
+    for folder in folders:
+        modules = {p.stem for p in folder.glob("*.py") if not p.stem.startswith("__")}
+        packages = {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
+        holds = (modules | packages) - ({p.name for p in folders} if folder == PACKAGE else set())
+        assert named_modules(rows[f"{folder.relative_to(PACKAGE.parent)}/"]) == holds, folder.name
