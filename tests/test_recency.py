@@ -1,5 +1,5 @@
-"""The recency control: the family of orders, the (truth, distance) table, the least-squares
-effects on constructed attention, and the family on a small model against its label attention."""
+"""The recency control: every order of the demonstrations, the (truth, distance) table, the least-squares
+effects on constructed attention, and the orders on a small model against its label attention."""
 from __future__ import annotations
 
 import torch
@@ -12,19 +12,19 @@ from tests.conftest import close
 PATTERNS = torch.tensor([[c == "t" for c in o] for o in ORDERS])  # [O, K]
 
 
-def constructed(truth: float, by_distance: list[float], n: int = 30, noise: float = 0.0) -> recency.RecencyFamily:
-    """A family whose attention is 0.1 + truth * [true] + by_distance[rank] (+ noise), in 2 heads."""
+def constructed(truth: float, by_distance: list[float], n: int = 30, noise: float = 0.0) -> recency.RecencyOrders:
+    """Records whose attention is 0.1 + truth * [true] + by_distance[rank] (+ noise), in 2 heads."""
     g = torch.Generator().manual_seed(0)
     distance = torch.tensor(by_distance).flip(0)  # prompt order: the farthest label first
     attention = 0.1 + truth * PATTERNS.float() + distance  # [O, K]
     attention = attention[None, :, None].expand(n, -1, 2, -1) + noise * torch.randn(n, len(ORDERS), 2, 4, generator=g)
     top1_hits = torch.ones(n, len(ORDERS), dtype=torch.bool)
-    return recency.RecencyFamily("toy", [(0, 0), (1, 1)], attention, PATTERNS, top1_hits, PATTERNS[:, -1].expand(n, -1))
+    return recency.RecencyOrders("toy", [(0, 0), (1, 1)], attention, PATTERNS, top1_hits, PATTERNS[:, -1].expand(n, -1))
 
 
-def test_the_family_is_every_order_of_two_true_and_two_false():
+def test_the_orders_are_every_order_of_two_true_and_two_false():
     assert len(set(ORDERS)) == 6 and all(sorted(o) == list("fftt") for o in ORDERS)
-    assert recency.FAMILY["fftt"] == "balanced" and recency.FAMILY["ttff"] == "reordered"
+    assert recency.ORDER_VARIANTS["fftt"] == "balanced" and recency.ORDER_VARIANTS["ttff"] == "reordered"
 
 
 def test_cells_and_effects_recover_the_constructed_attention():
@@ -50,25 +50,25 @@ def test_truth_effect_equals_the_difference_of_means_in_the_crossed_design():
     close(distance, table[:, 0].mean() - table[:, 3].mean(), scale=float(cells.max()))
 
 
-def test_family_table_splits_accuracy_by_the_nearest_label():
+def test_orders_table_splits_accuracy_by_the_nearest_label():
     fam = constructed(0.05, [0.3, 0.2, 0.1, 0.0])
     fam.top1_hits = PATTERNS[:, -1].expand(30, -1).clone()  # right exactly when the true label is nearest
-    row = recency.family_table([fam]).loc["toy"]
+    row = recency.orders_table([fam]).loc["toy"]
     assert (row["top-1, true nearest"], row["top-1, false nearest"], row["names the nearest label"]) == (1.0, 0.0, 0.5)
     assert row["N"] == 30
     close(row["truth effect"], 0.05)
-    row = recency.family_table([constructed(0.05, [0.3, 0.2, 0.1, 0.0], n=4)]).loc["toy"]  # effects, but no interval
+    row = recency.orders_table([constructed(0.05, [0.3, 0.2, 0.1, 0.0], n=4)]).loc["toy"]  # effects, but no interval
     assert row["N"] == 4 and row["truth CI"] == row["distance CI"] == "too few prompts"
     close(row["truth effect"], 0.05)
 
 
-def test_recency_family_is_the_label_attention_of_each_order(small, tmp_path, monkeypatch):
+def test_recency_orders_are_the_label_attention_of_each_order(small, tmp_path, monkeypatch):
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     heads = [(1, 2), (0, 3)]
-    fam = recency.recency_family(small, "sentiment_number", heads, 6)
+    fam = recency.recency_orders(small, "sentiment_number", heads, 6)
     assert fam.attention.shape == (6, 6, 2, 4) and torch.equal(fam.is_true, PATTERNS)
     for o, order in enumerate(ORDERS):
-        ps = prompt_set(small, "sentiment_number", recency.FAMILY[order], 6)
+        ps = prompt_set(small, "sentiment_number", recency.ORDER_VARIANTS[order], 6)
         att = label_attention.attention_on_labels(small, ps)
         assert torch.equal(fam.attention[:, o], att.per_label[:, [1, 0], [2, 3]])  # read from the same cached pass
         true_id, false_id = prompt_label_ids(small.tokenizer, ps.prompts)

@@ -49,7 +49,7 @@ def test_the_main_setting_is_the_papers_prompts():
                         "swapped": Variant(labels=("bar", "foo")),
                         **{f"order-{o}": Variant(order=o) for o in ("ftft", "fttf", "tfft", "tftf")}}
     assert {name: MAIN.variant(name) for name in VARIANTS} == VARIANTS
-    assert ORDERS == ("fftt", "ftft", "fttf", "tfft", "tftf", "ttff") and recency.family() == recency.FAMILY
+    assert ORDERS == ("fftt", "ftft", "fttf", "tfft", "tftf", "ttff") and recency.order_variants() == recency.ORDER_VARIANTS
     for d in WORD_DATASETS:
         assert MAIN.records(d, 50) == dataset_records(d, 50)
     assert evidence.EXAMPLE == "love : bar like : bar eight : foo two : foo one :"
@@ -82,7 +82,7 @@ def test_demonstrations_a_class_keep_the_nearest_and_add_in_front():
     assert build_prompts(three[:1], THREE.variant("balanced"))[0].text == (
         "{0} : bar {1} : bar {2} : bar {3} : foo {4} : foo {5} : foo {6} :".format(*three[0].false_demos, *three[0].true_demos,
                                                                                   three[0].input))
-    assert recency.family(1) == {"ft": "balanced", "tf": "reordered"} and len(recency.family(3)) == 20
+    assert recency.order_variants(1) == {"ft": "balanced", "tf": "reordered"} and len(recency.order_variants(3)) == 20
     assert all(sorted(o) == list("fffttt") for o in orders(3))
 
 

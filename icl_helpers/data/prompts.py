@@ -123,7 +123,7 @@ def variants(per_class: int = 2, labels: tuple[str, str] = LABELS, sep: str = SE
     """The named variants of prompts of per_class demonstrations a class, label words `labels`
     and separator `sep`: balanced (the true demonstrations next to the input), imbalanced,
     re-ordered (the false ones next to it, Section 5.2), swapped labels, and the rest of the
-    recency family (`orders`), "order-ftft" and so on."""
+    recency control's orders (`orders`), "order-ftft" and so on."""
     base = Variant(2 * per_class, labels=labels, sep=sep)
     near, far = "f" * per_class + "t" * per_class, "t" * per_class + "f" * per_class
     return {"balanced": base, "imbalanced": replace(base, imbalanced=True), "reordered": replace(base, order=far),

@@ -11,7 +11,7 @@ One a class drops the first demonstration of each class; three a class put one m
 class in front, drawn (per record, seeded by the seed and the record's row) from the class's
 words (word datasets) or texts (sentence datasets: the split `sentence_records` draws from, cut
 as it cuts them), never the input or a demonstration the record holds: a prompt of fewer
-demonstrations is a prompt of more, cut at its start. The recency family is every order of p
+demonstrations is a prompt of more, cut at its start. The recency control runs every order of p
 true and p false demonstrations (`prompts.orders`: 2 of one a class, 20 of three). An
 imbalanced prompt drops one true demonstration, so one a class cannot build it: the claims
 that need it are `Unjudgeable` there.

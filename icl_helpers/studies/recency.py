@@ -1,15 +1,15 @@
 """The recency control: is a label attended because it is true, or because it is near the input?
 
 The paper's balanced prompt always puts the true demonstrations next to the input, so its
-true-versus-false attention (Figs. 6-9) cannot tell the two apart. The recency family shows
+true-versus-false attention (Figs. 6-9) cannot tell the two apart. The recency control shows
 the same records in every order of two true and two false demonstrations
 (`data.prompts.ORDERS`: fftt is the balanced prompt, ttff the re-ordered one; under a setting
 of p demonstrations a class, every order of p and p, `data.setting`). Each label
 position then has a truth (true or false) and a distance rank (1: the demonstration next
-to the input, K: the first), and across the six orders every label slot is true in three:
+to the input, D: the first, of D demonstrations), and across the six orders every label slot is true in three:
 truth and distance are crossed, so their effects on the attention a label gets can be told
 apart. Per record, the attention a label position gets in the dataset's in-context heads is
-averaged over orders and heads into a [2, K] table (false/true by distance rank); an
+averaged over orders and heads into a [2, D] table (false/true by distance rank); an
 additive least-squares fit of the table over records gives the *truth effect* (true minus
 false at equal distance) and the *distance effect* (nearest minus farthest at equal truth).
 Intervals: the percentile bootstrap over records.
@@ -33,35 +33,36 @@ from .label_attention import attention_on_labels
 from .runner import prompt_set
 
 
-def family(per_class: int = 2) -> dict[str, str]:
+def order_variants(per_class: int = 2) -> dict[str, str]:
     """Each order of per_class true and per_class false demonstrations (`orders`) -> its variant's
     name: the balanced prompt (the true ones next to the input), the re-ordered one, "order-ftft"..."""
     near, far = "f" * per_class + "t" * per_class, "t" * per_class + "f" * per_class
     return {o: {near: "balanced", far: "reordered"}.get(o, f"order-{o}") for o in orders(per_class)}
 
 
-FAMILY = family()  # the paper's prompts' family: six orders
+ORDER_VARIANTS = order_variants()  # the paper's prompts in every order: six
 
 
 @dataclass
-class RecencyFamily:
+class RecencyOrders:
     """One dataset's records in every order, seen through its in-context heads.
 
-    N records, O orders (`family`), S heads, K = 2p label positions in prompt order (p a class).
+    N records, O orders (`order_variants`), S heads, D = 2p label positions (one a demonstration) in
+    prompt order (p a class).
     """
 
     dataset: str
     heads: list[Head]
-    attention: torch.Tensor  # [N, O, S, K]: the last position's attention on each label position
-    is_true: torch.Tensor  # [O, K] bool: the label at that position is the true one
+    attention: torch.Tensor  # [N, O, S, D]: the last position's attention on each label position
+    is_true: torch.Tensor  # [O, D] bool: the label at that position is the true one
     top1_hits: torch.Tensor  # [N, O] bool: the argmax is the true label
     nearest: torch.Tensor  # [N, O] bool: the argmax is the label of the demonstration next to the input
 
     def cells(self) -> torch.Tensor:
-        """[N, 2, K]: per record, mean attention on a label position over orders and heads, by
-        truth (0 false, 1 true) and distance rank (index 0: next to the input, K-1: the first)."""
-        per_order = self.attention.mean(2).flip(-1)  # [N, O, K], nearest first
-        truth = self.is_true.flip(-1)  # [O, K]
+        """[N, 2, D]: per record, mean attention on a label position over orders and heads, by
+        truth (0 false, 1 true) and distance rank (index 0: next to the input, D-1: the first)."""
+        per_order = self.attention.mean(2).flip(-1)  # [N, O, D], nearest first
+        truth = self.is_true.flip(-1)  # [O, D]
         return torch.stack([(per_order * (truth == t)).sum(1) / (truth == t).sum(0) for t in (False, True)], 1)
 
     def accuracy(self) -> pd.Series:
@@ -72,15 +73,15 @@ class RecencyFamily:
 
 def fit(cells: torch.Tensor) -> tuple[float, float]:
     """(truth effect, distance effect) of the additive least-squares fit attention = b +
-    truth * [true] + d_r to the mean [2, K] table of cells [N, 2, K]; the distance effect is
+    truth * [true] + d_r to the mean [2, D] table of cells [N, 2, D]; the distance effect is
     d_nearest - d_farthest."""
-    table = cells.double().mean(0)  # [2, K]
-    K = table.shape[1]
-    truth = torch.tensor([0.0, 1.0], dtype=torch.float64)[:, None].expand(2, K)
-    rank = torch.eye(K, dtype=torch.float64)[None].expand(2, K, K)  # one column a rank: no separate intercept
-    design = torch.cat([truth.reshape(-1, 1), rank.reshape(-1, K)], 1)  # [2K, 1 + K]
+    table = cells.double().mean(0)  # [2, D]
+    D = table.shape[1]
+    truth = torch.tensor([0.0, 1.0], dtype=torch.float64)[:, None].expand(2, D)
+    rank = torch.eye(D, dtype=torch.float64)[None].expand(2, D, D)  # one column a rank: no separate intercept
+    design = torch.cat([truth.reshape(-1, 1), rank.reshape(-1, D)], 1)  # [2D, 1 + D]
     coef = torch.linalg.lstsq(design, table.reshape(-1, 1)).solution.flatten()
-    return float(coef[0]), float(coef[1] - coef[K])
+    return float(coef[0]), float(coef[1] - coef[D])
 
 
 @dataclass(frozen=True)
@@ -102,19 +103,19 @@ class Effects:
 
 
 def effects(cells: torch.Tensor, clusters: torch.Tensor | None = None) -> Effects:
-    """`fit` of cells [N, 2, K] with the bootstrap interval of each effect (over the records, or
+    """`fit` of cells [N, 2, D] with the bootstrap interval of each effect (over the records, or
     over their distinct inputs where clusters [N] gives each record's)."""
     truth, distance = fit(cells)
     return Effects(truth, bootstrap_ci([cells], lambda c: fit(c)[0], clusters=[clusters]), distance,
                    bootstrap_ci([cells], lambda c: fit(c)[1], clusters=[clusters]), len(cells))
 
 
-def recency_family(m: ICLModel, dataset: str, heads: Sequence[Head], n: int, seed: int = 0,
-                   data_dir: str | Path | None = None, setting: Setting = MAIN) -> RecencyFamily:
+def recency_orders(m: ICLModel, dataset: str, heads: Sequence[Head], n: int, seed: int = 0,
+                   data_dir: str | Path | None = None, setting: Setting = MAIN) -> RecencyOrders:
     """The first n records of `dataset` in every order of the setting's demonstrations
-    (`family`), attention in `heads`."""
+    (`order_variants`), attention in `heads`."""
     attention, is_true, top1_hits, nearest = [], [], [], []
-    for variant in family(setting.per_class).values():
+    for variant in order_variants(setting.per_class).values():
         ps = prompt_set(m, dataset, variant, n, seed, data_dir, setting)
         att = attention_on_labels(m, ps)
         attention.append(att.per_label_at(heads))
@@ -123,16 +124,16 @@ def recency_family(m: ICLModel, dataset: str, heads: Sequence[Head], n: int, see
         is_true.append(truth)
         top1_hits.append(att.predictions == true_id)
         nearest.append(att.predictions == torch.where(truth[-1], true_id, false_id))
-    return RecencyFamily(dataset, list(heads), torch.stack(attention, 1), torch.stack(is_true), torch.stack(top1_hits, 1),
+    return RecencyOrders(dataset, list(heads), torch.stack(attention, 1), torch.stack(is_true), torch.stack(top1_hits, 1),
                          torch.stack(nearest, 1))
 
 
-def family_table(families: Sequence[RecencyFamily]) -> pd.DataFrame:
+def orders_table(records: Sequence[RecencyOrders]) -> pd.DataFrame:
     """One row a dataset: the truth and distance effects with intervals ("too few prompts" where an
     interval cannot be drawn), and top-1 accuracy and the share of prompts naming the nearest label
     when a true or a false demonstration is nearest."""
     rows = []
-    for f in families:
+    for f in records:
         truth, distance = fit(f.cells())
         try:
             e = effects(f.cells())
@@ -150,3 +151,7 @@ def family_table(families: Sequence[RecencyFamily]) -> pd.DataFrame:
 
 def _ci(ci: tuple[float, float]) -> str:
     return f"{ci[0]:+.3f} to {ci[1]:+.3f}"
+
+
+# The names before issue 48, while verdicts/evidence.py and notebook 06 still call them.
+RecencyFamily, recency_family, family_table = RecencyOrders, recency_orders, orders_table
