@@ -30,12 +30,12 @@ def test_the_recency_family_orders_the_same_demonstrations(order, text):
 
 
 def test_other_parameters_compose():
-    assert build_prompt(RECORD, Variant(k=2)).text == "love : bar eight : foo one :"
+    assert build_prompt(RECORD, Variant(demonstrations=2)).text == "love : bar eight : foo one :"
     assert build_prompt(RECORD, Variant(labels=("positive", "negative"))).text == (
         "love : negative like : negative eight : positive two : positive one :")
     assert build_prompt(RECORD, Variant(imbalanced=True, order="ttff")).text == "eight : foo love : bar like : bar one :"
     wide = Record("x", "a", "b", ("t1", "t2", "t3"), ("f1", "f2", "f3"))
-    assert build_prompt(wide, Variant(k=6)).text == "f1 : bar f2 : bar f3 : bar t1 : foo t2 : foo t3 : foo x :"
+    assert build_prompt(wide, Variant(demonstrations=6)).text == "f1 : bar f2 : bar f3 : bar t1 : foo t2 : foo t3 : foo x :"
     assert [p.text for p in build_prompts([RECORD, wide])] == [BALANCED, "f1 : bar f2 : bar t1 : foo t2 : foo x :"]
 
 
@@ -54,16 +54,16 @@ def test_spans_mark_demonstrations_and_labels():
 
 
 def test_bad_variants_are_refused():
-    with pytest.raises(UsageError, match=r"^K \(demonstrations a prompt\) must be an even number of at least 2, not 3\.$"):
-        Variant(k=3)
+    with pytest.raises(UsageError, match=r"^The demonstrations of a prompt must be an even number of at least 2, not 3\.$"):
+        Variant(demonstrations=3)
     with pytest.raises(UsageError, match=r"^Labels must be two different non-empty words, not \('foo', 'foo'\)\.$"):
         Variant(labels=("foo", "foo"))
     with pytest.raises(UsageError, match="not \\(' ', 'bar'\\)"):
         Variant(labels=(" ", "bar"))
-    with pytest.raises(UsageError, match=r"^A demonstration order is 2 't' \(true\) and 2 'f' \(false\) letters for K=4, not 'tttf'\.$"):
+    with pytest.raises(UsageError, match=r"^A demonstration order is 2 't' \(true\) and 2 'f' \(false\) letters for 4 demonstrations, not 'tttf'\.$"):
         Variant(order="tttf")
-    with pytest.raises(UsageError, match=r"^K=6 needs 3 demonstrations of each class; this record has 2 true and 2 false ones"):
-        build_prompt(RECORD, Variant(k=6))
+    with pytest.raises(UsageError, match=r"^6 demonstrations need 3 of each class; this record has 2 true and 2 false ones: use fewer or regenerate"):
+        build_prompt(RECORD, Variant(demonstrations=6))
 
 
 def test_record_json_round_trip():

@@ -143,7 +143,7 @@ def test_truncation_policy():
 
 @full_copy
 def test_every_prompt_fits_gpt2_context(gpt2_tokenizer):
-    """The worst K=4 prompt any dataset can give: five longest texts plus labels and separators."""
+    """The worst 4-demonstration prompt any dataset can give: five longest texts plus labels and separators."""
     longest = {}
     for name in ds.SOURCES:
         data = ds.load_sentences(name, DATA_DIR)

@@ -240,21 +240,21 @@ def position_increase(readout: Readout, dec: Decomposition, layer: int, head: in
 
 def heads_position_increase(readout: Readout, dec: Decomposition, heads: Sequence[Head], positions: torch.Tensor,
                             target: torch.Tensor) -> torch.Tensor:
-    """[B, S, K]: `position_increase` of S heads at K positions [B, K] of each prompt, one pass
+    """[B, S, P]: `position_increase` of S heads at P positions [B, P] of each prompt, one pass
     over the vocabulary for them all (e.g. the label positions, Fig. 7).
 
     Folded: alpha v [dh] scores against W_O^{l,h} @ G_c [dh, Vc], each head against its own
     layer's input x_l. Needs decompose(..., record=["pattern", "values"]).
     """
     layers = torch.tensor([l for l, _ in heads])
-    S, K = len(heads), positions.shape[1]
-    at = positions.to(dec.resid.device)[:, None].expand(-1, S, -1)  # [B, S, K]
-    alpha = dec.require("pattern")[:, layers, [h for _, h in heads]].gather(-1, at)  # [B, S, K]
+    S, P = len(heads), positions.shape[1]
+    at = positions.to(dec.resid.device)[:, None].expand(-1, S, -1)  # [B, S, P]
+    alpha = dec.require("pattern")[:, layers, [h for _, h in heads]].gather(-1, at)  # [B, S, P]
     values = dec.head_values(list(heads))  # [B, S, T, dh]
-    v = values.gather(2, at.unsqueeze(-1).expand(-1, -1, -1, values.shape[-1]))  # [B, S, K, dh]
-    u = _scaled(alpha.unsqueeze(-1) * v, dec.attn_scale[:, layers].float() / dec.scale.float()[:, None])  # [B, S, K, dh]
+    v = values.gather(2, at.unsqueeze(-1).expand(-1, -1, -1, values.shape[-1]))  # [B, S, P, dh]
+    u = _scaled(alpha.unsqueeze(-1) * v, dec.attn_scale[:, layers].float() / dec.scale.float()[:, None])  # [B, S, P, dh]
     W_O = dec.arch.W_O_heads(list(heads), u)  # [S, dh, d]
-    return readout.increase(dec.resid[:, layers], lambda WG, rows: torch.einsum("bskh,shv->bskv", u[rows], WG), K,
+    return readout.increase(dec.resid[:, layers], lambda WG, rows: torch.einsum("bskh,shv->bskv", u[rows], WG), P,
                             target, dec.scale, prepare=lambda G_c: W_O @ G_c)
 
 
@@ -263,8 +263,8 @@ def neuron_increase(readout: Readout, dec: Decomposition, layer: int, target: to
 
     Needs decompose(..., record=["neurons"]). Folded: a_k scores against W_out[k] @ G_c.
     """
-    a = _scaled(dec.require("neurons")[:, layer], dec.ffn_scale[:, layer].float() / dec.scale.float())  # [B, K]
-    W_out = dec.arch.W_out(layer).float()  # [K, d]
+    a = _scaled(dec.require("neurons")[:, layer], dec.ffn_scale[:, layer].float() / dec.scale.float())  # [B, d_ffn]
+    W_out = dec.arch.W_out(layer).float()  # [d_ffn, d]
     return readout.increase(
         dec.mid[:, layer], lambda WG, rows: a[rows].unsqueeze(-1) * WG, a.shape[1], target, dec.scale,
         prepare=lambda G_c: W_out @ G_c,

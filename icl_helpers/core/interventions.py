@@ -53,7 +53,7 @@ Heads = Sequence[Head]
 @dataclass(frozen=True)
 class Intervention:
     """An intervention given per batch: edit(labels) is the context a batch runs in, labels the
-    batch's `LabelPositions` [b, K] row for row (None where a pass has bare texts, not prompts);
+    batch's `LabelPositions` [b, D] row for row (None where a pass has bare texts, not prompts);
     start: the first layer it changes (0, any): passes under several interventions run the
     blocks before it once a batch for all of them (`core.passes`)."""
 

@@ -132,7 +132,7 @@ def label_attention(dec: Decomposition, mask: torch.Tensor) -> torch.Tensor:
 
 
 def attention_at(dec: Decomposition, positions: torch.Tensor) -> torch.Tensor:
-    """[B, L, H, K]: attention from the last position to each of positions [B, K] (-1: none,
+    """[B, L, H, P]: attention from the last position to each of positions [B, P] (-1: none,
     giving NaN), every head. dec needs pattern.
     """
     alpha = dec.require("pattern")  # [B, L, H, T]

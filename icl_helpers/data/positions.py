@@ -6,7 +6,7 @@ token that ends after its first character, and stops after the last non-empty to
 that starts before its end. A label's position is its first token (with " foo" after
 " : ", the token " foo", whose offsets may or may not include the space; after a newline
 separator, "foo").
-Shapes: B prompts, T tokens (right-padded), K demonstrations (the most in the batch).
+Shapes: B prompts, T tokens (right-padded), D demonstrations (the most in the batch).
 """
 from __future__ import annotations
 
@@ -22,16 +22,16 @@ from .prompts import Prompt
 
 @dataclass(frozen=True, eq=False)
 class LabelPositions:
-    """Token indices into the right-padded [B, T] encoding; -1 past a prompt's K demonstrations.
+    """Token indices into the right-padded [B, T] encoding; -1 past a prompt's D demonstrations.
 
     The one label-positions type of the package: prompt sets hold it for all N prompts
-    ([N, K]; a row slice `positions[rows]` is a batch's), and every mask over tokens is
+    ([N, D]; a row slice `positions[rows]` is a batch's), and every mask over tokens is
     derived from it.
     """
 
-    labels: torch.Tensor  # [B, K] long: each label's first token, prompt order
-    is_true: torch.Tensor  # [B, K] bool: the label is the true one (False on padding)
-    demos: torch.Tensor  # [B, K, 2] long: each demonstration's tokens [start, stop)
+    labels: torch.Tensor  # [B, D] long: each label's first token, prompt order
+    is_true: torch.Tensor  # [B, D] bool: the label is the true one (False on padding)
+    demos: torch.Tensor  # [B, D, 2] long: each demonstration's tokens [start, stop)
     last: torch.Tensor  # [B] long: the last real token (the final ":")
 
     def __len__(self) -> int:
@@ -47,7 +47,7 @@ class LabelPositions:
 
     @property
     def valid(self) -> torch.Tensor:
-        """[B, K] bool: a demonstration (and label) is there."""
+        """[B, D] bool: a demonstration (and label) is there."""
         return self.labels >= 0
 
     @property
@@ -56,7 +56,7 @@ class LabelPositions:
         return self.labels.amax(-1)
 
     def chosen(self, true: bool) -> torch.Tensor:
-        """[B, K] bool: the true (or false) labels."""
+        """[B, D] bool: the true (or false) labels."""
         return self.valid & (self.is_true == true)
 
     def mask(self, length: int, true: bool) -> torch.Tensor:
@@ -71,7 +71,7 @@ class LabelPositions:
 
 
 def _pad_pairs(rows: Sequence[Sequence[tuple[int, int]]], value: int) -> torch.Tensor:
-    """[B, K, 2] long from B lists of pairs, padded with `value`."""
+    """[B, D, 2] long from B lists of pairs, padded with `value`."""
     return pad_sequence([torch.tensor(r, dtype=torch.long).view(-1, 2) for r in rows], batch_first=True, padding_value=value)
 
 
@@ -83,7 +83,7 @@ def from_offsets(prompts: Sequence[Prompt], offsets: torch.Tensor, attention_mas
     if offsets.shape[0] != len(prompts):
         raise UsageError(f"{len(prompts)} prompts but an encoding of {offsets.shape[0]}: encode exactly these prompts.")
     device = offsets.device
-    labels = _pad_pairs([p.labels for p in prompts], -1).to(device)  # [B, K, 2] character spans
+    labels = _pad_pairs([p.labels for p in prompts], -1).to(device)  # [B, D, 2] character spans
     demos = _pad_pairs([p.demos for p in prompts], -1).to(device)
     is_true = pad_sequence([torch.tensor(p.is_true, dtype=torch.bool) for p in prompts], batch_first=True).to(device)
     real = attention_mask.bool()[:, None, :]  # [B, 1, T]
@@ -91,11 +91,11 @@ def from_offsets(prompts: Sequence[Prompt], offsets: torch.Tensor, attention_mas
     T = offsets.shape[1]
 
     def first_token(chars: torch.Tensor) -> torch.Tensor:
-        """[B, K]: the first real token ending after character chars [B, K]."""
+        """[B, D]: the first real token ending after character chars [B, D]."""
         return (real & (tok_end > chars[..., None])).int().argmax(-1)
 
     def stop_token(chars: torch.Tensor) -> torch.Tensor:
-        """[B, K]: one past the last real, non-empty token starting before character chars."""
+        """[B, D]: one past the last real, non-empty token starting before character chars."""
         hit = real & (tok_start < chars[..., None]) & (tok_end > tok_start)
         return (hit * torch.arange(1, T + 1, device=device)).amax(-1)
 

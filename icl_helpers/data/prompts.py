@@ -3,7 +3,7 @@
 A `Record` holds what a prompt is made of: the input, its class (the *true* class), the
 other (*false*) class, and demonstrations of each. `build_prompt` renders a record as
 `d1 : l1 d2 : l2 ... dK : lK x :` under a `Variant` (balanced, imbalanced, re-ordered,
-any label pair, any even K, any separator) and keeps the character span of every
+any label pair, any even number of demonstrations, any separator) and keeps the character span of every
 demonstration and label, so token positions never depend on searching the text (see
 `positions`). The label helpers at the end give label token ids and each prompt's biased
 label (Section 8).
@@ -31,11 +31,11 @@ LABELS = ("foo", "bar")  # the paper's (true label, false label)
 Span = tuple[int, int]  # [start, end) character offsets in a prompt's text
 
 
-def demos_per_class(k: int) -> int:
-    """K/2, the demonstrations of each class in a balanced prompt of K demonstrations."""
-    if k < 2 or k % 2:
-        raise UsageError(f"K (demonstrations a prompt) must be an even number of at least 2, not {k}.")
-    return k // 2
+def demos_per_class(demonstrations: int) -> int:
+    """Half of them: the demonstrations of each class in a balanced prompt of `demonstrations`."""
+    if demonstrations < 2 or demonstrations % 2:
+        raise UsageError(f"The demonstrations of a prompt must be an even number of at least 2, not {demonstrations}.")
+    return demonstrations // 2
 
 
 def split_separator(sep: str) -> tuple[str, str]:
@@ -90,26 +90,26 @@ class Record:
 class Variant:
     """How a record becomes a prompt. The default is the paper's balanced prompt."""
 
-    k: int = 4  # demonstrations of the balanced prompt, K/2 of each class
+    demonstrations: int = 4  # of the balanced prompt, half of each class
     imbalanced: bool = False  # drop the last true demonstration and its label (Section 5.1)
     order: str | None = None  # "t"/"f" per demonstration in prompt order; None: the false ones, then the true
     labels: tuple[str, str] = LABELS  # (true label, false label); ("bar", "foo") swaps them
     sep: str = SEP  # between a demonstration and its label (`split_separator`)
 
     def __post_init__(self) -> None:
-        half = demos_per_class(self.k)
+        half = demos_per_class(self.demonstrations)
         split_separator(self.sep)
         true, false = self.labels
         if not true.strip() or not false.strip() or true == false:
             raise UsageError(f"Labels must be two different non-empty words, not {self.labels!r}.")
         if self.order is not None and sorted(self.order) != sorted("t" * half + "f" * half):
-            raise UsageError(f"A demonstration order is {half} 't' (true) and {half} 'f' (false) letters for K={self.k}, "
-                             f"not {self.order!r}.")
+            raise UsageError(f"A demonstration order is {half} 't' (true) and {half} 'f' (false) letters for {self.demonstrations} "
+                             f"demonstrations, not {self.order!r}.")
 
     @property
     def pattern(self) -> str:
-        """The order of the K demonstrations, e.g. "fftt" (before an imbalanced prompt drops one)."""
-        half = self.k // 2
+        """The order of the demonstrations, e.g. "fftt" (before an imbalanced prompt drops one)."""
+        half = self.demonstrations // 2
         return self.order if self.order is not None else "f" * half + "t" * half
 
 
@@ -169,12 +169,12 @@ def _render(pairs: list[tuple[str, bool]], query: str, labels: tuple[str, str], 
 
 
 def build_prompt(record: Record, variant: Variant = Variant()) -> Prompt:
-    """The prompt for `record` under `variant`; uses the first K/2 demonstrations of each class."""
-    half = demos_per_class(variant.k)
+    """The prompt for `record` under `variant`; uses the first half of its demonstrations of each class."""
+    half = demos_per_class(variant.demonstrations)
     if half > min(len(record.true_demos), len(record.false_demos)):
         raise UsageError(
-            f"K={variant.k} needs {half} demonstrations of each class; this record has "
-            f"{len(record.true_demos)} true and {len(record.false_demos)} false ones: lower K or regenerate the records."
+            f"{variant.demonstrations} demonstrations need {half} of each class; this record has "
+            f"{len(record.true_demos)} true and {len(record.false_demos)} false ones: use fewer or regenerate the records."
         )
     demos = {"t": iter(record.true_demos[:half]), "f": iter(record.false_demos[:half])}
     pairs = [(next(demos[c]), c == "t") for c in variant.pattern]

@@ -6,7 +6,7 @@ $ICL_DATA_DIR, else the copy `python -m icl_helpers data fetch` downloads into t
 `sentence_datasets` says whether this machine has them. Long texts:
 every demonstration and input is cut to at most `max_chars` characters (default 400, at
 the last space before the limit; 2% of AG News and 3% of ETHOS texts are cut, no SST-2 or
-TREC text). The tests check that this keeps every K=4 prompt that any of the four datasets
+TREC text). The tests check that this keeps every 4-demonstration prompt that any of the four datasets
 can give within 1,024 GPT-2 tokens, the smallest context of the supported models.
 """
 from __future__ import annotations
@@ -310,9 +310,9 @@ def truncate(text: str, max_chars: int = MAX_CHARS) -> str:
 
 
 def sentence_records(
-    name: str, n: int = 1000, seed: int = 0, k: int = 4, max_chars: int = MAX_CHARS, data_dir: str | Path | None = None
+    name: str, n: int = 1000, seed: int = 0, demonstrations: int = 4, max_chars: int = MAX_CHARS, data_dir: str | Path | None = None
 ) -> list[Record]:
-    """n records: inputs from the test split, K/2 true and K/2 false demonstrations.
+    """n records: inputs from the test split, demonstrations/2 true and demonstrations/2 false ones.
 
     Inputs are the first n of a random permutation of the test split (n at most its size).
     True demonstrations share the input's class; the false ones all come from one
@@ -320,7 +320,7 @@ def sentence_records(
     is none (AG News, ETHOS) from the other test examples, never the input itself. Every
     text is cut to `max_chars` characters. Same arguments, same records.
     """
-    half = demos_per_class(k)
+    half = demos_per_class(demonstrations)
     data = load_sentences(name, data_dir)
     check_size(name, n, len(data.test), "test inputs")
     rng = random.Random(seed)
@@ -344,5 +344,5 @@ def sentence_records(
 
 def _draw(rng: random.Random, indices: list[int], count: int, name: str) -> list[int]:
     if len(indices) < count:
-        raise UsageError(f"{name} has too few examples of a class for {count} demonstrations: lower K.")
+        raise UsageError(f"{name} has too few examples of a class for {count} demonstrations: use fewer.")
     return rng.sample(indices, count)

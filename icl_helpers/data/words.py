@@ -39,14 +39,15 @@ def read_word_list(name: str, directory: Path = DATA / "words") -> list[str]:
 
 
 def make_word_records(
-    classes: tuple[str, str], words: tuple[list[str], list[str]], n: int = 1000, seed: int = 0, k: int = 4
+    classes: tuple[str, str], words: tuple[list[str], list[str]], n: int = 1000, seed: int = 0,
+    demonstrations: int = 4
 ) -> list[Record]:
     """n records from two word lists; row i takes its input from classes[i % 2].
 
-    Each record: an input, K/2 other words of its class (true demonstrations) and K/2
-    words of the other class (false ones), drawn with random.Random(seed).
+    Each record: an input, demonstrations/2 other words of its class (true demonstrations) and
+    demonstrations/2 words of the other class (false ones), drawn with random.Random(seed).
     """
-    half = demos_per_class(k)
+    half = demos_per_class(demonstrations)
     rng = random.Random(seed)
     records = []
     for i in range(n):

@@ -32,14 +32,14 @@ class LabelAttention:
     true: torch.Tensor  # [N, L, H]: on the true labels
     false: torch.Tensor  # [N, L, H]: on the false labels
     predictions: torch.Tensor  # [N] long: the model's next token (argmax) at the last position
-    per_label: torch.Tensor  # [N, L, H, K]: on each label position, prompt order (NaN past a prompt's labels)
+    per_label: torch.Tensor  # [N, L, H, D]: on each label position, prompt order (NaN past a prompt's labels)
 
     def at(self, heads: Sequence[Head]) -> tuple[torch.Tensor, torch.Tensor]:
         """(true, false), each [N, S], for the listed heads."""
         return at_heads(self.true, heads), at_heads(self.false, heads)
 
     def per_label_at(self, heads: Sequence[Head]) -> torch.Tensor:
-        """[N, S, K]: the attention on each label position in the listed heads."""
+        """[N, S, D]: the attention on each label position in the listed heads."""
         layers, hs = zip(*heads)
         return self.per_label[:, list(layers), list(hs)]
 
@@ -62,16 +62,16 @@ def true_label_weight(m: ICLModel, ps: PromptSet, heads: Sequence[Head]) -> torc
 @cached_study("label-increase", "increase", "heads")
 @torch.no_grad()
 def label_increases(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 1024) -> torch.Tensor:
-    """[N, S, K]: the position-level increase (`heads_position_increase`) of each label
+    """[N, S, D]: the position-level increase (`heads_position_increase`) of each label
     position's subvalue in each head, toward the model's prediction; prompt order of the
     labels as in `LabelAttention.per_label` (NaN past a prompt's labels). Fig. 7's y-axis.
     Read from the prompt set's `LabelRecord`, batch_size prompts a call to
     `heads_position_increase` (which folds W_O into the readout once a call): no model pass."""
     readout, record = Readout(m.arch), label_record(m, ps)
-    K = ps.positions.labels.shape[1]
-    out = torch.full((len(ps), len(heads), K), torch.nan)
+    D = ps.positions.labels.shape[1]
+    out = torch.full((len(ps), len(heads), D), torch.nan)
     for rows, dec in record.decompositions(m, batch_size):
-        increase = heads_position_increase(readout, dec, heads, torch.arange(K).expand(len(rows), K), record.predictions[rows])
+        increase = heads_position_increase(readout, dec, heads, torch.arange(D).expand(len(rows), D), record.predictions[rows])
         out[rows] = increase.cpu().masked_fill(~ps.positions[rows].valid[:, None], torch.nan)
     return out
 
@@ -95,7 +95,7 @@ def true_vs_false(true: torch.Tensor, false: torch.Tensor) -> TrueVsFalse:
 def label_points(m: ICLModel, ps: PromptSet, heads: Sequence[Head]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Fig. 7's points, one per (prompt, head, label position) of the listed heads: the
     position's attention weight, its subvalue's increase and whether its label is true, [n] each."""
-    weight, increase = attention_on_labels(m, ps).per_label_at(heads), label_increases(m, ps, heads)  # [N, S, K]
+    weight, increase = attention_on_labels(m, ps).per_label_at(heads), label_increases(m, ps, heads)  # [N, S, D]
     kept = ~weight.isnan()
     return weight[kept], increase[kept], ps.positions.is_true[:, None].expand_as(kept)[kept]
 

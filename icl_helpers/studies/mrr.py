@@ -21,8 +21,8 @@ from .runner import PromptSet, cached_study
 @cached_study("ranks", "ranks", "heads")
 @torch.no_grad()
 def label_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 1024) -> torch.Tensor:
-    """[N, S, K]: rank (1 = top) of each label's own token in bs of its value in each head,
-    for the K label positions of each prompt, in prompt order (nan-padded if K varies). Read
+    """[N, S, D]: rank (1 = top) of each label's own token in bs of its value in each head,
+    for the D label positions of each prompt, in prompt order (nan-padded if D varies). Read
     from the prompt set's `LabelRecord` (the values at its label positions), batch_size prompts
     a call to `label_value_ranks` (which folds W_O into the readout once a call): no model pass."""
     readout, record = Readout(m.arch), label_record(m, ps)
@@ -49,12 +49,12 @@ def layer_matched_mrr(m: ICLModel, ps: PromptSet, heads: Sequence[Head], draws: 
 
 
 def mrr(ranks: torch.Tensor) -> torch.Tensor:
-    """[S]: mean reciprocal rank over prompts and label positions, from ranks [N, S, K]."""
+    """[S]: mean reciprocal rank over prompts and label positions, from ranks [N, S, D]."""
     return ranks.reciprocal().transpose(0, 1).flatten(1).nanmean(1)
 
 
 def position_label_ids(m: ICLModel, ps: PromptSet) -> torch.Tensor:
-    """[N, K]: the label token id at each label position (-1 where a prompt has fewer labels)."""
+    """[N, D]: the label token id at each label position (-1 where a prompt has fewer labels)."""
     true, false = prompt_label_ids(m.tokenizer, ps.prompts)
     ids = torch.where(ps.positions.is_true, true[:, None], false[:, None])
     return ids.masked_fill(~ps.positions.valid, -1)
@@ -62,9 +62,9 @@ def position_label_ids(m: ICLModel, ps: PromptSet) -> torch.Tensor:
 
 def mrr_by_label(m: ICLModel, ps: PromptSet, ranks: torch.Tensor) -> dict[str, torch.Tensor]:
     """Fig. 5 as the paper draws it: MRR [S] of each label word (e.g. "foo", "bar"), over the
-    label positions that hold it, from ranks [N, S, K] of `label_ranks` on `ps`."""
+    label positions that hold it, from ranks [N, S, D] of `label_ranks` on `ps`."""
     ids = position_label_ids(m, ps)
-    reciprocal = ranks.reciprocal().transpose(0, 1)  # [S, N, K]
+    reciprocal = ranks.reciprocal().transpose(0, 1)  # [S, N, D]
     return {m.tokenizer.decode([int(t)]).strip(): reciprocal[:, ids == t].nanmean(1) for t in ids[ids >= 0].unique()}
 
 

@@ -23,8 +23,8 @@ RECORD = ("values", "attn_all", "queries")
 
 @dataclass
 class Projections:
-    """Label values, label keys and last queries of N prompts, at P = K + 1 positions a
-    prompt: its K label positions (as in `positions.labels`), then its last position."""
+    """Label values, label keys and last queries of N prompts, at P = D + 1 positions a
+    prompt: its D label positions (as in `positions.labels`), then its last position."""
 
     ps: PromptSet
     dec: Decomposition  # at the P positions: input_ids [N, P], values [N, L, H_kv, P, dh], attn_all [N, L, P, d]
@@ -36,11 +36,11 @@ class Projections:
         texts with their leading spaces) of each label value, label key and the last query;
         one row per vector."""
         positions = self.ps.positions[prompt : prompt + 1]
-        K = int(positions.valid.sum())
-        tops = project_head(self.readout, self.tokenizer, self.dec, prompt, head, list(range(K)), k)
-        where = positions.labels[0, :K].tolist() + [int(positions.last[0])]
+        D = int(positions.valid.sum())
+        tops = project_head(self.readout, self.tokenizer, self.dec, prompt, head, list(range(D)), k)
+        where = positions.labels[0, :D].tolist() + [int(positions.last[0])]
         ids = self.dec.input_ids[prompt].tolist()
-        columns = [*range(K), *range(K), -1]  # label values and keys at the labels, the query at the last position
+        columns = [*range(D), *range(D), -1]  # label values and keys at the labels, the query at the last position
         return pd.DataFrame({
             "vector": [kind for kind, rows in tops.items() for _ in rows],
             "position": [where[c] for c in columns],
@@ -54,7 +54,7 @@ def projections(m: ICLModel, ps: PromptSet, batch_size: int = 8) -> Projections:
     """Record every prompt of `ps` for `Projections.table`, in batches."""
     def at_labels_and_last(rows: torch.Tensor, dec: Decomposition) -> Decomposition:
         positions = ps.positions[rows]
-        return dec.at_positions(torch.cat([positions.labels.clamp(min=0), positions.last[:, None]], 1))  # [b, K + 1]
+        return dec.at_positions(torch.cat([positions.labels.clamp(min=0), positions.last[:, None]], 1))  # [b, D + 1]
 
     return Projections(ps, gathered(m, ps, batch_size, RECORD, at_labels_and_last), Readout(m.arch), m.tokenizer)
 

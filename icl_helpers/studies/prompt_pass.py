@@ -7,7 +7,7 @@ and a `LabelRecord` ("label-record"): what the label-position analyses (Fig. 5's
 value ranks, Fig. 7's position-level increase) need, for any heads, without the model.
 `from_pass` caches what a pass recorded: locating a prompt set stores all three, so each
 located prompt set goes through the model once however many of them the studies ask for.
-Shapes: N prompts, L layers, H heads, H_kv key/value heads, K label positions, d width.
+Shapes: N prompts, L layers, H heads, H_kv key/value heads, D label positions, d width.
 """
 from __future__ import annotations
 
@@ -39,12 +39,12 @@ class LabelRecord:
     scale: torch.Tensor  # [N]: the final norm's sigma
     attn_scale: torch.Tensor  # [N, L]: 1/sigma of a norm ending the attention branch (`Decomposition.attn_scale`)
     predictions: torch.Tensor  # [N] long: the model's next token
-    label_ids: torch.Tensor  # [N, K] long: the token at each label position (that of position 0 past a prompt's labels)
-    pattern: torch.Tensor  # [N, L, H, K]: attention of the last position on each label position
-    values: torch.Tensor  # [N, L, H_kv, K, dh]: values at each label position
+    label_ids: torch.Tensor  # [N, D] long: the token at each label position (that of position 0 past a prompt's labels)
+    pattern: torch.Tensor  # [N, L, H, D]: attention of the last position on each label position
+    values: torch.Tensor  # [N, L, H_kv, D, dh]: values at each label position
 
     def decompositions(self, m: ICLModel, batch_size: int) -> Iterator[tuple[torch.Tensor, Decomposition]]:
-        """(rows [b], those prompts as a decomposition whose positions are the K label positions,
+        """(rows [b], those prompts as a decomposition whose positions are the D label positions,
         as `Decomposition.at_positions` gives) for batch_size prompts at a time in prompt order
         (`chunks`), for `label_value_ranks` and `heads_position_increase`, on the device of the
         model's readout (the record is kept on the CPU)."""
@@ -57,7 +57,7 @@ class LabelRecord:
 
 def label_attention_of(dec: Decomposition, positions: LabelPositions) -> Tensors:
     """`label_attention.LabelAttention`'s fields for one batch: attention from the last position
-    summed over the true and over the false labels [B, L, H], on each label [B, L, H, K]
+    summed over the true and over the false labels [B, L, H], on each label [B, L, H, D]
     (NaN past a prompt's labels), and the predictions [B], on the CPU."""
     positions, T = positions.to(dec.input_ids.device), dec.input_ids.shape[1]
     return {"true": label_attention(dec, positions.mask(T, True)).float().cpu(),

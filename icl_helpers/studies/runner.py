@@ -43,7 +43,7 @@ class PromptSet:
     seed: int
     prompts: list[Prompt]
     directions: list[str]  # per prompt, e.g. "sentiment/number": the true class / the false class
-    positions: LabelPositions  # [N, K]
+    positions: LabelPositions  # [N, D]
 
     @property
     def texts(self) -> list[str]:

@@ -44,7 +44,7 @@ def position_kinds(positions: LabelPositions, length: int) -> torch.Tensor:
     """[N, length] long: what each position is, an index into POSITION_KINDS (a label before its
     demonstration's span, the last position before anything else)."""
     at = torch.arange(length)
-    demos = positions.demos.cpu()  # [N, K, 2]; -1 past a prompt's demonstrations: an empty span
+    demos = positions.demos.cpu()  # [N, D, 2]; -1 past a prompt's demonstrations: an empty span
     in_demo = ((at >= demos[..., :1]) & (at < demos[..., 1:])).any(1)  # [N, length]
     kinds = torch.full(in_demo.shape, OTHER).masked_fill(in_demo, DEMONSTRATION)
     kinds = kinds.masked_fill(positions.mask(length, False).cpu(), FALSE_LABEL)

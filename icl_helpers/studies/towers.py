@@ -9,7 +9,7 @@ head's last query mapped into the key-input space (q_{l,h} W_K^{l,h},
 `Decomposition.query_in_key_space`), the rank of the input word and of every
 demonstration's word. A word's rank is that of the best of its first tokens written four
 ways (" word", "word", " Word", "Word").
-Shapes: N prompts, F layers, K label positions (= demonstrations), S heads.
+Shapes: N prompts, F layers, D label positions (= demonstrations), S heads.
 """
 from __future__ import annotations
 
@@ -42,12 +42,12 @@ def spellings(tokenizer, word: str) -> list[int]:
 
 
 def candidates(m: ICLModel, ps: PromptSet) -> torch.Tensor:
-    """[N, K + 1, SPELLINGS] long: each demonstration's and the input's tokens (-1 pads)."""
-    K = ps.positions.labels.shape[1]
-    out = torch.full((len(ps), K + 1, SPELLINGS), -1, dtype=torch.long)
+    """[N, D + 1, SPELLINGS] long: each demonstration's and the input's tokens (-1 pads)."""
+    D = ps.positions.labels.shape[1]
+    out = torch.full((len(ps), D + 1, SPELLINGS), -1, dtype=torch.long)
     for n, prompt in enumerate(ps.prompts):
         words = words_of(prompt)
-        for k, word in enumerate(words[:-1] + [None] * (K - len(words) + 1) + words[-1:]):
+        for k, word in enumerate(words[:-1] + [None] * (D - len(words) + 1) + words[-1:]):
             if word:
                 ids = spellings(m.tokenizer, word)
                 out[n, k, : len(ids)] = torch.tensor(ids)
@@ -97,8 +97,8 @@ def tower_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: i
                 cache: bool = True) -> dict[str, torch.Tensor]:
     """The two towers' word ranks in the layers and heads given (e.g. the in-context heads and
     every other head of their layers), from one pass of the prompt set (cached on disk):
-    "key" [N, F, K, K]: in layer f's label key at label position k, the rank of demonstration
-    j's word (own: j = k), F the distinct layers of `heads` in order; "query" [N, S, K + 1]:
+    "key" [N, F, D, D]: in layer f's label key at label position k, the rank of demonstration
+    j's word (own: j = k), F the distinct layers of `heads` in order; "query" [N, S, D + 1]:
     in head s's last query, the rank of each demonstration's word and, last, the input's.
     NaN past a prompt's demonstrations."""
     heads = [tuple(h) for h in heads]
@@ -107,8 +107,8 @@ def tower_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: i
     words = candidates(m, ps)
 
     def compute() -> dict[str, torch.Tensor]:
-        K = ps.positions.labels.shape[1]
-        key = torch.full((len(ps), len(layers), K, K), torch.nan)
+        D = ps.positions.labels.shape[1]
+        key = torch.full((len(ps), len(layers), D, D), torch.nan)
         q = torch.zeros(len(ps), len(heads), m.arch.d_head)
         for rows, dec in decomposed(m, ps, batch_size, record=["attn_all", "queries"]):
             key[rows] = _key_ranks(readout, dec, ps.positions[rows].labels, words[rows], layers)
@@ -125,11 +125,11 @@ def tower_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: i
 
 def _key_ranks(readout: Readout, dec: Decomposition, labels: torch.Tensor, words: torch.Tensor, layers: list[int]
                ) -> torch.Tensor:
-    """One batch's "key" ranks [b, F, K, K] (`tower_ranks`)."""
-    at = labels.clamp(min=0).to(dec.resid.device)  # [b, K]
+    """One batch's "key" ranks [b, F, D, D] (`tower_ranks`)."""
+    at = labels.clamp(min=0).to(dec.resid.device)  # [b, D]
     keys = torch.stack([dec.key_inputs(l).gather(1, at[..., None].expand(-1, -1, dec.resid.shape[-1]))
-                        for l in layers], 1)  # [b, F, K, d]
-    ranks = word_ranks(readout, keys.flatten(1, 2), words.to(dec.resid.device)[:, :-1])  # [b, F * K, K]
+                        for l in layers], 1)  # [b, F, D, d]
+    ranks = word_ranks(readout, keys.flatten(1, 2), words.to(dec.resid.device)[:, :-1])  # [b, F * D, D]
     return ranks.view(len(keys), len(layers), -1, ranks.shape[-1]).cpu()
 
 
@@ -141,7 +141,7 @@ def tower_table(m: ICLModel, ps: PromptSet, heads: Sequence[Head], draws: int = 
     layers = sorted({l for l, _ in heads})
     pool = [(l, h) for l in layers for h in range(m.arch.n_heads)]
     ranks = tower_ranks(m, ps, pool)
-    key = ranks["key"].reciprocal()  # [N, F, K, K]
+    key = ranks["key"].reciprocal()  # [N, F, D, D]
     eye = torch.eye(key.shape[-1], dtype=torch.bool)
     own, others = key[..., eye].nanmean((0, 2)), key[..., ~eye].nanmean((0, 2))  # [F]
     query = ranks["query"][..., -1].reciprocal().mean(0)  # [pool]
@@ -156,15 +156,15 @@ def tower_table(m: ICLModel, ps: PromptSet, heads: Sequence[Head], draws: int = 
 
 
 def similarity(m: ICLModel, ps: PromptSet) -> torch.Tensor:
-    """[N, K]: the cosine similarity of each demonstration to the prompt's input in the model's own
+    """[N, D]: the cosine similarity of each demonstration to the prompt's input in the model's own
     input embeddings (each text's tokens, written after a space, averaged); NaN past a prompt's
     demonstrations. The metric the paper's two towers would learn, in the model's first space."""
     E = m.model.get_input_embeddings().weight.detach().float().cpu()
 
     def embed(text: str) -> torch.Tensor:
         return E[m.tokenizer(f" {text}", add_special_tokens=False)["input_ids"]].mean(0)
-    K = ps.positions.labels.shape[1]
-    out = torch.full((len(ps), K), torch.nan)
+    D = ps.positions.labels.shape[1]
+    out = torch.full((len(ps), D), torch.nan)
     for n, prompt in enumerate(ps.prompts):
         *demos, query = [embed(w) for w in words_of(prompt)]
         out[n, : len(demos)] = torch.cosine_similarity(torch.stack(demos), query[None], dim=-1)
@@ -172,7 +172,7 @@ def similarity(m: ICLModel, ps: PromptSet) -> torch.Tensor:
 
 
 def double_centred(x: torch.Tensor) -> torch.Tensor:
-    """x [N, ..., K] less its mean over the K positions of each prompt and over the N prompts at each
+    """x [N, ..., D] less its mean over the D positions of each prompt and over the N prompts at each
     position (the grand mean added back): what is left when neither the prompt nor the position
     is allowed to explain it."""
     return x - x.mean(-1, keepdim=True) - x.mean(0, keepdim=True) + x.mean((0, -1), keepdim=True)
