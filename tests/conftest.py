@@ -240,11 +240,12 @@ def ps(small) -> PromptSet:
 
 # --- the quick tier: `bash scripts/test.sh --quick` (pytest -m quick) -----------------------
 # The core's exactness tests (decomposition, attribution, locate, projections, interventions, the
-# shared prefix) on every small model, and cheap tests of the prompts, label positions, studies,
-# command line and layout: under a minute on 2 cores, one thread. A file given with no test names
+# shared prefix) on every small model and every registered family, and cheap tests of the prompts,
+# label positions, studies, command line and layout: under a minute on 2 cores, one thread. A file given with no test names
 # is quick whole. The full suite, which CI runs, is every test, these included.
 QUICK = {
     "test_decompose.py": (),
+    "test_families.py": (),
     "test_attribution.py": ("test_layer_head_increase_equals_naive", "test_position_increase_equals_naive",
                             "test_locate_scores_layers_and_is_independent_of_batch_size",
                             "test_locate_scores_given_targets", "test_projection_is_linear",
