@@ -20,7 +20,7 @@ from ..data.setting import MAIN, Setting
 from ..errors import UsageError, check_prompts
 from ..model.loading import ICLModel
 from ..model.prefix import block_inputs, resumed
-from .runner import PromptSet, prompt_set
+from .runner import PromptSet, prompt_set, study_result
 
 
 @dataclass(frozen=True)
@@ -135,8 +135,13 @@ def accuracies(
 
 
 def prompt_accuracy(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> Accuracy:
-    """Accuracy of the model on a prompt set (true label against false label)."""
-    return accuracy(m, ps.texts, *prompt_label_ids(m.tokenizer, ps.prompts), batch_size=batch_size)
+    """Accuracy of the model on a prompt set (true label against false label), cached on disk
+    as every study's result is (`runner.study_result`): a notebook's Table 2, its accuracy
+    lines and its verdicts run each prompt set once."""
+    def compute() -> dict[str, torch.Tensor]:
+        acc = accuracy(m, ps.texts, *prompt_label_ids(m.tokenizer, ps.prompts), batch_size=batch_size)
+        return {f.name: getattr(acc, f.name) for f in fields(Accuracy)}
+    return Accuracy(**study_result("accuracy", m, ps, compute))
 
 
 @dataclass
