@@ -139,7 +139,8 @@ def prompt_accuracy(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> Accurac
     as every study's result is (`runner.study_result`): a notebook's Table 2, its accuracy
     lines and its verdicts run each prompt set once."""
     def compute() -> dict[str, torch.Tensor]:
-        acc = accuracy(m, ps.texts, *prompt_label_ids(m.tokenizer, ps.prompts), batch_size=batch_size)
+        (acc,) = accuracies(m, ps.texts, *prompt_label_ids(m.tokenizer, ps.prompts), [Run()], batch_size,
+                            f"accuracy, {ps.title}")
         return {f.name: getattr(acc, f.name) for f in fields(Accuracy)}
     return Accuracy(**study_result("accuracy", m, ps, compute))
 
