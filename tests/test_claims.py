@@ -497,7 +497,7 @@ def test_held_out_judges_half_the_inputs_of_each_class_in_heads_located_on_the_o
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     s = evidence.Evidence(small, 24, 2, 0, None)
     view = s.held_out()
-    assert view is s.held_out() and s.view == "all"
+    assert view is s.held_out() and s.view == evidence.ALL and view.view == evidence.HELD_OUT
     judged, locating = view.rows("sentiment_number"), view.locating("sentiment_number")
     assert torch.equal(judged, ~locating)
     records, inputs = s.records("sentiment_number"), s.inputs("sentiment_number")
