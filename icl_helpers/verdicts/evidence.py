@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -227,29 +226,17 @@ class Evidence:
             return list(self.given), "the heads given"
         return shared_heads({d: self.heads(d) for d in WORD}, self.mean_increase(WORD))
 
-    def one_percent(self) -> int:
-        """The EMNLP abstract's 1% of heads, rounded up, at least one (at most the heads given)."""
-        k = max(1, math.ceil(0.01 * self.m.arch.n_layers * self.m.arch.n_heads))
-        return min(k, len(self.given)) if self.given else k
-
     def _ablations(self) -> ablation.AblationRuns:
-        """The causal check's runs, pooled over the word datasets: per dataset, its top heads (the
-        setting's number; or the heads given) located on its first n/2 balanced prompts, then the
-        first 1% and all of them mean-ablated on prompts of its other n/2 records, against
-        RANDOM_DRAWS layer-matched draws. The first n/2 balanced prompts are the first half of the
-        dataset's located set (a word dataset's records come in one order)."""
-        n = self.n
-        if n < 4:
+        """The causal check's runs (`studies.ablation.causal_check`, notebook 08's), pooled over the
+        word datasets: per dataset, its top heads (or the heads given) located on the first n/2 of
+        its balanced prompts, the first 1% and all of them mean-ablated on prompts of its other n/2
+        records, against RANDOM_DRAWS layer-matched draws."""
+        if self.n < 4:
             raise Unjudgeable("too few prompts: the causal check needs at least 4 a word dataset, half to locate "
                               "the heads, half to evaluate them")
-        runs = []
-        for d in WORD:
-            heads = list(self.given) if self.given else top_heads(self.loc(d).head[: n // 2].mean(0), self.setting.heads)
-            ks = sorted({self.one_percent(), len(heads)})
-            evaluated = ablation.evaluation_prompts(d, n // 2, n - n // 2, self.seed, setting=self.setting)
-            means = ablation.ablation_means(self.m, self.prompts(d).texts[: n // 2])
-            runs.append(ablation.ablation_runs(self.m, evaluated, heads, ks, RANDOM_DRAWS, self.seed, means))
-        return ablation.AblationRuns.cat(runs)
+        runs = ablation.causal_check(self.m, WORD, self.n, self.seed, self.data_dir, self.setting, self.given,
+                                     n_random=RANDOM_DRAWS)
+        return ablation.AblationRuns.cat(list(runs.values()))
 
     def _bias(self, measure: str) -> biases.BiasEffect:
         """A bias intervention ("majority" or "recency", `studies.biases`) in FIRST's heads, on its records."""

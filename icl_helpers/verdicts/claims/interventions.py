@@ -7,7 +7,7 @@ from typing import Callable
 import torch
 
 from ...stats import bootstrap_ci, mean_ci
-from ...studies.ablation import AblationRuns
+from ...studies.ablation import AblationRuns, one_percent
 from ..evidence import FIRST, WORD, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement
 from ..rules import Clusters
@@ -45,7 +45,7 @@ def judge_causal(runs: AblationRuns, k: int, ablation: str, given: bool = False,
 def causal(s: Evidence, k: int | None = None) -> Judgement:
     """The causal check (`Evidence.ablations`) with the first k heads ablated: the EMNLP abstract's
     1% of the model's heads by default."""
-    k = s.one_percent() if k is None else k
+    k = one_percent(s.m, s.given) if k is None else k
     runs = s.ablations()
     clusters = torch.cat([s.inputs(d)[s.n // 2:] + i * s.n for i, d in enumerate(WORD)])
     return judge_causal(runs, min(k, max(runs.top)), "mean", given=s.given is not None, clusters=clusters)
