@@ -83,8 +83,8 @@ class Correct(View):
 
 @dataclass(frozen=True)
 class HeldOut(View):
-    """Half the distinct inputs of each class (`Evidence.halves`), in heads located on the other
-    half, so that no head is judged on the prompts (or the inputs) that selected it."""
+    """Half the distinct inputs of each class, drawn with the seed (the evidence's `halves`), in heads
+    located on the other half, so that no head is judged on the prompts (or the inputs) that selected it."""
 
     relocates: bool = True
 
