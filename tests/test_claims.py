@@ -498,6 +498,7 @@ def test_held_out_judges_half_the_inputs_of_each_class_in_heads_located_on_the_o
     s = evidence.Evidence(small, 24, 2, 0, None)
     view = s.held_out()
     assert view is s.held_out() and s.view == evidence.ALL and view.view == evidence.HELD_OUT
+    assert view.loc is s.loc and view.halves is s.halves and view.heads is not s.heads  # what HELD_OUT.shares says
     judged, locating = view.rows("sentiment_number"), view.locating("sentiment_number")
     assert torch.equal(judged, ~locating)
     records, inputs = s.records("sentiment_number"), s.inputs("sentiment_number")
