@@ -338,6 +338,8 @@ def test_report_covers_every_claim_and_its_numbers_are_the_studies(small, tmp_pa
     assert all(f.verdict in (REPLICATES, PARTLY, FAILS, NOT_TESTED) for f in found)
     by = {f.id: f for f in found}
     assert by["fig8_9_sentences"].verdict == by["table3"].verdict == NOT_TESTED
+    assert by["fig12_15"].why.endswith(findings.WORD_ONLY_NOTE) and "sst2" not in by["fig12_15"].why  # fewer than the paper's
+    assert not by["fig6"].why.endswith(findings.WORD_ONLY_NOTE)  # a claim on the word datasets alone
     sets = {d: prompt_set(small, d, "balanced", 24) for d in evidence.WORD}
     from icl_helpers.studies.in_context_heads import in_context_heads
     pairs = [label_attention.attention_on_labels(small, ps).at(in_context_heads(small, ps, rules.K)) for ps in sets.values()]
@@ -592,7 +594,7 @@ def toy(s: Evidence) -> Judgement:
     return judge_toy(s.loc(FIRST).head[s.rows(FIRST)].sum((1, 2)), s.clusters([FIRST]))
 
 
-register(Claim(id="toy", claim="Our extension: a toy", paper="none", rule="replicates: the CI lies above {above:g}",
+register(Claim(id="toy", claim="Our extension: a toy", paper="none", unit="toy units", rule="replicates: the CI lies above {above:g}",
                source="ours, beside nothing", set_on="in this test", find=toy, notebooks=("01",), thresholds=TOY))
 '''
 

@@ -1,5 +1,5 @@
 """A notebook's verdicts as one readable table: each claim whole and wrapped, the paper's
-number, ours with its interval, N and the verdict, the first clause of why; then, under the
+number, ours with its interval and unit, N and the verdict, the first clause of why; then, under the
 table, each claim's whole reason and the rule its verdict follows, as prose."""
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ class VerdictTable:
         views = [key for key in VIEWS if any(getattr(f, key) is not None for f in self.findings)]
         head = ["claim", "the paper", "ours (95% CI)", "N", "verdict", "why, in short", *(VIEWS[k] for k in views)]
         rows = "".join(f"<tr>{_cell(f'<b>{f.id}</b>: ' + html.escape(f.claim))}{_cell(html.escape(f.paper))}"
-                       f"{_cell(html.escape(ours_text(f) if f.ours is not None else '-'))}"
+                       f"{_cell(_ours(f))}"
                        f"{_cell('-' if f.n is None else str(f.n))}"
                        f"{_cell(f'<b>{html.escape(f.verdict)}</b>', f'color: {COLOURS[f.verdict]}')}"
                        f"{_cell(html.escape(first_clause(f.why)))}"
@@ -46,6 +46,13 @@ class VerdictTable:
         header = "".join(f'<th style="{CELL}">{html.escape(h)}</th>' for h in head)
         return (f"<table><thead><tr>{header}</tr></thead><tbody>{rows}</tbody></table>"
                 f"<p>Why, claim by claim, and the rule each verdict follows:</p><ul>{reasons}</ul>")
+
+
+def _ours(f: Finding) -> str:
+    """Our number, its interval and its unit (in grey under them) as a cell's HTML."""
+    if f.ours is None:
+        return "-"
+    return f'{html.escape(ours_text(f))}<br><span style="color: #57606a">{html.escape(CLAIMS[f.id].unit)}</span>'
 
 
 def _cell(inner: str, style: str = "") -> str:

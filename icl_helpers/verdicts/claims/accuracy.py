@@ -43,7 +43,7 @@ register(Claim(id="table2", claim="GPT-2 large learns the word tasks in context 
                rule="replicates: top-1 >= {cell:.0%} in every cell; partly: pooled top-1 >= {pooled:.0%} otherwise; does not "
                     "replicate: pooled top-1 below {pooled:.0%}",
                source=f"{V1}, Section 4.1, Table 2 (l. 394-403); 'GPT2 large can classify the words by ICL' (l. 445)",
-               set_on=FIRST_RULES, find=table2, notebooks=("01",), thresholds=TABLE2))
+               set_on=FIRST_RULES, unit="share of prompts, top-1", find=table2, notebooks=("01",), thresholds=TABLE2))
 
 
 TABLE2_CONTROL = {"false_nearest": 0.5}
@@ -72,5 +72,5 @@ register(Claim(id="table2_control", claim="Our control: the model still names th
                paper="not tested: the paper's prompts put the true demonstrations nearest the input (l. 421)",
                rule="replicates: top-1 on the recency family's prompts whose nearest demonstration is false has its 95% CI at "
                     "or above {false_nearest:.0%}; partly: its mean is; does not replicate: otherwise",
-               source=f"ours, beside {V1} Table 2 (l. 394-403)", set_on=RECENCY_CONTROL, find=table2_control,
+               source=f"ours, beside {V1} Table 2 (l. 394-403)", set_on=RECENCY_CONTROL, unit="share of prompts, top-1", find=table2_control,
                notebooks=("01",), thresholds=TABLE2_CONTROL))

@@ -56,7 +56,7 @@ register(Claim(id="app_b_mrr", claim="Appendix B: label-value MRR in the heads s
                     "on none even partly; partly otherwise",
                source=f"{V1}, Appendix B, Figs. 16-18: 'In all datasets, the labels in in-context heads have larger MRR "
                       "scores than random heads' (l. 1209)",
-               set_on=ISSUE_44, find=sentence_finding(["fig5"], Evidence.shared), notebooks=("03",),
+               set_on=ISSUE_44, unit="datasets that replicate", find=sentence_finding(["fig5"], Evidence.shared), notebooks=("03",),
                reads=SENTENCE_ONLY, **FLOW))
 
 
@@ -65,7 +65,7 @@ register(Claim(id="app_b_attention", claim="Appendix B: true/false attention in 
                rule="the fig6 rule in app_b_mrr's heads on each sentence dataset, judged together as app_b_mrr",
                source=f"{V1}, Appendix B, Figs. 19-21: 'the attention scores on true labels are much larger than false "
                       "labels' (l. 1209)",
-               set_on=ISSUE_44, find=sentence_finding(["fig6"], Evidence.shared), notebooks=("04",),
+               set_on=ISSUE_44, unit="datasets that replicate", find=sentence_finding(["fig6"], Evidence.shared), notebooks=("04",),
                reads=SENTENCE_ONLY, **FLOW))
 
 
@@ -76,7 +76,7 @@ register(Claim(id="app_d", claim="Appendix D: the same picture in LLaMA 7B, 13B,
                     "replicate if none does even partly; partly otherwise",
                source=f"{V1}, Appendix D, Figs. 22-27: 'the head with the largest log probability increase in each model ... "
                       "similar with the results in GPT2 large' (l. 1408)",
-               set_on=ISSUE_44, find=sentence_finding(["fig5", "fig6"], Evidence.top_head, llama_only=True),
+               set_on=ISSUE_44, unit="parts that replicate", find=sentence_finding(["fig5", "fig6"], Evidence.top_head, llama_only=True),
                notebooks=("07",), reads=SENTENCE_ONLY, **FLOW))
 
 
@@ -124,4 +124,4 @@ register(Claim(id="app_e", claim="Appendix E: a head's increase hardly depends o
                     "alone on x_l and added after the heads before it in a random order of its layer: replicates: its 95% CI "
                     "at or above {rho}; partly: at or above {partly}; does not replicate: below",
                source=f"{V1}, Appendix E (l. 1628), after Yu and Ananiadou (2024)",
-               set_on=ISSUE_44, find=app_e, notebooks=("02",), thresholds=APP_E, **FLOW))
+               set_on=ISSUE_44, unit="Spearman's rho", find=app_e, notebooks=("02",), thresholds=APP_E, **FLOW))

@@ -33,7 +33,7 @@ register(Claim(id="fig6", claim="In-context heads attend much more to the true l
                     "replicate: neither",
                source=f"{V1}, Section 4.4, Fig. 6: 'In all in-context heads, the attention weights between last token query "
                       "and true label keys are much larger than those ... false label keys' (l. 469, 507)",
-               set_on=ISSUE_44, find=fig6, notebooks=("04",), thresholds=rules.FIG6, **FLOW))
+               set_on=ISSUE_44, unit="summed attention, true minus false labels", find=fig6, notebooks=("04",), thresholds=rules.FIG6, **FLOW))
 
 
 def judge_truth_control(family: Effects) -> Judgement:
@@ -52,7 +52,8 @@ register(Claim(id="fig6_control", claim="Our control: a label gets more attentio
                paper="not separated: the paper's true labels are always nearest the input (l. 421)",
                rule="replicates: the truth effect (attention a label position gets for being true, at equal distance) has its "
                     "95% CI above 0; does not replicate: below 0; partly: otherwise",
-               source=f"ours, beside {V1} Fig. 6 (l. 469)", set_on=RECENCY_CONTROL, find=fig6_control,
+               source=f"ours, beside {V1} Fig. 6 (l. 469)", set_on=RECENCY_CONTROL,
+               unit="attention a label position: truth effect", find=fig6_control,
                notebooks=("04",), **FLOW))
 
 
@@ -96,4 +97,4 @@ register(Claim(id="fig7", claim="A label position's attention weight rises with 
                paper="not linear, but an increasing trend (three top heads, one random prompt)",
                rule="replicates: Spearman >= {rho} with its 95% CI above 0; partly: CI above 0; does not replicate: otherwise",
                source=f"{V1}, Section 4.4, Fig. 7: 'It is not a linear relationship, but it has a increasing trend' (l. 507)",
-               set_on=FIRST_RULES, find=fig7, notebooks=("04",), thresholds=FIG7, **FLOW))
+               set_on=FIRST_RULES, unit="Spearman's rho", find=fig7, notebooks=("04",), thresholds=FIG7, **FLOW))

@@ -38,6 +38,7 @@ class Claim:
     rule: str  # the verdict rule
     source: str  # the version and the line(s) of its text the statement and number rest on
     set_on: str  # when the rule was set, and whether the data it judges had been read then
+    unit: str  # what our number is, e.g. "share of prompts, top-1", "MRR", "Spearman's rho"
     find: Callable[[Evidence], Judgement] = field(repr=False)  # the studies and the rule, on the evidence given
     notebooks: tuple[str, ...]  # the notebooks that end with its verdict ("01" ... "08")
     reads: frozenset[str] = WORD_ONLY  # the datasets its judgement needs prompts of ("word", "sentence")

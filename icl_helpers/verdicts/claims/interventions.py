@@ -58,7 +58,7 @@ register(Claim(id="causal", claim="Intervening in 1% of the heads, the in-contex
                     "prompts, top-1 falls below the {percentile}th percentile of {RANDOM_DRAWS} layer-matched random draws "
                     "and to at most {fraction:.0%} of the plain top-1; partly: below the {percentile}th percentile only; does "
                     "not replicate: otherwise",
-               source=f"{EMNLP}, abstract; {ABSTRACT_ONLY}", set_on=ISSUE_44, find=causal,
+               source=f"{EMNLP}, abstract; {ABSTRACT_ONLY}", set_on=ISSUE_44, unit="share of prompts, top-1 with the heads ablated", find=causal,
                notebooks=("08",), thresholds=CAUSAL))
 
 
@@ -69,7 +69,7 @@ def causal_top(s: Evidence) -> Judgement:
 register(Claim(id="causal_top", claim="Our row: the same with the top {K} in-context heads ablated",
                paper="not in the text at hand",
                rule="the causal rule with the top {K} heads", source=f"ours, beside {EMNLP}, abstract; {ABSTRACT_ONLY}",
-               set_on=FIRST_RULES, find=causal_top, notebooks=("08",), thresholds=CAUSAL))
+               set_on=FIRST_RULES, unit="share of prompts, top-1 with the heads ablated", find=causal_top, notebooks=("08",), thresholds=CAUSAL))
 
 
 MAJORITY_BIAS = {"paper": 0.22, "at_least": 0.22 / 2}  # the paper's reduction, and half of it
@@ -124,7 +124,8 @@ def bias_cost(measure: str) -> Callable[[Evidence], Judgement]:
 register(Claim(id="majority_bias", claim="Balancing label attention in the in-context heads reduces majority-label bias",
                paper="reduced by {paper:.0%}", rule="replicates: relative reduction >= {at_least:.0%} (half the paper's) with "
                "its 95% CI above 0; partly: CI above 0; does not replicate: otherwise",
-               source=f"{EMNLP}, abstract; {ABSTRACT_ONLY}", set_on=FIRST_RULES, find=bias("majority", MAJORITY_BIAS),
+               source=f"{EMNLP}, abstract; {ABSTRACT_ONLY}", set_on=FIRST_RULES,
+               unit="relative reduction of the bias rate", find=bias("majority", MAJORITY_BIAS),
                notebooks=("08",), thresholds=MAJORITY_BIAS))
 
 
@@ -132,14 +133,15 @@ register(Claim(id="majority_cost", claim="Our control: balancing label attention
                                          "standard prompts",
                paper="not in the abstract", rule="replicates: the top-1 lost on balanced prompts has its 95% CI at or below "
                "{points:.0%}; partly: its mean is; does not replicate: otherwise",
-               source=f"ours, beside {EMNLP}, abstract", set_on=ISSUE_44, find=bias_cost("majority"),
+               source=f"ours, beside {EMNLP}, abstract", set_on=ISSUE_44, unit="share of prompts, top-1 lost", find=bias_cost("majority"),
                notebooks=("08",), thresholds=BIAS_COST))
 
 
 register(Claim(id="recency_bias", claim="Position-free label keys in the in-context heads reduce recency bias",
                paper="reduced by {paper:.0%}", rule="replicates: relative reduction >= {at_least:.1%} (half the paper's) with "
                "its 95% CI above 0; partly: CI above 0; does not replicate: otherwise",
-               source=f"{EMNLP}, abstract; {ABSTRACT_ONLY}", set_on=FIRST_RULES, find=bias("recency", RECENCY_BIAS),
+               source=f"{EMNLP}, abstract; {ABSTRACT_ONLY}", set_on=FIRST_RULES,
+               unit="relative reduction of the bias rate", find=bias("recency", RECENCY_BIAS),
                notebooks=("08",), thresholds=RECENCY_BIAS))
 
 
@@ -147,5 +149,5 @@ register(Claim(id="recency_cost", claim="Our control: position-free label keys c
                                         "prompts",
                paper="not in the abstract", rule="replicates: the top-1 lost on balanced prompts has its 95% CI at or below "
                "{points:.0%}; partly: its mean is; does not replicate: otherwise",
-               source=f"ours, beside {EMNLP}, abstract", set_on=ISSUE_44, find=bias_cost("recency"),
+               source=f"ours, beside {EMNLP}, abstract", set_on=ISSUE_44, unit="share of prompts, top-1 lost", find=bias_cost("recency"),
                notebooks=("08",), thresholds=BIAS_COST))

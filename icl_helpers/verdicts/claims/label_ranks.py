@@ -25,4 +25,4 @@ register(Claim(id="fig5", claim="Label values of in-context heads rank their lab
                     "heads beat their layer's random mean; partly: one of the two; does not replicate: neither",
                source=f"{V1}, Section 4.3, Fig. 5: 'Compared with random heads, label values have much higher MRR scores "
                       "in in-context heads. The smallest average MRR score 0.0033 is in layer 19, head 11' (l. 458)",
-               set_on=ISSUE_44, find=fig5, notebooks=("03",), thresholds=rules.FIG5, **FLOW))
+               set_on=ISSUE_44, unit="MRR", find=fig5, notebooks=("03",), thresholds=rules.FIG5, **FLOW))

@@ -40,7 +40,7 @@ register(Claim(id="fig2", claim="Attention layers, deep ones above all, carry th
                     "above 0) and the deeper half of the layers carries most of the attention increase; does not replicate: "
                     "the CI lies below 0; partly: otherwise",
                source=f"{V1}, Section 3.1, Fig. 2: 'Almost all the improvements are caused by deep attention layers' (l. 275)",
-               set_on=f"{FIRST_RULES}; {OVER_N}", find=fig2, notebooks=("01",), thresholds=FIG2,
+               set_on=f"{FIRST_RULES}; {OVER_N}", unit="log-probability a prompt, attention minus FFN", find=fig2, notebooks=("01",), thresholds=FIG2,
                label_flow=True))
 
 
@@ -84,7 +84,8 @@ register(Claim(id="fig3_4", claim="The in-context heads (top 20 by increase) lie
                     "does not replicate: fewer",
                source=f"{V1}, Section 4.2, Figs. 3 and 4 (GPT-2 large, 36 layers x 20 heads): 'The important heads are in "
                       "deep layers (18-31)' (l. 449)",
-               set_on=FIRST_RULES, find=fig3_4, notebooks=("01",), thresholds=FIG3_4, label_flow=True))
+               set_on=FIRST_RULES,
+               unit="share of the top heads in the deeper half", find=fig3_4, notebooks=("01",), thresholds=FIG3_4, label_flow=True))
 
 
 FIG12_15 = {"replicates": 0.5, "partly": 0.25}
@@ -115,5 +116,6 @@ register(Claim(id="fig12_15", claim="The in-context heads are largely the same a
                     "does not replicate: fewer",
                source=f"{V1}, Section 4.2 ('The head indexes are similar on these datasets', l. 449) and Appendix A, Figs. "
                       "12-15 (l. 1153, 1165)",
-               set_on=FIRST_RULES, find=fig12_15, notebooks=("01",), reads=BOTH, thresholds=FIG12_15,
+               set_on=FIRST_RULES,
+               unit="share of the top heads two datasets share", find=fig12_15, notebooks=("01",), reads=BOTH, thresholds=FIG12_15,
                label_flow=True))

@@ -85,7 +85,7 @@ register(Claim(id="fig8", claim="Imbalanced prompts: summed attention on true la
                     "one of the two; does not replicate: neither",
                source=f"{V1}, Section 5.1, Fig. 8: 'The sum of attention weights on true labels decrease on the imbalanced "
                       "dataset. On the contrary, the attention weights on false labels increase' (l. 540)",
-               set_on=ISSUE_44, find=fig8, notebooks=("05",), thresholds=FIG8, **FLOW))
+               set_on=ISSUE_44, unit="change of summed true-label attention", find=fig8, notebooks=("05",), thresholds=FIG8, **FLOW))
 
 
 def fig9(s: Evidence) -> Judgement:
@@ -98,7 +98,7 @@ register(Claim(id="fig9", claim="Re-ordered prompts: summed attention on true la
                     "and it drops in >= {heads:.0%} of heads; partly: one of the two; does not replicate: neither",
                source=f"{V1}, Section 5.2, Fig. 9: 'The sum of attention weights on re-order dataset are much smaller than "
                       "those on the origin dataset' (l. 640)",
-               set_on=ISSUE_44, find=fig9, notebooks=("06",), thresholds=FIG9, **FLOW))
+               set_on=ISSUE_44, unit="change of summed true-label attention", find=fig9, notebooks=("06",), thresholds=FIG9, **FLOW))
 
 
 def judge_distance_control(family: Effects) -> Judgement:
@@ -117,7 +117,7 @@ register(Claim(id="fig9_control", claim="Our control: a label gets more attentio
                paper="the paper's account of the order effect: labels also take in adjacent tokens (l. 421-437)",
                rule="replicates: the distance effect (nearest minus farthest label position, at equal truth) has its 95% CI "
                     "above 0; does not replicate: below 0; partly: otherwise",
-               source=f"ours, beside {V1} Section 5.2", set_on=RECENCY_CONTROL, find=fig9_control,
+               source=f"ours, beside {V1} Section 5.2", set_on=RECENCY_CONTROL, unit="attention a label position: distance effect", find=fig9_control,
                notebooks=("06",), **FLOW))
 
 
@@ -171,7 +171,7 @@ register(Claim(id="fig10", claim="Imbalanced prompts: the attention a true label
                     "otherwise",
                source=f"{V1}, Section 5.2, Fig. 10: 'the average attention weight of imbalanced dataset only increases on head "
                       "21-19. In other in-context heads ... the attention weights decrease a lot' (l. 644, 649)",
-               set_on=ISSUE_44, find=fig10, notebooks=("05",), thresholds=FIG10, **FLOW))
+               set_on=ISSUE_44, unit="change of a true label's attention", find=fig10, notebooks=("05",), thresholds=FIG10, **FLOW))
 
 
 def fig11(s: Evidence) -> Judgement:
@@ -186,7 +186,7 @@ register(Claim(id="fig11", claim="Re-ordered prompts: the attention a true label
                     "does not replicate: otherwise",
                source=f"{V1}, Section 5.2, Fig. 11: 'On re-order dataset, the attention weights on all incontext heads drop, "
                       "especially in 21-19 and 22-0' (l. 644, 654)",
-               set_on=ISSUE_44, find=fig11, notebooks=("06",), thresholds=FIG11, **FLOW))
+               set_on=ISSUE_44, unit="change of a true label's attention", find=fig11, notebooks=("06",), thresholds=FIG11, **FLOW))
 
 
 def judge_fig8_9_sentences(imbalanced: Judgement, reordered: Judgement) -> Judgement:
@@ -205,5 +205,5 @@ register(Claim(id="fig8_9_sentences", claim="Our extension: Figs. 8 and 9 on the
                paper="not in the paper: its Figs. 8-11 are on sentiment/number",
                rule="the fig8 and fig9 rules on the sentence datasets pooled: replicates if both replicate; does not "
                     "replicate if neither does at least partly; partly otherwise",
-               source=f"ours, beside {V1} Sections 5.1 and 5.2", set_on=ISSUE_44, find=fig8_9_sentences,
+               source=f"ours, beside {V1} Sections 5.1 and 5.2", set_on=ISSUE_44, unit="verdict of each prompt variant", find=fig8_9_sentences,
                notebooks=("05", "06"), reads=SENTENCE_ONLY, **FLOW))

@@ -69,7 +69,7 @@ register(Claim(id="table1", claim="A top in-context head's label values project 
                     "illustration)",
                source=f"{V1}, Section 3.2, Table 1 (GPT-2 large, layer 22 head 0, l. 331-351): 'Label values' top words have "
                       "related concepts with the labels' (l. 389)",
-               set_on=OVER_N, find=table1, notebooks=("02",), thresholds=TABLE1, **FLOW))
+               set_on=OVER_N, unit="share of prompts, in the top head", find=table1, notebooks=("02",), thresholds=TABLE1, **FLOW))
 
 
 def table3(s: Evidence) -> Judgement:
@@ -93,7 +93,8 @@ register(Claim(id="table3", claim="The same on a correctly predicted AG News pro
                rule="the table1 rule on the AG News prompts, in AG News's top heads",
                source=f"{V1}, Appendix C, Table 3 (l. 1272-1298): 'On label values, \"bar\" and \"foo\" have top rankings' "
                       "(l. 1300)",
-               set_on=OVER_N, find=table3, notebooks=("02",), reads=SENTENCE_ONLY, thresholds=TABLE1, **FLOW))
+               set_on=OVER_N,
+               unit="share of prompts, in the top head", find=table3, notebooks=("02",), reads=SENTENCE_ONLY, thresholds=TABLE1, **FLOW))
 
 
 TOWERS = {"ratio": 2.0}  # an own word's MRR at least twice the others' (keys), the random heads' (queries)
@@ -152,7 +153,7 @@ register(Claim(id="two_towers", claim="Query and key are two towers: label keys 
                       "'reverse projection ... by multiplying QK^T' (l. 279); 'Label keys' top words ... are related to their "
                       "demonstrations ... Last token query's top words are related to the input text' (l. 389); the "
                       "hypothesis (l. 391) and 'two towers' (l. 514)",
-               set_on=ISSUE_44, find=two_towers, notebooks=("02",), thresholds=TOWERS, **FLOW))
+               set_on=ISSUE_44, unit="parts that replicate", find=two_towers, notebooks=("02",), thresholds=TOWERS, **FLOW))
 
 
 METRIC = {"rho": 0.1}  # a weak but clear rise of a label's score with its demonstration's similarity
@@ -195,4 +196,4 @@ register(Claim(id="metric", claim="Our extension: at a fixed position, a label's
                     "its 95% CI above 0; partly: CI above 0; does not replicate: otherwise",
                source=f"ours, beside {V1} Section 4.4's conclusion, the query and key matrices 'two towers ... for learning "
                       "the similarity metric' (l. 514)",
-               set_on=ISSUE_44, find=metric, notebooks=("02",), thresholds=METRIC, **FLOW))
+               set_on=ISSUE_44, unit="Spearman's rho", find=metric, notebooks=("02",), thresholds=METRIC, **FLOW))
