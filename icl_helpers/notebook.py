@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .core.heads import Head, heads_text, parse_heads
-from .data.sentences import resolve_data_dir
+from .data.sentences import missing_note, resolve_data_dir
 from .errors import UsageError
 from .model.loading import ICLModel
 from .paths import REPO_ROOT
@@ -109,3 +109,9 @@ def report_accuracy(m: ICLModel, sets: dict[str, PromptSet]) -> None:
             print(f"  Note: no better than chance. {m.name} does not learn {name} in context, so the heads located "
                   "here explain no in-context learning: read this notebook's numbers as a run of the code, not as a "
                   "test of the paper.")
+
+
+def no_sentence_data(data_dir: Path | None) -> None:
+    """In place of a section on the sentence datasets where none can be had on this machine:
+    one line saying why it shows nothing, and how to get them."""
+    print(f"Nothing to show here: {missing_note(data_dir)}")

@@ -1,12 +1,14 @@
-"""Label mixing, accuracy under a per-batch intervention, and the causal check: its ablations, prompts, plan and curves."""
+"""Label mixing, accuracy under a per-batch intervention, and the causal check: its ablations, prompts, protocol and curves."""
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 import torch
 
 from icl_helpers import ICLModel
-from icl_helpers.core.heads import same_layer_random_heads
+from icl_helpers.core.heads import same_layer_random_heads, top_heads
 from icl_helpers.core.interventions import Intervention
 from icl_helpers.core.passes import intervened_accuracy
 from icl_helpers.data.datasets import dataset_records
@@ -18,17 +20,23 @@ from icl_helpers.data.prompts import (
     mixed_label_prompts,
     prompt_label_ids,
 )
+from icl_helpers.data.setting import Setting
 from icl_helpers.errors import UsageError
 from icl_helpers.studies.ablation import (
     AblationRuns,
-    CausalPlan,
     ablation_means,
     ablation_runs,
+    causal_check,
     curve_ends,
     curve_table,
     evaluation_prompts,
+    one_percent,
 )
 from icl_helpers.studies.accuracy import accuracy
+from icl_helpers.studies.in_context_heads import located
+from icl_helpers.studies.runner import prompt_set
+from icl_helpers.verdicts.evidence import WORD, Evidence
+from icl_helpers.verdicts.rules import RANDOM_DRAWS
 from tests.conftest import close, logprob_scale, small_model
 
 RECORDS = [
@@ -117,10 +125,41 @@ def test_true_prob_is_the_softmax_of_the_true_label(llama):
     close(acc.true_prob[0], want, scale=float(want) * logprob_scale(logits))  # p = exp(log p): its log's rounding, times p
 
 
-def test_causal_plan_scales_with_the_prompts():
-    assert CausalPlan.for_prompts(500) == CausalPlan(100, 64, [1, 2, 4, 6, 8, 10, 15, 20], 20)
-    assert CausalPlan.for_prompts(32) == CausalPlan(32, 8, [1, 5, 20], 20)
-    assert CausalPlan.for_prompts(32, k=8).ks == [1, 5, 8] and CausalPlan.for_prompts(500, k=3).ks == [1, 2, 3]
+def test_one_percent_of_the_heads_is_rounded_up_and_at_most_the_heads_given():
+    def model(layers: int, heads: int) -> SimpleNamespace:
+        return SimpleNamespace(arch=SimpleNamespace(n_layers=layers, n_heads=heads))
+    assert one_percent(model(36, 20)) == 8 and one_percent(model(30, 9)) == 3  # GPT-2 large: 7.2; SmolLM2: 2.7
+    assert one_percent(model(3, 4)) == 1 and one_percent(model(30, 9), [(1, 2), (3, 4)]) == 2
+
+
+FOUR = Setting(heads=4)  # the small models have 12 heads
+
+
+def test_the_causal_check_locates_on_the_first_half_and_ablates_on_the_other_records(llama, tmp_path, monkeypatch):
+    """Its heads are the top of the first n/2 located prompts' mean increase, ablated on prompts of
+    records n/2 ... n by their means over those n/2; more numbers of heads leave the others' runs as
+    they are (the same batches and blocks), so a curve shows the very numbers the report judges."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    n, d = 12, "sentiment_number"
+    runs = causal_check(llama, [d], n, setting=FOUR, more_ks=[2, 9], n_random=3)[d]
+    ps = prompt_set(llama, d, "balanced", n, setting=FOUR)
+    heads = top_heads(located(llama, ps).head[:6].mean(0), 4)
+    want = ablation_runs(llama, evaluation_prompts(d, 6, 6, setting=FOUR), heads, [1, 2, 4], 3, 0,
+                         ablation_means(llama, ps.texts[:6]))
+    pd.testing.assert_frame_equal(runs.curves(), want.curves(), check_exact=True)  # the same runs, same batches
+    judged = causal_check(llama, [d], n, setting=FOUR, n_random=3)[d]
+    assert list(judged.top) == [1, 4]  # the 1% of 12 heads, and all 4
+    curve = runs.curves()
+    pd.testing.assert_frame_equal(judged.curves(), curve[curve["k"].isin([0, 1, 4])].reset_index(drop=True),
+                                  check_exact=True)
+
+
+def test_the_report_judges_the_causal_check_notebook_08_plots(llama, tmp_path, monkeypatch):
+    """One protocol: the report's runs are `causal_check`'s on the word datasets, pooled."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    runs = causal_check(llama, WORD, 8, setting=FOUR, n_random=RANDOM_DRAWS)
+    pooled = Evidence(llama, 8, 2, 0, None, setting=FOUR).ablations()
+    pd.testing.assert_frame_equal(pooled.curves(), AblationRuns.cat(list(runs.values())).curves(), check_exact=True)
 
 
 def test_curve_table_and_ends():

@@ -2,6 +2,7 @@
 middle where a rule has one), the bootstrap interval, and the report's shape and numbers."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from dataclasses import replace
@@ -19,6 +20,21 @@ from icl_helpers.studies.accuracy import Accuracy
 from icl_helpers.studies.recency import Effects
 from icl_helpers.studies.runner import prompt_set
 from icl_helpers.verdicts import claims, evidence, findings, rules
+from icl_helpers.verdicts.claims.accuracy import judge_table2, judge_table2_control
+from icl_helpers.verdicts.claims.appendices import judge_app_e
+from icl_helpers.verdicts.claims.attention import judge_fig7, judge_truth_control
+from icl_helpers.verdicts.claims.interventions import MAJORITY_BIAS, judge_bias, judge_bias_cost, judge_causal
+from icl_helpers.verdicts.claims.location import judge_fig2, judge_fig3_4, judge_fig12_15
+from icl_helpers.verdicts.claims.variants import (
+    FIG10,
+    FIG11,
+    judge_distance_control,
+    judge_fig8,
+    judge_fig8_9_sentences,
+    judge_fig9,
+    judge_per_head_drop,
+)
+from icl_helpers.verdicts.claims.vocabulary import judge_keys, judge_label_values, judge_metric
 from icl_helpers.verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES, Judgement, not_tested, ours_text
 from tests.conftest import close
 
@@ -88,15 +104,15 @@ def test_every_claim_cites_the_lines_of_the_text_it_rests_on():
 
 def test_table2_and_its_control():
     cells = lambda hits: {f"cell {i}": torch.tensor(h) for i, h in enumerate(hits)}  # noqa: E731
-    assert rules.judge_table2(cells([[1] * 9 + [0]] * 8)).verdict == REPLICATES  # 90% everywhere
-    f = rules.judge_table2(cells([[1] * 10] * 7 + [[1] * 5 + [0] * 5]))
+    assert judge_table2(cells([[1] * 9 + [0]] * 8)).verdict == REPLICATES  # 90% everywhere
+    f = judge_table2(cells([[1] * 10] * 7 + [[1] * 5 + [0] * 5]))
     assert f.verdict == PARTLY and f.n == 80 and "cell 7: 50%" in f.why
     close(f.ours, 75 / 80)
-    assert rules.judge_table2(cells([[0] * 10] * 8)).verdict == FAILS
-    far = rules.judge_table2_control(torch.arange(40) % 4 != 0)  # 75% where a false demonstration is nearest
+    assert judge_table2(cells([[0] * 10] * 8)).verdict == FAILS
+    far = judge_table2_control(torch.arange(40) % 4 != 0)  # 75% where a false demonstration is nearest
     assert far.verdict == REPLICATES and far.n == 40 and "top-1 on the 40 recency-family prompts" in far.why
-    assert rules.judge_table2_control(torch.arange(40) % 4 == 0).verdict == FAILS  # follows the nearest label
-    assert rules.judge_table2_control(torch.arange(40) % 20 < 11).verdict == PARTLY  # 55%, its interval reaches below 50%
+    assert judge_table2_control(torch.arange(40) % 4 == 0).verdict == FAILS  # follows the nearest label
+    assert judge_table2_control(torch.arange(40) % 20 < 11).verdict == PARTLY  # 55%, its interval reaches below 50%
 
 
 def effects(truth: float, distance: float) -> Effects:
@@ -108,11 +124,11 @@ def test_fig2():
     N, L = 30, 10
     deep_attention = torch.zeros(N, L)
     deep_attention[:, 7] = 2 + noise(N)
-    assert rules.judge_fig2(deep_attention, noise(N, L)).verdict == REPLICATES
+    assert judge_fig2(deep_attention, noise(N, L)).verdict == REPLICATES
     shallow = deep_attention.roll(-6, 1)  # the attention increase in layer 1: attention beats FFN, but not deep
-    assert rules.judge_fig2(shallow, noise(N, L)).verdict == PARTLY
+    assert judge_fig2(shallow, noise(N, L)).verdict == PARTLY
     attention = noise(N, L)
-    f = rules.judge_fig2(attention, deep_attention)  # the FFN layers carry it
+    f = judge_fig2(attention, deep_attention)  # the FFN layers carry it
     assert f.verdict == FAILS and f.ci[1] < 0
     close(f.ours, (attention.sum(1) - deep_attention.sum(1)).mean())
 
@@ -123,13 +139,13 @@ def test_fig3_4_and_fig12_15():
     deep[:, 5:, :7] += 1  # 21 strong heads, all in the deeper half
     shallow = noise(N, L, H)
     shallow[:, :3, 3:] += 1
-    assert rules.judge_fig3_4({"a": deep, "b": deep.flip(0)}, k).verdict == REPLICATES
-    assert rules.judge_fig3_4({"a": shallow}, k).verdict == FAILS
-    mixed = rules.judge_fig3_4({"a": deep, "b": shallow}, k)
+    assert judge_fig3_4({"a": deep, "b": deep.flip(0)}, k).verdict == REPLICATES
+    assert judge_fig3_4({"a": shallow}, k).verdict == FAILS
+    mixed = judge_fig3_4({"a": deep, "b": shallow}, k)
     assert mixed.verdict == PARTLY and mixed.ours == 0.5
-    same = rules.judge_fig12_15({"a": deep, "b": deep + noise(N, L, H, scale=0.001)}, k)
+    same = judge_fig12_15({"a": deep, "b": deep + noise(N, L, H, scale=0.001)}, k)
     assert same.verdict == REPLICATES and same.ours >= 0.9
-    assert rules.judge_fig12_15({"a": deep, "b": shallow}, k).verdict == FAILS
+    assert judge_fig12_15({"a": deep, "b": shallow}, k).verdict == FAILS
 
 
 def test_label_values():
@@ -139,11 +155,11 @@ def test_label_values():
 
     def hits(*shares: float) -> torch.Tensor:
         return torch.stack([torch.arange(40) < 40 * x for x in shares], 1)  # [40, 5]
-    f = rules.judge_label_values(hits(0.9, 0, 0, 0, 0), heads, "x", "the example: y")
+    f = judge_label_values(hits(0.9, 0, 0, 0, 0), heads, "x", "the example: y")
     assert f.verdict == REPLICATES and f.ours == 0.9 and f.n == 40 and f.ci[0] > 0.5 and "the example: y" in f.why
-    f = rules.judge_label_values(hits(0.5, 0.2, 0.95, 0, 0), heads, "x", "")
+    f = judge_label_values(hits(0.5, 0.2, 0.95, 0, 0), heads, "x", "")
     assert f.verdict == PARTLY and "6-0: 95%" in f.why and f.ci[0] < 0.5 < f.ci[1]
-    assert rules.judge_label_values(hits(0.55, 0.6, 0.5, 0, 0.6), heads, "x", "").verdict == FAILS  # no CI above 0.5
+    assert judge_label_values(hits(0.55, 0.6, 0.5, 0, 0.6), heads, "x", "").verdict == FAILS  # no CI above 0.5
 
 
 def test_fig5():
@@ -162,22 +178,22 @@ def test_fig5():
 def test_the_two_towers_keys():
     N, S = 40, 20
     own, others = 0.2 + noise(N, S), 0.02 + noise(N, S).abs()
-    f = rules.judge_keys(own, others)
+    f = judge_keys(own, others)
     assert f.verdict == REPLICATES and f.ci[0] > 0
     close(f.ours, (own - others).mean(1).mean(), scale=float(own.abs().max()))
-    assert rules.judge_keys(0.03 + noise(N, S).abs(), others).verdict == PARTLY  # above the others, under twice them
-    assert rules.judge_keys(others, own).verdict == FAILS
+    assert judge_keys(0.03 + noise(N, S).abs(), others).verdict == PARTLY  # above the others, under twice them
+    assert judge_keys(others, own).verdict == FAILS
 
 
 def test_metric():
     N, S, K = 40, 5, 4
     similarity = torch.randn(N, K, generator=g)
     tracks = 0.5 * similarity[:, None] + noise(N, S, K, scale=0.3)
-    f = rules.judge_metric(tracks, similarity)
+    f = judge_metric(tracks, similarity)
     assert f.verdict == REPLICATES and f.n == N and f.ci[0] > 0.1
-    assert rules.judge_metric(torch.randn(N, S, K, generator=g), similarity).verdict == FAILS
+    assert judge_metric(torch.randn(N, S, K, generator=g), similarity).verdict == FAILS
     faint = 0.02 * similarity[:, None] + noise(N, S, K, scale=0.3)  # a rise under the minimum, its CI above 0
-    assert rules.judge_metric(faint.repeat(10, 1, 1), similarity.repeat(10, 1)).verdict == PARTLY
+    assert judge_metric(faint.repeat(10, 1, 1), similarity.repeat(10, 1)).verdict == PARTLY
 
 
 def test_fig6_and_its_control_and_fig7():
@@ -188,18 +204,18 @@ def test_fig6_and_its_control_and_fig7():
     tiny = rules.judge_fig6(false + 0.008, false)  # true above false everywhere, by less than the minimum effect
     assert tiny.verdict == PARTLY and tiny.ci[0] > 0
     assert rules.judge_fig6(false, true).verdict == FAILS
-    assert rules.judge_truth_control(effects(0.05, 0.1)).verdict == REPLICATES
-    near = rules.judge_truth_control(effects(0.0, 0.1))  # true above false only because it is nearer
+    assert judge_truth_control(effects(0.05, 0.1)).verdict == REPLICATES
+    near = judge_truth_control(effects(0.0, 0.1))  # true above false only because it is nearer
     assert near.verdict == PARTLY and "truth effect +0.000 (-0.010 to +0.010)" in near.why
-    assert rules.judge_truth_control(effects(-0.05, 0.1)).verdict == FAILS
-    assert rules.judge_distance_control(effects(0.05, 0.1)).verdict == REPLICATES
-    assert rules.judge_distance_control(effects(0.05, -0.1)).verdict == FAILS
+    assert judge_truth_control(effects(-0.05, 0.1)).verdict == FAILS
+    assert judge_distance_control(effects(0.05, 0.1)).verdict == REPLICATES
+    assert judge_distance_control(effects(0.05, -0.1)).verdict == FAILS
     increase = torch.rand(N, S, 4, generator=g)
     increase[:, :, 3] = torch.nan  # prompts of three labels: the padding is left out
     summed = (true, true + noise(N, S))
-    f = rules.judge_fig7(increase * 0.5 + noise(N, S, 4), increase, summed)
+    f = judge_fig7(increase * 0.5 + noise(N, S, 4), increase, summed)
     assert f.verdict == REPLICATES and f"over {N * S * 3} (prompt, head, label position)" in f.why
-    f = rules.judge_fig7(torch.rand(N, S, 4, generator=g).where(~increase.isnan(), torch.nan), increase, summed)
+    f = judge_fig7(torch.rand(N, S, 4, generator=g).where(~increase.isnan(), torch.nan), increase, summed)
     assert f.verdict == FAILS and f.ci[0] < 0 < f.ci[1]
 
 
@@ -208,19 +224,19 @@ def test_fig8_fig9_and_their_sentence_extension():
     before = (0.3 + noise(N, S), 0.1 + noise(N, S))
     moved = (0.2 + noise(N, S), 0.2 + noise(N, S))  # true down, false up
     per_label = (before[0] / 2, moved[0])  # two true labels, then one: 0.15 -> 0.2 a label
-    f8 = rules.judge_fig8(before, moved, per_label)  # the paper's words: the sums; the per-label rise is described
+    f8 = judge_fig8(before, moved, per_label)  # the paper's words: the sums; the per-label rise is described
     assert f8.verdict == REPLICATES
     assert f"per true-label position {per_label[0].mean():.3f} -> {per_label[1].mean():.3f}" in f8.why
-    assert rules.judge_fig8(before, (moved[0], before[1] + 0.005 + noise(N, S, scale=0.001)), per_label).verdict == PARTLY
-    assert rules.judge_fig8(before, (before[0] + 0.1, before[1] - 0.05), per_label).verdict == FAILS
-    f9 = rules.judge_fig9(before, moved)
+    assert judge_fig8(before, (moved[0], before[1] + 0.005 + noise(N, S, scale=0.001)), per_label).verdict == PARTLY
+    assert judge_fig8(before, (before[0] + 0.1, before[1] - 0.05), per_label).verdict == FAILS
+    f9 = judge_fig9(before, moved)
     assert f9.verdict == REPLICATES and "drops in 20/20 heads" in f9.why
-    assert rules.judge_fig9(before, (before[0] - 0.005, before[1])).verdict == PARTLY  # in every head, but by too little
-    no = rules.judge_fig9(before, (before[0] + 0.1, before[1]))
+    assert judge_fig9(before, (before[0] - 0.005, before[1])).verdict == PARTLY  # in every head, but by too little
+    no = judge_fig9(before, (before[0] + 0.1, before[1]))
     assert no.verdict == FAILS
-    assert rules.judge_fig8_9_sentences(f8, f9).verdict == REPLICATES
-    assert rules.judge_fig8_9_sentences(f8, no).verdict == PARTLY
-    assert rules.judge_fig8_9_sentences(no, no).verdict == FAILS
+    assert judge_fig8_9_sentences(f8, f9).verdict == REPLICATES
+    assert judge_fig8_9_sentences(f8, no).verdict == PARTLY
+    assert judge_fig8_9_sentences(no, no).verdict == FAILS
 
 
 def test_figs_10_and_11_judge_each_shared_head():
@@ -229,11 +245,11 @@ def test_figs_10_and_11_judge_each_shared_head():
     before = 0.2 + noise(N, 6)
     after = before - 0.05
     after[:, 3] += 0.1  # up in one head, as the paper's 21-19
-    f = rules.judge_per_head_drop(before, after, heads, rules.FIG10, "x")
+    f = judge_per_head_drop(before, after, heads, FIG10, "x")
     assert f.verdict == REPLICATES and "down in 5 (18-0, 19-11, 20-11, 22-0, 24-13), up in 1 (21-19)" in f.why
-    assert rules.judge_per_head_drop(before, after, heads, rules.FIG11, "x").verdict == PARTLY  # not in every head
-    assert rules.judge_per_head_drop(before, before - 0.05, heads, rules.FIG11, "x").verdict == REPLICATES
-    assert rules.judge_per_head_drop(before, before + 0.05, heads, rules.FIG10, "x").verdict == FAILS
+    assert judge_per_head_drop(before, after, heads, FIG11, "x").verdict == PARTLY  # not in every head
+    assert judge_per_head_drop(before, before - 0.05, heads, FIG11, "x").verdict == REPLICATES
+    assert judge_per_head_drop(before, before + 0.05, heads, FIG10, "x").verdict == FAILS
     close(f.ours, (after - before).mean(), scale=float(after.abs().max()))
 
 
@@ -253,13 +269,13 @@ def test_app_e_judges_order_insensitivity():
     N, heads = 60, [(29, 1), (20, 0), (22, 3), (25, 8)]
     alone = torch.randn(N, 4, generator=g)
     same = torch.stack([alone, alone + noise(N, 4), alone + noise(N, 4)], -1)
-    f = rules.judge_app_e(same, heads, "where: x")
+    f = judge_app_e(same, heads, "where: x")
     assert f.verdict == REPLICATES and f.n == N and f.ci[0] > 0.8 and f.why.endswith("where: x")
     assert "the top 2 by mean increase keep" in f.why
     partial = torch.stack([alone, alone + torch.randn(N, 4, generator=g), alone], -1)  # rho about 0.7
-    assert rules.judge_app_e(partial, heads, "").verdict == PARTLY
+    assert judge_app_e(partial, heads, "").verdict == PARTLY
     unrelated = torch.stack([alone, torch.randn(N, 4, generator=g), alone], -1)
-    assert rules.judge_app_e(unrelated, heads, "").verdict == FAILS
+    assert judge_app_e(unrelated, heads, "").verdict == FAILS
 
 
 def test_bias():
@@ -267,23 +283,23 @@ def test_bias():
     exposed = torch.ones(N, dtype=torch.bool)
     plain = torch.arange(N) % 2 == 0  # half biased
     gone = plain & (torch.arange(N) % 4 == 0)  # half of those still biased: a 50% reduction
-    f = rules.judge_bias(torch.stack([exposed, plain, gone], 1), rules.MAJORITY_BIAS)
+    f = judge_bias(torch.stack([exposed, plain, gone], 1), MAJORITY_BIAS)
     assert f.verdict == REPLICATES and "100/200" in f.why
     close(f.ours, 0.5)
-    assert rules.judge_bias(torch.stack([exposed, plain, plain], 1), rules.MAJORITY_BIAS).verdict == FAILS
+    assert judge_bias(torch.stack([exposed, plain, plain], 1), MAJORITY_BIAS).verdict == FAILS
     small = plain.clone()
     small[:10] = False  # ten of the hundred biased prompts freed: 10%, CI above 0, under half the paper's 22%
-    assert rules.judge_bias(torch.stack([exposed, plain, small & plain], 1), rules.MAJORITY_BIAS).verdict == PARTLY
+    assert judge_bias(torch.stack([exposed, plain, small & plain], 1), MAJORITY_BIAS).verdict == PARTLY
 
 
 def test_bias_cost():
     N = 200
     plain = torch.ones(N, dtype=torch.bool)
-    assert rules.judge_bias_cost(torch.stack([plain, plain], 1)).verdict == REPLICATES
-    f = rules.judge_bias_cost(torch.stack([plain, torch.arange(N) % 10 != 0], 1))  # 10 points lost
+    assert judge_bias_cost(torch.stack([plain, plain], 1)).verdict == REPLICATES
+    f = judge_bias_cost(torch.stack([plain, torch.arange(N) % 10 != 0], 1))  # 10 points lost
     assert f.verdict == FAILS and "100.0% plain -> 90.0% with the intervention" in f.why
     close(f.ours, 0.1)
-    assert rules.judge_bias_cost(torch.stack([plain, torch.arange(N) % 25 != 0], 1)).verdict == PARTLY  # 4 points
+    assert judge_bias_cost(torch.stack([plain, torch.arange(N) % 25 != 0], 1)).verdict == PARTLY  # 4 points
 
 
 def accuracy_of(hits: torch.Tensor) -> Accuracy:
@@ -297,12 +313,12 @@ def test_causal():
     plain = accuracy_of(torch.arange(N) < 90)
     randoms = [accuracy_of(torch.arange(N) < 80 + d % 5) for d in range(20)]  # 80-84%
     runs = lambda top: AblationRuns(plain, {20: accuracy_of(torch.arange(N) < top)}, {20: randoms})  # noqa: E731
-    f = rules.judge_causal(runs(20), 20, "mean")
+    f = judge_causal(runs(20), 20, "mean")
     assert f.verdict == REPLICATES and f.n == N and f.ci[0] < 0.2 < f.ci[1]
     close(f.ours, 0.2)
     assert "90.0% plain" in f.why and "82.0% with 20 layer-matched random heads" in f.why
-    assert rules.judge_causal(runs(60), 20, "mean").verdict == PARTLY
-    assert rules.judge_causal(runs(82), 20, "mean").verdict == FAILS
+    assert judge_causal(runs(60), 20, "mean").verdict == PARTLY
+    assert judge_causal(runs(82), 20, "mean").verdict == FAILS
 
 
 def test_not_tested_and_the_tables():
@@ -322,6 +338,8 @@ def test_report_covers_every_claim_and_its_numbers_are_the_studies(small, tmp_pa
     assert all(f.verdict in (REPLICATES, PARTLY, FAILS, NOT_TESTED) for f in found)
     by = {f.id: f for f in found}
     assert by["fig8_9_sentences"].verdict == by["table3"].verdict == NOT_TESTED
+    assert by["fig12_15"].why.endswith(findings.WORD_ONLY_NOTE) and "sst2" not in by["fig12_15"].why  # fewer than the paper's
+    assert not by["fig6"].why.endswith(findings.WORD_ONLY_NOTE)  # a claim on the word datasets alone
     sets = {d: prompt_set(small, d, "balanced", 24) for d in evidence.WORD}
     from icl_helpers.studies.in_context_heads import in_context_heads
     pairs = [label_attention.attention_on_labels(small, ps).at(in_context_heads(small, ps, rules.K)) for ps in sets.values()]
@@ -465,7 +483,7 @@ def test_correct_only_judges_the_same_rule_on_the_correct_records_in_heads_locat
     assert s.effects(tuple(evidence.WORD)).n == 32 and view.effects(tuple(evidence.WORD)).n == 24  # not shared
     fig2 = claims.CLAIMS["fig2"].find(view)
     loc = s.loc("sentiment_number")
-    assert fig2 == rules.judge_fig2(loc.attn[keep], loc.ffn[keep], view.clusters(["sentiment_number"]))
+    assert fig2 == judge_fig2(loc.attn[keep], loc.ffn[keep], view.clusters(["sentiment_number"]))
 
     def too_few(dataset):
         raise evidence.Unjudgeable("1 of 16 sentiment_number prompts answered correctly")
@@ -481,7 +499,8 @@ def test_held_out_judges_half_the_inputs_of_each_class_in_heads_located_on_the_o
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     s = evidence.Evidence(small, 24, 2, 0, None)
     view = s.held_out()
-    assert view is s.held_out() and s.view == "all"
+    assert view is s.held_out() and s.view == evidence.ALL and view.view == evidence.HELD_OUT
+    assert view.loc is s.loc and view.halves is s.halves and view.heads is not s.heads  # what HELD_OUT.shares says
     judged, locating = view.rows("sentiment_number"), view.locating("sentiment_number")
     assert torch.equal(judged, ~locating)
     records, inputs = s.records("sentiment_number"), s.inputs("sentiment_number")
@@ -534,9 +553,9 @@ def test_figs_10_and_11_and_the_two_towers_judge_their_studies(small, tmp_path, 
     s = evidence.Evidence(small, 12, 2, 0, None)
     heads, which = s.word_shared()
     first = evidence.FIRST
-    for id, variant, rule in (("fig10", "imbalanced", rules.FIG10), ("fig11", "reordered", rules.FIG11)):
+    for id, variant, rule in (("fig10", "imbalanced", FIG10), ("fig11", "reordered", FIG11)):
         weight = [label_attention.true_label_weight(small, prompt_set(small, first, v, 12), heads) for v in ("balanced", variant)]
-        assert claims.CLAIMS[id].find(s) == rules.judge_per_head_drop(*weight, heads, rule, f"{which}, balanced -> {variant}",
+        assert claims.CLAIMS[id].find(s) == judge_per_head_drop(*weight, heads, rule, f"{which}, balanced -> {variant}",
                                                                       s.clusters([first]))
     f = claims.CLAIMS["two_towers"].find(s)
     own, others = [], []
@@ -548,7 +567,61 @@ def test_figs_10_and_11_and_the_two_towers_judge_their_studies(small, tmp_path, 
         at = [layers.index(l) for l, _ in s.heads(d)]
         own.append(key[..., diagonal].nanmean(-1)[:, at])
         others.append(key[..., ~diagonal].nanmean(-1)[:, at])
-    keys = rules.judge_keys(torch.cat(own), torch.cat(others), s.clusters(evidence.WORD))
+    keys = judge_keys(torch.cat(own), torch.cat(others), s.clusters(evidence.WORD))
     assert f.why.startswith(f"the word datasets, each in its top heads. keys: {ours_text(keys)}, {keys.verdict}")
     assert re.fullmatch(r"\d of 3 replicate, \d partly", f.ours) and f.n == 24
     assert "sentiment_number query: " in f.why and "animal_country query: " in f.why
+
+
+TOY_SECTION = '''"""A toy section: one claim with its thresholds, judge and finder, registered from this file alone."""
+import torch
+
+from icl_helpers.stats import mean_ci
+from icl_helpers.verdicts.claims import Claim, register
+from icl_helpers.verdicts.evidence import FIRST, Evidence
+from icl_helpers.verdicts.judgement import FAILS, REPLICATES, Judgement
+
+TOY = {"above": -1e9}
+
+
+def judge_toy(increase: torch.Tensor, clusters: torch.Tensor) -> Judgement:
+    """increase: [N] each prompt's summed head increase."""
+    ci = mean_ci(increase, clusters=clusters)
+    return Judgement(float(increase.mean()), ci, len(increase), REPLICATES if ci[0] > TOY["above"] else FAILS, "toy")
+
+
+def toy(s: Evidence) -> Judgement:
+    return judge_toy(s.loc(FIRST).head[s.rows(FIRST)].sum((1, 2)), s.clusters([FIRST]))
+
+
+register(Claim(id="toy", claim="Our extension: a toy", paper="none", unit="toy units", rule="replicates: the CI lies above {above:g}",
+               source="ours, beside nothing", set_on="in this test", find=toy, notebooks=("01",), thresholds=TOY))
+'''
+
+
+@pytest.fixture
+def toy_section(tmp_path):
+    """The toy section imported from its own file, as the package imports its sections; unregistered after."""
+    path = tmp_path / "toy_section.py"
+    path.write_text(TOY_SECTION)
+    spec = importlib.util.spec_from_file_location("toy_section", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    yield module
+    del claims.CLAIMS["toy"]
+
+
+@pytest.mark.parametrize("small", ["gpt2"], indirect=True)
+def test_a_claim_added_in_one_file_is_judged_by_the_report(small, toy_section, tmp_path, monkeypatch):
+    """Registering a claim, in a file of its own, is the one edit: the report judges it, its notebook
+    lists it after the others and the tables write out its rule."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    assert list(claims.CLAIMS)[-1] == "toy" and claims.claims_of("01")[-1] == "toy"
+    assert claims.CLAIMS["toy"].rule == "replicates: the CI lies above -1e+09"
+    (found,) = findings.report(small, 12, 2, progress=lambda step: None, ids=["toy"])
+    s = evidence.Evidence(small, 12, 2, 0, None)
+    assert found == claims.CLAIMS["toy"].finding(toy_section.judge_toy(s.loc(evidence.FIRST).head.sum((1, 2)),
+                                                                       s.clusters([evidence.FIRST])))
+    assert found.verdict == REPLICATES and "Rule: replicates: the CI lies above -1e+09" in claims.markdown([found])
+    with pytest.raises(ValueError, match="'toy' is registered twice"):
+        claims.register(claims.CLAIMS["toy"])

@@ -4,6 +4,7 @@ widget state, no path of the machine that ran them."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -30,3 +31,21 @@ def test_committed_outputs_read_well_without_a_kernel(path):
         text = json.dumps(out)
         assert "it/s]" not in text and "Loading weights" not in text, "a frozen progress bar"
         assert "/work/" not in text and "/home/" not in text and "/root/" not in text, "a machine's path"
+
+
+def test_each_notebook_links_its_neighbours_and_every_link_resolves():
+    """The title cell names the previous and next notebook; the last cell of each but the last
+    leads to the next; every relative link in a notebook's text reaches a file of the checkout."""
+    for i, path in enumerate(NOTEBOOKS):
+        cells = json.loads(path.read_text())["cells"]
+        text = lambda c: "".join(c["source"])  # noqa: E731
+        nav = text(cells[0]).splitlines()[1]
+        for j, word in ((i - 1, "previous"), (i + 1, "next")):
+            if 0 <= j < len(NOTEBOOKS):
+                assert f"{word}: [{NOTEBOOKS[j].stem}]({NOTEBOOKS[j].name})" in nav, path.stem
+        if i + 1 < len(NOTEBOOKS):
+            assert text(cells[-1]).startswith(f"*Next: [{NOTEBOOKS[i + 1].stem}]({NOTEBOOKS[i + 1].name})"), path.stem
+        for c in cells:
+            if c["cell_type"] == "markdown":
+                for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text(c)):
+                    assert (path.parent / target).exists(), f"{path.stem}: a link to {target}"

@@ -17,7 +17,7 @@ r = lambda *shape: torch.rand(*shape, generator=g)  # noqa: E731
 
 FIGURES = {
     "layer_increase": lambda: figures.layer_increase(r(L) - 0.5, r(L) - 0.5, "t"),
-    "head_heatmap": lambda: figures.head_heatmap(r(L, H) - 0.5, HEADS, "t"),
+    "head_heatmaps": lambda: figures.head_heatmaps({"a": (r(L, H) - 0.5, HEADS), "b": (r(L, H) - 0.5, HEADS[:1])}, "t"),
     "overlap_heatmap": lambda: figures.overlap_heatmap(torch.tensor([[3, 1], [1, 3]]), ["a", "b"], 3),
     "mrr_bars": lambda: figures.mrr_bars(HEADS, {"head": r(S), "random head": r(S) / 10}, "t"),
     "head_by_dataset": lambda: figures.head_by_dataset((3, 1), {d: (r(N), r(20, N) / 5) for d in ("a", "b")},
@@ -53,8 +53,17 @@ def test_figure_has_title_and_labelled_axes(name):
 
 @pytest.mark.parametrize("L", [12, 30, 36, 60])
 def test_head_heatmaps_fit_a_laptop_screen(L):
-    fig = figures.head_heatmap(torch.rand(L, 20, generator=g) - 0.5, HEADS, "t")
-    assert fig.get_size_inches()[1] * fig.dpi <= 700
+    """Four datasets side by side, one screen: at most 700 px high and 1,400 wide."""
+    fig = figures.head_heatmaps({d: (torch.rand(L, 20, generator=g) - 0.5, HEADS) for d in "abcd"}, "t")
+    width, height = fig.get_size_inches() * fig.dpi
+    assert height <= 700 and width <= 1400
+
+
+def test_head_heatmaps_box_each_panels_own_top_heads():
+    fig = figures.head_heatmaps({"a": (torch.zeros(L, H), HEADS), "b": (torch.zeros(L, H), [(0, 2)])}, "t")
+    panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    assert [ax.get_title() for ax in panels] == ["a", "b"]
+    assert [sorted((p.get_y(), p.get_x()) for p in ax.patches) for ax in panels] == [sorted(HEADS), [(0, 2)]]
 
 
 def test_token_table_shows_every_token_with_its_spaces():
@@ -74,11 +83,15 @@ def test_table_image_holds_every_cell_and_the_title():
     assert ax.get_title() == "gpt2, toy (N=3), prompt 0, head 1-2"
 
 
-def test_neuron_tokens_shows_every_neuron_with_its_tokens():
+def test_neuron_table_shows_every_neuron_with_its_tokens_decoded():
+    """An HTML table (a browser draws any script), and its static image with an escape where the font lacks a glyph."""
     table = pd.DataFrame({"FFN layer": [27, 27], "neuron": [5, 9], "mean increase": [0.25, -0.5],
                           "top tokens": [(" foo", "Foo"), ("\n", " bar", "的")]})
-    fig = figures.neuron_tokens(table, "m, d (N=3): top neurons")
-    ax = fig.axes[0]
-    texts = {c.get_text().get_text() for c in ax.tables[0].get_celld().values()}
-    assert {"27", "5", "9", "+0.250", "-0.500", "␣foo  Foo", "↵  ␣bar  \\u7684", "top tokens"} <= texts
-    assert ax.get_title() == "m, d (N=3): top neurons"
+    styled = figures.token_table(table, "m, d (N=3): top neurons")
+    html = styled.to_html()
+    for cell in ("27", "9", "0.250", "-0.500", "␣foo  Foo", "↵  ␣bar  的"):
+        assert f">{cell}</td>" in html, cell
+    assert "<caption>m, d (N=3): top neurons</caption>" in html
+    image = figures.table_image(styled.data)
+    texts = {c.get_text().get_text() for c in image.axes[0].tables[0].get_celld().values()}
+    assert "↵  ␣bar  \\u7684" in texts

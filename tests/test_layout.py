@@ -124,10 +124,11 @@ def test_the_documents_links_resolve():
 
 
 def named_modules(row: str) -> set[str]:
-    """The modules a row of docs/layout.md's table names: its backticked names outside parentheses."""
+    """The modules a row of docs/layout.md's table names: its backticked names outside parentheses
+    (a subpackage's with its slash, `claims/`, or without)."""
     while re.search(r"\([^()]*\)", row):
         row = re.sub(r"\([^()]*\)", "", row)
-    return set(re.findall(r"`(\w+)`", row))
+    return set(re.findall(r"`(\w+)/?`", row))
 
 
 def test_the_layout_map_lists_every_module():

@@ -12,6 +12,7 @@ from icl_helpers.core.projections import (
     label_attention,
     label_value_ranks,
     project_head,
+    token_strings,
     top_tokens,
 )
 from tests.conftest import PROMPTS, close, rank_slack
@@ -60,6 +61,14 @@ def test_label_attention_sums_the_pattern(small, dec, labels):
         close(got[:, l, h], (dec.pattern[:, l, h] * labels).sum(-1))
     everything = torch.ones_like(labels)
     close(label_attention(dec, everything), torch.ones(len(PROMPTS), small.arch.n_layers, small.arch.n_heads))
+
+
+def test_tokens_read_as_text_with_a_lone_byte_as_the_replacement_character(gpt2_tokenizer):
+    """" café" whole, and the first byte of "…" (e2 80 a6) as a decoder shows it: no escapes, no byte stand-ins."""
+    cafe = gpt2_tokenizer.encode(" café")
+    (lone,) = gpt2_tokenizer.convert_tokens_to_ids(["â"])  # byte-level BPE's stand-in for the byte e2
+    assert "".join(token_strings(gpt2_tokenizer, cafe)) == " café"
+    assert token_strings(gpt2_tokenizer, [lone]) == ["\ufffd"]
 
 
 def test_stop_words_and_punctuation_are_filtered(gpt2_tokenizer):

@@ -24,7 +24,7 @@ def test_variants_match_method(variant, text):
     ("tfft", "eight : foo love : bar like : bar two : foo one :"),
     ("tftf", "eight : foo love : bar two : foo like : bar one :"),
 ])
-def test_the_recency_family_orders_the_same_demonstrations(order, text):
+def test_the_recency_orders_hold_the_same_demonstrations(order, text):
     assert build_prompt(RECORD, VARIANTS[f"order-{order}"]).text == text
     assert build_prompt(RECORD, Variant(order=order, imbalanced=True)).text == text.replace(" two : foo", "")
 

@@ -33,7 +33,7 @@ from icl_helpers.data.words import WORD_DATASETS, make_word_records, read_word_l
 from icl_helpers.errors import Unjudgeable, UsageError
 from icl_helpers.studies import recency
 from icl_helpers.studies.runner import prompt_set, result_file
-from icl_helpers.verdicts import claims, evidence, findings, robustness
+from icl_helpers.verdicts import claims, evidence, findings, robustness, rules
 from icl_helpers.verdicts.judgement import NOT_TESTED, PARTLY, REPLICATES, Judgement
 from tests.conftest import vocab_tokenizer
 
@@ -53,7 +53,7 @@ def test_the_main_setting_is_the_papers_prompts():
     for d in WORD_DATASETS:
         assert MAIN.records(d, 50) == dataset_records(d, 50)
     assert evidence.EXAMPLE == "love : bar like : bar eight : foo two : foo one :"
-    assert MAIN == Setting(20, ("foo", "bar"), " : ", 2) and MAIN.heads == claims.rules.K
+    assert MAIN == Setting(20, ("foo", "bar"), " : ", 2) and MAIN.heads == rules.K
 
 
 def test_label_words_and_separator_reach_every_prompt():

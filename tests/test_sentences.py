@@ -318,5 +318,7 @@ def test_sentence_sections_skip_with_one_line(no_local_copy, tmp_path, monkeypat
     assert ds.sentence_datasets(["sst2", "trec"]) == []
     out = capsys.readouterr().out
     assert out.startswith("Skipping sst2, trec: no local copy, and ") and out.endswith(
-        "For these sections, run `python -m icl_helpers data fetch` on a machine with a network, set ICL_DATA_DIR to "
-        "local copies (layout: data/README.md), or install `datasets`.\n") and out.count("\n") == 1
+        "For the sections on them, run `python -m icl_helpers data fetch` on a machine with a network, set ICL_DATA_DIR "
+        "to local copies (layout: data/README.md), or install `datasets`.\n") and out.count("\n") == 1
+    assert ds.missing_note() == out.removeprefix("Skipping sst2, trec: ").strip()
+    assert ds.missing_note(tmp_path) is None

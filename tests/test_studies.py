@@ -272,8 +272,13 @@ def test_studies_on_a_prompt_set_are_cached(small, tmp_path, monkeypatch):
     att = label_attention.attention_on_labels(small, ps)
     ranks = mrr.label_ranks(small, ps, HEADS)
     assert torch.equal(ranks, mrr.label_ranks(small, ps, HEADS, cache=False))  # computed as the cache computed it
+    acc = accuracy.prompt_accuracy(small, ps)
+    plain = accuracy.accuracy(small, ps.texts, *prompt_label_ids(small.tokenizer, ps.prompts))
+    assert all(torch.equal(getattr(acc, f), getattr(plain, f)) for f in ("true_logit", "false_logit", "predictions", "true_id"))
     monkeypatch.setattr(prompt_pass, "prompt_pass", lambda *a, **k: pytest.fail("recomputed"))
     monkeypatch.setattr(mrr, "label_value_ranks", lambda *a, **k: pytest.fail("recomputed"))
+    monkeypatch.setattr(accuracy, "accuracies", lambda *a, **k: pytest.fail("recomputed"))
+    assert torch.equal(accuracy.prompt_accuracy(small, ps).true_prob, acc.true_prob)
     assert torch.equal(label_attention.attention_on_labels(small, ps).true, att.true)
     assert torch.equal(mrr.label_ranks(small, ps, HEADS), ranks)
     with pytest.raises(pytest.fail.Exception):

@@ -9,7 +9,8 @@ from icl_helpers.core.decompose import decompose
 from icl_helpers.data.positions import LabelPositions
 from icl_helpers.studies import order, runner, subvalues
 from icl_helpers.studies.subvalues import DEMONSTRATION, FALSE_LABEL, LAST, OTHER, TRUE_LABEL
-from icl_helpers.verdicts import claims, evidence, rules
+from icl_helpers.verdicts import claims, evidence
+from icl_helpers.verdicts.claims.appendices import judge_app_e
 from tests.conftest import MIXED_TEXTS as TEXTS
 from tests.conftest import STUDY_HEADS as HEADS
 from tests.conftest import close, exact, logprob_scale
@@ -100,7 +101,7 @@ def test_the_report_judges_the_order_study_and_describes_the_top_positions(small
     l, h = heads[0]
     first = f"{l}-{h}: " + ", ".join(f"{name} {float(x):.1%}" for name, x in zip(subvalues.POSITION_KINDS, shares[0]) if x > 0)
     assert f.n == 12 and f"Where the top 5 heads' largest position-level increase lies: {first}" in f.why
-    assert f == rules.judge_app_e(order.order_increases(small, ps, heads), heads, f.why.split(". ")[-1], s.clusters([evidence.FIRST]))
+    assert f == judge_app_e(order.order_increases(small, ps, heads), heads, f.why.split(". ")[-1], s.clusters([evidence.FIRST]))
 
 
 def test_the_first_prompts_of_a_set_are_its_prefix(ps):

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import base64
+import io
 
+import pandas as pd
 import pytest
 import torch
 from matplotlib.figure import Figure
+from PIL import Image
 
 from icl_helpers import ICLModel
 from icl_helpers.core.locate import LocateResult
@@ -55,10 +58,20 @@ def test_an_explorer_carries_one_static_copy_of_its_view(att):
     bundle = ex._repr_mimebundle_()
     assert set(bundle) == {"application/vnd.jupyter.widget-view+json", "image/png", "text/plain"}
     assert png(bundle).startswith(b"\x89PNG") and bundle["text/plain"].startswith("Explorer (layer 0, head 0): run the notebook")
-    assert len(ex.out.outputs) == 1 and png(ex.out.outputs[0]["data"]) == png(bundle)
+    assert len(ex.out.outputs) == 1 and png(ex.out.outputs[0]["data"]) == png(widgets.static_copy(ex.shown))
     ex.controls["layer"].value = 3
     moved = ex._repr_mimebundle_()
-    assert png(moved) != png(bundle) and len(ex.out.outputs) == 1 and png(ex.out.outputs[0]["data"]) == png(moved)
+    assert png(moved) != png(bundle) and len(ex.out.outputs) == 1
+    assert png(ex.out.outputs[0]["data"]) == png(widgets.static_copy(ex.shown))
+
+
+def test_a_static_copy_says_under_it_that_it_is_interactive(att):
+    """The copy a repository host shows carries a caption under the figure (the live view has none)."""
+    ex = widgets.attention_explorer(att, start=(0, 2), title="toy")
+    note = "Interactive when the notebook runs: move the layer and head controls (here: layer 0, head 2)."
+    captioned, plain = (Image.open(io.BytesIO(png(b))) for b in (ex._repr_mimebundle_(), widgets.static_copy(ex.shown)))
+    assert captioned.width >= plain.width and captioned.height > plain.height + 10
+    assert note in widgets.static_copy(pd.DataFrame({"a": [1]}), note)["text/html"]
 
 
 def test_attention_explorer_redraws_for_the_chosen_head(att):
@@ -118,8 +131,9 @@ def test_prompt_attention_explorer_draws_the_chosen_row(gpt2, ps):
     assert "gpt2, toy (N=3), prompt 1: attention from the last position, head 0-3" in title(ex.shown)
     assert [t.get_text() for t in ex.shown.axes[0].get_xticklabels()] == ["cat", "␣:", "␣foo", "␣dog", "␣:"]
     bars = [p.get_height() for p in ex.shown.axes[0].patches]
-    assert len(bars) == 5  # "cat : foo dog :": its own tokens, no padding
-    exact(torch.tensor(bars, dtype=torch.float32), rows.pattern[1, 0, 3, :5])  # the values themselves, via float64
+    assert len(bars) == 5 + int((rows.true[1] | rows.false[1]).sum())  # "cat : foo dog :": a bar a token, a stub a label
+    exact(torch.tensor(bars[:5], dtype=torch.float32), rows.pattern[1, 0, 3, :5])  # the values themselves, via float64
+    assert all(h < 0 for h in bars[5:])  # the stubs lie under the axis, whatever the label's weight
 
 
 def test_layer_explorer_redraws_for_the_chosen_prompt():

@@ -53,15 +53,15 @@ def top_tokens(readout: Readout, tokenizer, vectors: torch.Tensor, k: int = 10, 
 
 def token_strings(tokenizer, ids: list[int]) -> list[str]:
     """Each token id as its text with its leading space; bytes that are not a whole UTF-8
-    character (byte-level BPE pieces, SentencePiece's byte fallback) as escapes, e.g. "\\xe2"."""
+    character (byte-level BPE pieces, SentencePiece's byte fallback) as "�" (U+FFFD), as a decoder shows them."""
     raws = tokenizer.convert_ids_to_tokens(ids)
     byte_level = tokenizer.convert_ids_to_tokens(tokenizer(" the", add_special_tokens=False)["input_ids"])[0].startswith("Ġ")
     out = []
     for raw in raws:
         if re.fullmatch(r"(<0x[0-9A-Fa-f]{2}>)+", raw):  # SentencePiece byte fallback
-            out.append(bytes(int(h, 16) for h in re.findall(r"<0x(..)>", raw)).decode("utf-8", "backslashreplace"))
+            out.append(bytes(int(h, 16) for h in re.findall(r"<0x(..)>", raw)).decode("utf-8", "replace"))
         elif byte_level and all(c in _BYTE_OF for c in raw):
-            out.append(bytes(_BYTE_OF[c] for c in raw).decode("utf-8", "backslashreplace"))
+            out.append(bytes(_BYTE_OF[c] for c in raw).decode("utf-8", "replace"))
         else:
             out.append(raw.replace("▁", " "))
     return out

@@ -224,12 +224,20 @@ def sentence_datasets(names: list[str], data_dir: str | Path | None = None) -> l
     """`names` where the sentence datasets can be had on this machine (a local copy, else the
     hub); else [] and one printed line saying what is skipped and how to get the data, so
     that a notebook's sentence-dataset sections run on nothing and the rest runs as usual."""
+    note = missing_note(data_dir)
+    if note is None:
+        return list(names)
+    print(f"Skipping {', '.join(names)}: {note}")
+    return []
+
+
+def missing_note(data_dir: str | Path | None = None) -> str | None:
+    """Why no sentence dataset can be had on this machine, and how to get them, in one line; None where they can."""
     reason = unavailable(data_dir)
     if reason is None:
-        return list(names)
-    print(f"Skipping {', '.join(names)}: {reason}. For these sections, run `python -m icl_helpers data fetch` on a "
-          "machine with a network, set ICL_DATA_DIR to local copies (layout: data/README.md), or install `datasets`.")
-    return []
+        return None
+    return (f"{reason}. For the sections on them, run `python -m icl_helpers data fetch` on a machine with a network, "
+            "set ICL_DATA_DIR to local copies (layout: data/README.md), or install `datasets`.")
 
 
 def _read_hub(name: str, source: Source) -> dict[str, list[Example]]:

@@ -1,14 +1,15 @@
-"""The causal check of notebook 08 (EMNLP version).
+"""The causal check (EMNLP version), one protocol for notebook 08's curves and the report's verdict.
 
-The causal check ablates the top-k in-context heads (mean ablation by default: each head's
-output set to its mean over the prompts the heads were located on; zero as an option) and,
-as a baseline, k random heads matched to them layer by layer in 20 draws, on prompts of
-records other than those the heads were located on (`evaluation_prompts`); it measures
-top-1, ranked (true above false) and the true label's probability, each run under its
-ablation batch by batch (`core.passes`).
+`causal_check` locates each dataset's in-context heads on the first half of its balanced prompts
+and ablates the top k of them (mean ablation by default: each head's output set to its mean over
+the prompts the heads were located on; zero as an option) and, as a baseline, k random heads
+matched to them layer by layer in 20 draws, on prompts of the other half's records
+(`evaluation_prompts`); it measures top-1, ranked (true above false) and the true label's
+probability, each run under its ablation batch by batch (`core.passes`).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -16,14 +17,15 @@ from typing import Sequence
 import pandas as pd
 import torch
 
-from ..core.heads import Head, same_layer_random_heads
+from ..core.heads import Head, same_layer_random_heads, top_heads
 from ..core.interventions import Intervention, head_means
 from ..core.passes import Accuracy, intervened_accuracies
-from ..data.datasets import dataset_records
-from ..data.prompts import Prompt, build_prompts, mixed_label_prompts
+from ..data.prompts import Prompt, mixed_label_prompts
 from ..data.setting import MAIN, Setting
 from ..errors import UsageError
 from ..model.loading import ICLModel
+from .in_context_heads import located
+from .runner import prompt_set
 
 IN_CONTEXT, RANDOM = "top in-context heads", "random heads"  # the `heads` column of `AblationRuns.curves`
 ABLATIONS = ("mean", "zero")  # what an ablated head's output is set to
@@ -110,38 +112,31 @@ def ablation_runs(
     return AblationRuns(plain, dict(zip(ks, top_k)), {k: [next(random) for _ in draws] for k in ks})
 
 
-@dataclass(frozen=True)
-class CausalPlan:
-    """Sample sizes of the causal check, scaled to the prompts a bias measurement uses."""
-
-    n_locate: int  # balanced prompts each dataset's heads are located on
-    n_ablation: int  # prompts a word dataset in the causal check (a sentence dataset: half)
-    ks: list[int]  # numbers of heads ablated
-    n_random: int = 20  # draws of layer-matched random heads
-
-    @classmethod
-    def for_prompts(cls, n: int, k: int = 20) -> "CausalPlan":
-        """The plan for n bias prompts and k heads: up to 100 to locate, n/4 (8 to 64) to ablate,
-        the full range of k from 32 ablation prompts up, else 1, 5, k; 20 random draws."""
-        n_ablation = max(8, min(64, n // 4))
-        ks = [1, 2, 4, 6, 8, 10, 15] if n_ablation >= 32 else [1, 5]
-        return cls(min(n, 100), n_ablation, [i for i in ks if i < k] + [k])
+def one_percent(m: ICLModel, given: Sequence[Head] | None = None) -> int:
+    """The EMNLP abstract's 1% of the model's heads, rounded up, at least one (at most the heads given)."""
+    k = max(1, math.ceil(0.01 * m.arch.n_layers * m.arch.n_heads))
+    return min(k, len(given)) if given else k
 
 
-def causal_check(m: ICLModel, top: dict[str, list[Head]], plan: CausalPlan, word: Sequence[str], seed: int = 0,
-                 data_dir: str | Path | None = None, ablation: str = "mean") -> dict[str, AblationRuns]:
-    """`ablation_runs` on each dataset of `top` (its in-context heads, located on its first
-    plan.n_locate balanced prompts): plan.n_ablation prompts of the records after those a word
-    dataset, half as many a sentence dataset (`evaluation_prompts`); mean ablation by the
-    heads' means over the locating prompts, or zero. Keyed by dataset."""
+def causal_check(m: ICLModel, datasets: Sequence[str], n: int, seed: int = 0, data_dir: str | Path | None = None,
+                 setting: Setting = MAIN, given: Sequence[Head] | None = None, more_ks: Sequence[int] = (),
+                 n_random: int = 20, ablation: str = "mean") -> dict[str, AblationRuns]:
+    """The causal check on each dataset of n balanced prompts (`runner.prompt_set`, in the
+    setting): its top `setting.heads` heads (or the heads given) located on the first n // 2, the
+    first 1% of the model's heads (`one_percent`) and all of them ablated on prompts of its other
+    n - n // 2 records (`evaluation_prompts`), beside n_random layer-matched random draws
+    (`ablation_runs`). more_ks: other numbers of heads to ablate as well (a curve; the other runs'
+    results do not depend on them). Mean ablation by the heads' means over the locating prompts,
+    or zero. Keyed by dataset."""
     check_ablation(ablation)
     runs = {}
-    for d, heads in top.items():
-        n = plan.n_ablation if d in word else plan.n_ablation // 2
-        locating = build_prompts(dataset_records(d, plan.n_locate, seed, data_dir))
-        means = ablation_means(m, [p.text for p in locating], ablation)
-        runs[d] = ablation_runs(m, evaluation_prompts(d, plan.n_locate, n, seed, data_dir), heads, plan.ks,
-                                             plan.n_random, seed, means)
+    for d in datasets:
+        locating = prompt_set(m, d, "balanced", n, seed, data_dir, setting)
+        heads = list(given) if given else top_heads(located(m, locating).head[: n // 2].mean(0), setting.heads)
+        ks = sorted({one_percent(m, given), len(heads), *(k for k in more_ks if k < len(heads))})
+        evaluated = evaluation_prompts(d, n // 2, n - n // 2, seed, data_dir, setting)
+        means = ablation_means(m, locating.texts[: n // 2], ablation)
+        runs[d] = ablation_runs(m, evaluated, heads, ks, n_random, seed, means)
     return runs
 
 

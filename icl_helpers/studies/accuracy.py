@@ -7,7 +7,7 @@ and the true label's mean next-token probability.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Sequence
 
 import pandas as pd
@@ -18,7 +18,7 @@ from ..core.passes import Accuracy, accuracies
 from ..data.prompts import prompt_label_ids
 from ..data.setting import MAIN, Setting
 from ..model.loading import ICLModel
-from .runner import PromptSet, prompt_set
+from .runner import PromptSet, prompt_set, study_result
 
 
 def accuracy(
@@ -43,8 +43,14 @@ def accuracy(
 
 
 def prompt_accuracy(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> Accuracy:
-    """Accuracy of the model on a prompt set (true label against false label)."""
-    return accuracy(m, ps.texts, *prompt_label_ids(m.tokenizer, ps.prompts), batch_size=batch_size)
+    """Accuracy of the model on a prompt set (true label against false label), cached on disk
+    as every study's result is (`runner.study_result`): a notebook's Table 2, its accuracy
+    lines and its verdicts run each prompt set once."""
+    def compute() -> dict[str, torch.Tensor]:
+        (acc,) = accuracies(m, ps.texts, *prompt_label_ids(m.tokenizer, ps.prompts), [None], batch_size,
+                            f"accuracy, {ps.title}")
+        return {f.name: getattr(acc, f.name) for f in fields(Accuracy)}
+    return Accuracy(**study_result("accuracy", m, ps, compute))
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""The verdicts: the paper's claims (`claims`), each judged by a rule that says when it was set
-(`rules`) on the studies a finder runs (`finders`) over evidence the claims share
+"""The verdicts: the paper's claims (`claims`, one module a section of the paper), each judged by
+a rule that says when it was set, on the studies its finder runs over evidence the claims share
 (`evidence`); `findings.report` judges them on one model, `robustness` again with each choice the
 paper fixed changed in turn, `compare` puts reports of several models side by side.
 

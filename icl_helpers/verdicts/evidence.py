@@ -2,13 +2,13 @@
 claim analyses, label words, separator, demonstrations a class): each dataset's balanced
 prompt set, its located heads and recency family, built on first use and once (the studies
 cache their passes on disk), the distinct inputs its intervals resample, and the views a
-claim is judged again in (the correctly answered records, in heads located on them;
-held-out records, in heads located on others)."""
+claim is judged again in (`View`: the correctly answered records, in heads located on them;
+held-out records, in heads located on others), each saying which of these it shares."""
 from __future__ import annotations
 
 import copy
 import functools
-import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -40,17 +40,74 @@ def example(setting: Setting = MAIN) -> str:
 
 
 EXAMPLE = example()
+# What `Evidence` builds on first use and keeps. Those built from every record (the prompt sets, their passes, the
+# records and the held-out halves, the causal check's runs on their own records) are the same in every view.
+CACHES = ("prompts", "loc", "heads", "family", "effects", "records", "halves", "ablations", "bias", "in_view")
+EVERY_RECORD = frozenset({"prompts", "loc", "records", "halves", "ablations", "in_view"})
+
+
+@dataclass(frozen=True)
+class View:
+    """The records a finding judges, and the records its heads are located on: every record, in
+    the heads located on them all. `shares`: the caches of `Evidence` a view shares with the main
+    one; it builds its own of the rest (heads, families, effects, bias runs: they depend on the records)."""
+
+    relocates: bool = False  # its heads are located on `locating`'s records, not taken from the main view
+    shares: frozenset[str] = EVERY_RECORD
+
+    def rows(self, s: Evidence, dataset: str) -> torch.Tensor:
+        """[N] bool: the records judged."""
+        return torch.ones(s.size(dataset), dtype=torch.bool)
+
+    def locating(self, s: Evidence, dataset: str) -> torch.Tensor:
+        """[N] bool: the records the heads are located on: those judged."""
+        return s.rows(dataset)
+
+    def check(self, s: Evidence) -> None:
+        """Raise Unjudgeable where this view cannot judge `s` at all."""
+
+
+@dataclass(frozen=True)
+class Correct(View):
+    """The records whose balanced prompt the model answers correctly, in heads located on them (as
+    the paper's Appendix A locates on the correct cases)."""
+
+    relocates: bool = True
+
+    def rows(self, s: Evidence, dataset: str) -> torch.Tensor:
+        right = answered_correctly(s.m, s.prompts(dataset))
+        if right.sum() < 2:
+            raise Unjudgeable(f"{int(right.sum())} of {len(right)} {dataset} prompts answered correctly")
+        return right
+
+
+@dataclass(frozen=True)
+class HeldOut(View):
+    """Half the distinct inputs of each class, drawn with the seed (the evidence's `halves`), in heads
+    located on the other half, so that no head is judged on the prompts (or the inputs) that selected it."""
+
+    relocates: bool = True
+
+    def rows(self, s: Evidence, dataset: str) -> torch.Tensor:
+        return ~s.halves(dataset)
+
+    def locating(self, s: Evidence, dataset: str) -> torch.Tensor:
+        return s.halves(dataset)
+
+    def check(self, s: Evidence) -> None:
+        if s.given:
+            raise Unjudgeable("the heads were given, not located: no prompt selected them")
+
+
+ALL, CORRECT, HELD_OUT = View(), Correct(), HeldOut()
 
 
 class Evidence:
     """What the findings share, each built on first use and once: the balanced prompt set,
     located heads and recency family of a dataset, and the family's effects pooled.
 
-    `rows(dataset)` [N] bool: the records a finding judges, all of them; in the view
-    `correct()` those whose balanced prompt the model answers correctly, in heads located on
-    them (as the paper's Appendix A locates on the correct cases); in the view `held_out()`
-    half the distinct inputs of each class, drawn with the seed, in heads located on the
-    other half, so that no head is judged on the prompts (or the inputs) that selected it.
+    `rows(dataset)` [N] bool: the records a finding judges, all of them; `in_view(view)` the
+    same evidence judging the records a `View` picks (`correct()`, `held_out()`).
     `clusters(datasets)`: each judged row's distinct input, which the intervals resample
     (`stats.bootstrap_ci`). The heads given
     (checked against the model at once) replace the located ones in every dataset. Every prompt
@@ -62,18 +119,9 @@ class Evidence:
         self.m, self.n, self.sentence_n, self.seed, self.data_dir = m, n, sentence_n, seed, data_dir
         self.setting = setting
         self.given = check_heads(parse_heads(heads), m.arch)
-        self.view = "all"  # or "correct", "held out"
-        self.prompts = functools.cache(self._prompts)
-        self.loc = functools.cache(self._loc)
-        self.heads = functools.cache(self._heads)
-        self.family = functools.cache(self._family)
-        self.effects = functools.cache(self._effects)
-        self.correct = functools.cache(self._correct)
-        self.held_out = functools.cache(self._held_out)
-        self.records = functools.cache(self._records)
-        self.halves = functools.cache(self._halves)
-        self.ablations = functools.cache(self._ablations)
-        self.bias = functools.cache(self._bias)
+        self.view = ALL
+        for name in CACHES:
+            setattr(self, name, functools.cache(getattr(self, f"_{name}")))
 
     @functools.cached_property
     def sentence(self) -> list[str]:
@@ -85,8 +133,8 @@ class Evidence:
 
     def _heads(self, dataset: str) -> list[Head]:
         """The heads given (in every dataset), else the dataset's top `setting.heads` (located on the
-        half of the inputs in the held-out view, on the correctly answered records in the correct view)."""
-        if self.view != "all" and not self.given:
+        records `view.locating` picks where the view relocates them)."""
+        if self.view.relocates and not self.given:
             return top_heads(self.mean_increase([dataset]), self.setting.heads)
         return in_context_heads(self.m, self.prompts(dataset), self.setting.heads, self.given)
 
@@ -94,44 +142,29 @@ class Evidence:
         """Which heads `heads(dataset)` are, in words."""
         return "the heads given" if self.given else f"{dataset}'s top heads"
 
-    def _correct(self) -> Evidence:
-        """The same studies, judged on the correctly answered records only, in heads located on
-        them (built once: the claims share its heads, families and effects)."""
-        return self._view("correct")
+    def _in_view(self, view: View) -> Evidence:
+        """The same evidence judging the records `view` picks (built once a view: the claims share
+        it): a copy sharing the caches the view names, with its own of the rest."""
+        view.check(self)
+        other = copy.copy(self)
+        other.view = view
+        for name in set(CACHES) - view.shares:
+            setattr(other, name, functools.cache(getattr(other, f"_{name}")))
+        return other
 
-    def _held_out(self) -> Evidence:
-        """The same studies, judged on half of each class's inputs in heads located on the other
-        half (built once: the claims share its heads, families and effects)."""
-        if self.given:
-            raise Unjudgeable("the heads were given, not located: no prompt selected them")
-        return self._view("held out")
+    def correct(self) -> Evidence:
+        return self.in_view(CORRECT)
 
-    def _view(self, name: str) -> Evidence:
-        """A copy judging other records: it shares the prompt sets and passes (`prompts`, `loc`)
-        and makes its own heads, families, effects and bias runs (each depends on the records)."""
-        view = copy.copy(self)
-        view.view = name
-        for cache in ("heads", "family", "effects", "bias"):
-            setattr(view, cache, functools.cache(getattr(view, f"_{cache}")))
-        return view
+    def held_out(self) -> Evidence:
+        return self.in_view(HELD_OUT)
 
     def locating(self, dataset: str) -> torch.Tensor:
-        """[N] bool: the records the heads are located on (all; one half of the inputs in the
-        held-out view, the correctly answered records in the correct view)."""
-        if self.view == "held out":
-            return self.halves(dataset)
-        return self.rows(dataset)
+        """[N] bool: the records the heads are located on (`View.locating`)."""
+        return self.view.locating(self, dataset)
 
     def rows(self, dataset: str) -> torch.Tensor:
-        """[N] bool: the records judged (every one, the correctly answered ones, or the held-out half)."""
-        if self.view == "held out":
-            return ~self.halves(dataset)
-        if self.view == "all":
-            return torch.ones(self.size(dataset), dtype=torch.bool)
-        right = answered_correctly(self.m, self.prompts(dataset))
-        if right.sum() < 2:
-            raise Unjudgeable(f"{int(right.sum())} of {len(right)} {dataset} prompts answered correctly")
-        return right
+        """[N] bool: the records judged (`View.rows`)."""
+        return self.view.rows(self, dataset)
 
     def _records(self, dataset: str) -> list[Record]:
         return self.setting.records(dataset, self.size(dataset), self.seed, self.data_dir)
@@ -152,7 +185,7 @@ class Evidence:
         return torch.cat(parts)
 
     def _halves(self, dataset: str) -> torch.Tensor:
-        """[N] bool: the held-out view's locating records: in each class of input, half of its
+        """[N] bool: the held-out view's locating records (the same in every view): in each class of input, half of its
         distinct inputs drawn with the seed (rounded down), with all their records."""
         records, ids = self.records(dataset), self.inputs(dataset)
         g = torch.Generator().manual_seed(self.seed)
@@ -193,29 +226,17 @@ class Evidence:
             return list(self.given), "the heads given"
         return shared_heads({d: self.heads(d) for d in WORD}, self.mean_increase(WORD))
 
-    def one_percent(self) -> int:
-        """The EMNLP abstract's 1% of heads, rounded up, at least one (at most the heads given)."""
-        k = max(1, math.ceil(0.01 * self.m.arch.n_layers * self.m.arch.n_heads))
-        return min(k, len(self.given)) if self.given else k
-
     def _ablations(self) -> ablation.AblationRuns:
-        """The causal check's runs, pooled over the word datasets: per dataset, its top heads (the
-        setting's number; or the heads given) located on its first n/2 balanced prompts, then the
-        first 1% and all of them mean-ablated on prompts of its other n/2 records, against
-        RANDOM_DRAWS layer-matched draws. The first n/2 balanced prompts are the first half of the
-        dataset's located set (a word dataset's records come in one order)."""
-        n = self.n
-        if n < 4:
+        """The causal check's runs (`studies.ablation.causal_check`, notebook 08's), pooled over the
+        word datasets: per dataset, its top heads (or the heads given) located on the first n/2 of
+        its balanced prompts, the first 1% and all of them mean-ablated on prompts of its other n/2
+        records, against RANDOM_DRAWS layer-matched draws."""
+        if self.n < 4:
             raise Unjudgeable("too few prompts: the causal check needs at least 4 a word dataset, half to locate "
                               "the heads, half to evaluate them")
-        runs = []
-        for d in WORD:
-            heads = list(self.given) if self.given else top_heads(self.loc(d).head[: n // 2].mean(0), self.setting.heads)
-            ks = sorted({self.one_percent(), len(heads)})
-            evaluated = ablation.evaluation_prompts(d, n // 2, n - n // 2, self.seed, setting=self.setting)
-            means = ablation.ablation_means(self.m, self.prompts(d).texts[: n // 2])
-            runs.append(ablation.ablation_runs(self.m, evaluated, heads, ks, RANDOM_DRAWS, self.seed, means))
-        return ablation.AblationRuns.cat(runs)
+        runs = ablation.causal_check(self.m, WORD, self.n, self.seed, self.data_dir, self.setting, self.given,
+                                     n_random=RANDOM_DRAWS)
+        return ablation.AblationRuns.cat(list(runs.values()))
 
     def _bias(self, measure: str) -> biases.BiasEffect:
         """A bias intervention ("majority" or "recency", `studies.biases`) in FIRST's heads, on its records."""

@@ -17,6 +17,7 @@ from matplotlib import font_manager
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Rectangle
+from matplotlib.ticker import MaxNLocator
 from pandas.io.formats.style import Styler
 
 from ..core.heads import Head, head_name
@@ -47,18 +48,30 @@ def layer_increase(attn: torch.Tensor, ffn: torch.Tensor, title: str) -> Figure:
     return fig
 
 
-def head_heatmap(scores: torch.Tensor, top: Sequence[Head], title: str) -> Figure:
-    """Figs. 3-4, 12-15: mean log-probability increase of every head [L, H]; top heads boxed."""
-    L, H = scores.shape
-    fig, ax = _fig(min(3 + 0.35 * H, 12), min(1.6 + 0.17 * L, MAX_HEIGHT))
+def head_heatmaps(panels: dict[str, tuple[torch.Tensor, Sequence[Head]]], title: str) -> Figure:
+    """Figs. 3-4, 12-15: every head's mean log-probability increase, one panel a dataset side by
+    side; panels maps a dataset to (its scores [L, H], its top heads, boxed). Each panel has
+    its own colour scale, symmetric about 0."""
+    L, H = next(iter(panels.values()))[0].shape
+    n = len(panels)
+    fig, axes = _fig(min((2 + 0.3 * H) * n, 14), min(1.8 + 0.15 * L, MAX_HEIGHT), ncols=n)
+    for ax, (name, (scores, top)) in zip(np.atleast_1d(axes), panels.items()):
+        _heatmap_on(ax, scores, top, "mean increase" if ax is np.atleast_1d(axes)[-1] else None)
+        ax.set_title(name)
+    k = len(next(iter(panels.values()))[1])
+    fig.suptitle(f"{title}: mean log-probability increase of every head (boxed: top {k})")
+    return fig
+
+
+def _heatmap_on(ax, scores: torch.Tensor, top: Sequence[Head], bar_label: str | None) -> None:
+    """Every head's score [L, H] on a scale symmetric about 0, layers upwards, the top heads boxed."""
     lim = float(scores.abs().max())
     sns.heatmap(scores.numpy(), ax=ax, cmap="RdBu_r", center=0, vmin=-lim, vmax=lim,
-                cbar_kws={"label": "mean log-probability increase"})
+                cbar_kws={"label": bar_label} if bar_label else {})
     for l, h in top:
         ax.add_patch(Rectangle((h, l), 1, 1, fill=False, edgecolor="black", lw=1.5))
-    ax.set(xlabel="head", ylabel="layer", title=f"{title} (boxed: top {len(top)})")
+    ax.set(xlabel="head", ylabel="layer")
     ax.invert_yaxis()
-    return fig
 
 
 def overlap_heatmap(overlap: torch.Tensor, names: Sequence[str], k: int) -> Figure:
@@ -121,6 +134,7 @@ def rank_hist(ranks: torch.Tensor, random_ranks: torch.Tensor, head: Head, rando
     ax.hist(ranks.numpy(), bins=bins, alpha=0.7, label=f"head {head_name(head)}")
     ax.hist(random_ranks.numpy(), bins=bins, alpha=0.7, label=f"random head {head_name(random_head)}")
     ax.set_xscale("log")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set(xlabel="rank of the label's own token (1 = top)", ylabel="label positions",
            title=f"{title}: label-value ranks, head {head_name(head)}")
     ax.legend()
@@ -150,6 +164,7 @@ def head_attention_hist(true: torch.Tensor, false: torch.Tensor, head: Head, tit
     bins = np.linspace(0, max(float(true.max()), float(false.max()), 1e-3), 30)
     ax.hist(true.numpy(), bins=bins, alpha=0.7, color=TRUE, label=f"true labels (mean {true.mean():.3f})")
     ax.hist(false.numpy(), bins=bins, alpha=0.7, color=FALSE, label=f"false labels (mean {false.mean():.3f})")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set(xlabel="summed attention weight from the last position", ylabel="prompts",
            title=f"{title}: head {head_name(head)}")
     ax.legend()
@@ -159,12 +174,18 @@ def head_attention_hist(true: torch.Tensor, false: torch.Tensor, head: Head, tit
 def prompt_attention(tokens: Sequence[str], alpha: torch.Tensor, true: torch.Tensor, false: torch.Tensor,
                      head: Head, title: str) -> Figure:
     """Attention of the last position over one prompt's tokens, alpha [T]; label masks [T]."""
+    is_label = (true | false).numpy()
     colors = np.where(true.numpy(), TRUE, np.where(false.numpy(), FALSE, "#999999"))
     fig, ax = _fig(max(6, 0.25 * len(tokens) + 1), 3.8)
-    ax.bar(np.arange(len(tokens)), alpha.numpy(), color=colors)
-    ax.set_xticks(np.arange(len(tokens)), [visible(t) for t in tokens], rotation=90, fontsize=9, family="monospace")
-    ax.set(xlabel="prompt token (blue: true labels, red: false labels; ␣ a space)", ylabel="attention weight",
-           title=f"{title}: attention from the last position, head {head_name(head)}")
+    x = np.arange(len(tokens))
+    ax.bar(x, alpha.numpy(), color=colors)
+    # a stub under the axis at each label position, so a label shows however little attention it gets
+    ax.bar(x[is_label], -0.03 * max(float(alpha.max()), 1e-6), color=colors[is_label])
+    ax.set_xticks(x, [visible(t) for t in tokens], rotation=90, fontsize=9, family="monospace")
+    for tick, label, color in zip(ax.get_xticklabels(), is_label, colors):
+        tick.set_color(color if label else "black")
+    ax.set(xlabel="prompt token (blue: true labels, red: false labels, marked under the axis; ␣ a space)",
+           ylabel="attention weight", title=f"{title}: attention from the last position, head {head_name(head)}")
     return fig
 
 
@@ -174,18 +195,21 @@ def visible(token: str) -> str:
 
 
 def token_table(table: pd.DataFrame, title: str) -> Styler:
-    """A projection table (`studies.projection.Projections.table`) with every top token shown
-    whole, spaces visible, and `title` as its caption."""
-    tokens = table.assign(token=table["token"].map(visible),
-                          **{"top tokens": table["top tokens"].map(lambda top: "  ".join(map(visible, top)))})
-    return (tokens.style.set_caption(title).hide(axis="index")
-            .set_properties(subset=["token", "top tokens"], **{"font-family": "monospace", "text-align": "left"}))
+    """A table of tokens (a projection table, `studies.projection.Projections.table`; the top
+    neurons, `studies.subvalues.top_neurons`) with each token shown whole, spaces visible, its
+    numbers to three decimals and `title` as its caption."""
+    columns = [c for c in ("token", "top tokens") if c in table]
+    shown = table.assign(**{c: table[c].map(lambda t: visible(t) if isinstance(t, str) else "  ".join(map(visible, t)))
+                            for c in columns})
+    return (shown.style.set_caption(title).hide(axis="index").format(precision=3)
+            .set_properties(subset=columns, **{"font-family": "monospace", "text-align": "left"}))
 
 
 def table_image(table: pd.DataFrame, title: str = "") -> Figure:
     """A table drawn as a figure (monospace, left-aligned, columns as wide as their longest
-    cell): the static copy of a table for front ends that show no HTML."""
-    cells = table.astype(str).to_numpy()
+    cell; a character the font lacks as its escape): the static copy of a table for front
+    ends that show no HTML."""
+    cells = table.astype(str).map(_drawable).to_numpy()
     widths = np.array([max(len(str(c)), *(len(v) for v in cells[:, j])) for j, c in enumerate(table.columns)], float)
     fig, ax = _fig(0.085 * widths.sum() + 0.3 * len(widths), 0.25 * (len(cells) + 1) + 0.4)
     ax.axis("off")
@@ -287,14 +311,6 @@ def top_positions(heads: Sequence[Head], shares: torch.Tensor, title: str) -> Fi
     ax.tick_params(axis="x", rotation=90)
     ax.legend(title="largest increase at", loc="upper left", bbox_to_anchor=(1, 1))
     return fig
-
-
-def neuron_tokens(table: pd.DataFrame, title: str) -> Figure:
-    """Appendix E: the top neurons of the top FFN layers (`studies.subvalues.top_neurons`) with
-    their mean increase and their output rows' top tokens, spaces visible, as a table image."""
-    shown = table.assign(**{"mean increase": table["mean increase"].map("{:+.3f}".format),
-                            "top tokens": table["top tokens"].map(lambda top: _drawable("  ".join(map(visible, top))))})
-    return table_image(shown, title)
 
 
 def _drawable(text: str) -> str:

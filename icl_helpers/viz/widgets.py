@@ -63,25 +63,33 @@ class Explorer(widgets.VBox):
     def _repr_mimebundle_(self, **kwargs) -> dict[str, Any]:
         bundle = super()._repr_mimebundle_(**kwargs)
         chosen = ", ".join(f"{k} {v}" for k, v in self.values.items())
-        return static_copy(self.shown) | bundle | {"text/plain": f"Explorer ({chosen}): run the notebook to move its controls"}
+        note = f"Interactive when the notebook runs: move the {' and '.join(self.controls)} controls (here: {chosen})."
+        return static_copy(self.shown, note) | bundle | {"text/plain": f"Explorer ({chosen}): run the notebook to move its controls"}
 
 
-def static_copy(shown: Any) -> dict[str, str]:
+def static_copy(shown: Any, caption: str | None = None) -> dict[str, str]:
     """A figure as {"image/png": base64}; a table (DataFrame or Styler) as {"text/html"} and,
-    for front ends that show no HTML, {"image/png"} of the same table."""
+    for front ends that show no HTML, {"image/png"} of the same table; caption, where given,
+    under either."""
     if isinstance(shown, Figure):
-        return {"image/png": _png(shown)}
-    if isinstance(shown, Styler):
-        return {"text/html": shown.to_html(), "image/png": _png(figures.table_image(shown.data, shown.caption or ""))}
-    if isinstance(shown, pd.DataFrame):
-        return {"text/html": shown.to_html(), "image/png": _png(figures.table_image(shown))}
+        return {"image/png": _png(shown, caption)}
+    if isinstance(shown, (Styler, pd.DataFrame)):
+        table, title = (shown.data, shown.caption or "") if isinstance(shown, Styler) else (shown, "")
+        under = f'<p style="font-style: italic">{html.escape(caption)}</p>' if caption else ""
+        return {"text/html": shown.to_html() + under, "image/png": _png(figures.table_image(table, title), caption)}
     return {"text/plain": repr(shown)}
 
 
-def _png(fig: Figure) -> str:
-    """A figure as base64 PNG, as %matplotlib inline draws it."""
+def _png(fig: Figure, caption: str | None = None) -> str:
+    """A figure as base64 PNG, as %matplotlib inline draws it, with caption (if any) in italics
+    under it (the figure itself is left as it was)."""
+    under = fig.text(0.5, 0, caption, ha="center", va="top", fontsize=9, style="italic", color="#444444") if caption else None
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", bbox_inches="tight")
+    try:
+        fig.savefig(buffer, format="png", bbox_inches="tight")
+    finally:
+        if under is not None:
+            under.remove()
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 

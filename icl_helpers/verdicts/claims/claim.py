@@ -1,0 +1,108 @@
+"""A claim and the registry of claims: a `Claim` holds the statement, the paper's number and its
+source, the verdict rule (its prose reads the same thresholds as its judge), when the rule was set
+(`set_on`) and the finder that runs the studies and applies the rule; `register` adds it to
+`CLAIMS`, in the order the section modules register their claims (`verdicts.claims`). A `Finding`
+is a claim with our judgement of it; the sources and dates the claims cite are named here."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from .. import rules
+from ..evidence import Evidence
+from ..judgement import Judgement
+
+V1 = "arXiv 2402.02872v1"  # the preprint; "l. N": line N of its text as extracted from the PDF
+EMNLP = "the EMNLP 2024 version (arXiv 2402.02872v3)"
+ABSTRACT_ONLY = ("only its abstract is at hand: the heads, the ablation and the bias measures are our reconstruction "
+                 "(METHOD, Section 8)")
+# When each rule was set, and whether the data it judges had been read then (git history).
+FIRST_RULES = "2026-11-23 (7261f91), before the first report (22d7730) was made"
+RECENCY_CONTROL = "2026-11-23 (2d54f5d), before the recency family's data were seen"
+OVER_N = "2026-11-25 (d919c15): over every prompt where it read one, before those data were seen"
+ISSUE_44 = ("2026-11-26 (issue 44), after the reports at 64 and 1,000 prompts of the earlier rules had been read: "
+            "its thresholds are ours, not tuned to pass")
+WORD_ONLY, SENTENCE_ONLY, BOTH = frozenset({"word"}), frozenset({"sentence"}), frozenset({"word", "sentence"})
+FLOW = {"label_flow": True, "held_out": True}  # a label-flow claim on located heads: judged in both views too
+
+
+@dataclass(frozen=True, kw_only=True)
+class Claim:
+    """One claim of the paper (or one control or extension of ours, which says so) and how we judge
+    it. `paper`, `rule` and `source` may name the rule's thresholds ("{heads:.0%}") and the
+    protocol's K, RANDOM_DRAWS and TOP: they are written out from the same numbers the judge reads."""
+
+    id: str
+    claim: str  # the paper's statement, or "Our control: ..." / "Our extension: ..."
+    paper: str  # the paper's number, heads and layers, as it gives them
+    rule: str  # the verdict rule
+    source: str  # the version and the line(s) of its text the statement and number rest on
+    set_on: str  # when the rule was set, and whether the data it judges had been read then
+    unit: str  # what our number is, e.g. "share of prompts, top-1", "MRR", "Spearman's rho"
+    find: Callable[[Evidence], Judgement] = field(repr=False)  # the studies and the rule, on the evidence given
+    notebooks: tuple[str, ...]  # the notebooks that end with its verdict ("01" ... "08")
+    reads: frozenset[str] = WORD_ONLY  # the datasets its judgement needs prompts of ("word", "sentence")
+    thresholds: dict[str, float] = field(default_factory=dict)
+    label_flow: bool = False  # about the label flow in located heads: judged again on the correct records
+    held_out: bool = False  # measures located heads on prompts: judged again in heads located on other inputs
+
+    def __post_init__(self):
+        numbers = {**self.thresholds, "K": rules.K, "RANDOM_DRAWS": rules.RANDOM_DRAWS, "TOP": rules.TOP}
+        for text in ("claim", "paper", "rule", "source"):
+            object.__setattr__(self, text, getattr(self, text).format(**numbers))
+
+    def finding(self, ours: Judgement, correct_only: Judgement | None = None, held_out: Judgement | None = None
+                ) -> Finding:
+        return Finding(self.id, self.claim, self.paper, self.source, ours.ours, ours.ci, ours.n, ours.verdict, ours.why,
+                       correct_only, held_out)
+
+
+CLAIMS: dict[str, Claim] = {}  # id -> claim, in the report's order: the order `register` saw them
+
+
+def register(claim: Claim) -> Claim:
+    """Add `claim` to CLAIMS, after every claim registered before it (its id must be new)."""
+    if claim.id in CLAIMS:
+        raise ValueError(f"claim {claim.id!r} is registered twice")
+    CLAIMS[claim.id] = claim
+    return claim
+
+
+def claims_of(notebook: str) -> list[str]:
+    """The ids of the claims notebook `notebook` ("01" ... "08") ends with, in registry order."""
+    return [c.id for c in CLAIMS.values() if notebook in c.notebooks]
+
+
+@dataclass
+class Finding:
+    """Our result for one claim: the claim's words and our judgement (`Judgement`'s fields)."""
+
+    id: str
+    claim: str
+    paper: str
+    source: str
+    ours: float | str | None
+    ci: tuple[float, float] | None
+    n: int | None
+    verdict: str
+    why: str
+    correct_only: Judgement | None = None  # the same rule on the correctly answered prompts, where it applies
+    held_out: Judgement | None = None  # the same rule on held-out records, in heads located on the others
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for part in (d, d["correct_only"], d["held_out"]):  # JSON has lists, not tuples
+            if part is not None and part["ci"] is not None:
+                part["ci"] = list(part["ci"])
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Finding:
+        """The finding `to_dict` gave `d` for (a report's JSON entry)."""
+        def ci(fields: dict) -> tuple[float, float] | None:
+            return None if fields["ci"] is None else tuple(fields["ci"])
+
+        def judgement(key: str) -> Judgement | None:
+            extra = d.get(key)
+            return None if extra is None else Judgement(**{**extra, "ci": ci(extra)})
+        return cls(**{**d, "ci": ci(d), "correct_only": judgement("correct_only"), "held_out": judgement("held_out")})

@@ -1,0 +1,209 @@
+"""Section 5, Figs. 8-11: imbalanced and re-ordered prompts move the attention on the labels; our
+control, distance at equal truth; and our extension to the sentence datasets."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from ...core.heads import Head
+from ...stats import mean_ci
+from ...studies import label_attention
+from ...studies.label_attention import variant_change
+from ...studies.recency import Effects
+from ...studies.runner import prompt_set
+from ..evidence import FIRST, WORD, Evidence
+from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, all_hold, not_tested, together
+from ..rules import Clusters
+from .claim import FLOW, ISSUE_44, RECENCY_CONTROL, SENTENCE_ONLY, V1, Claim, register
+
+
+def _change(before: tuple[torch.Tensor, torch.Tensor], after: tuple[torch.Tensor, torch.Tensor]):
+    """Per prompt, the mean change over heads of true- and of false-label attention, [N] each;
+    before and after are (true, false) [N, S] on the same records."""
+    return (after[0] - before[0]).mean(1), (after[1] - before[1]).mean(1)
+
+
+FIG8 = {"min_change": 0.01}
+
+
+def judge_fig8(before: tuple[torch.Tensor, torch.Tensor], after: tuple[torch.Tensor, torch.Tensor],
+               per_label: tuple[torch.Tensor, torch.Tensor], clusters: Clusters = None) -> Judgement:
+    """Balanced (true, false) [N, S] against imbalanced prompts of the same records;
+    per_label: the mean attention a true-label position gets, [N, S], balanced then imbalanced
+    (described: Fig. 10 judges it)."""
+    dt, df = _change(before, after)
+    ci_t, ci_f = mean_ci(dt, clusters=clusters), mean_ci(df, clusters=clusters)
+    least = FIG8["min_change"]
+    verdict = all_hold(ci_t[1] < 0 and float(dt.mean()) <= -least, ci_f[0] > 0 and float(df.mean()) >= least)
+    return Judgement(float(dt.mean()), ci_t, len(dt), verdict,
+                     f"ours: mean change of summed true-label attention; false-label change {float(df.mean()):+.3f} "
+                     f"(CI {ci_f[0]:+.3f} to {ci_f[1]:+.3f}); per true-label position {float(per_label[0].mean()):.3f} "
+                     f"-> {float(per_label[1].mean()):.3f}: the sum covers one true label instead of two")
+
+
+FIG9 = {"heads": 0.9, "min_change": 0.01}
+
+
+def judge_fig9(before: tuple[torch.Tensor, torch.Tensor], after: tuple[torch.Tensor, torch.Tensor],
+               clusters: Clusters = None) -> Judgement:
+    """Balanced (true, false) [N, S] against re-ordered prompts of the same records."""
+    dt, _ = _change(before, after)
+    ci = mean_ci(dt, clusters=clusters)
+    c = variant_change(before, after)
+    verdict = all_hold(ci[1] < 0 and float(dt.mean()) <= -FIG9["min_change"], c.heads_true_down >= FIG9["heads"] * c.heads)
+    return Judgement(float(dt.mean()), ci, len(dt), verdict,
+                     f"ours: mean change of summed true-label attention; it drops in {c.heads_true_down}/{c.heads} heads")
+
+
+def variant_finding(s: Evidence, variant: str, datasets: Sequence[str]) -> Judgement:
+    """The fig8 (imbalanced) or fig9 (re-ordered) judgement over `datasets` pooled, each in its own heads."""
+    summed: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {"balanced": [], variant: []}
+    per_label: dict[str, list[torch.Tensor]] = {"balanced": [], variant: []}
+    for d in datasets:
+        rows = s.rows(d)
+        for v in summed:
+            ps = prompt_set(s.m, d, v, s.size(d), s.seed, s.data_dir, s.setting)
+            true, false = label_attention.attention_on_labels(s.m, ps).at(s.heads(d))
+            summed[v].append((true[rows], false[rows]))
+            per_label[v].append(label_attention.true_label_weight(s.m, ps, s.heads(d))[rows])
+    before, after = (tuple(torch.cat(x) for x in zip(*summed[v])) for v in summed)
+    clusters = s.clusters(datasets)
+    if variant == "imbalanced":
+        return judge_fig8(before, after, tuple(torch.cat(per_label[v]) for v in per_label), clusters)
+    return judge_fig9(before, after, clusters)
+
+
+def fig8(s: Evidence) -> Judgement:
+    return variant_finding(s, "imbalanced", WORD)
+
+
+register(Claim(id="fig8", claim="Imbalanced prompts: summed attention on true labels drops, on false labels rises (Fig. 8)",
+               paper="true down, false up (heads 19-11 and 20-11; 'other in-context heads have similar trends')",
+               rule="replicates: the mean change of summed true-label attention has its 95% CI below 0 and is at most "
+                    "-{min_change}, and that of false-label attention has its CI above 0 and is at least {min_change}; partly: "
+                    "one of the two; does not replicate: neither",
+               source=f"{V1}, Section 5.1, Fig. 8: 'The sum of attention weights on true labels decrease on the imbalanced "
+                      "dataset. On the contrary, the attention weights on false labels increase' (l. 540)",
+               set_on=ISSUE_44, unit="change of summed true-label attention", find=fig8, notebooks=("05",), thresholds=FIG8, **FLOW))
+
+
+def fig9(s: Evidence) -> Judgement:
+    return variant_finding(s, "reordered", WORD)
+
+
+register(Claim(id="fig9", claim="Re-ordered prompts: summed attention on true labels drops in the in-context heads (Fig. 9)",
+               paper="much smaller on re-ordered prompts (heads 19-11 and 20-11; 'other heads have similar trends')",
+               rule="replicates: the mean change of true-label attention has its 95% CI below 0 and is at most -{min_change}, "
+                    "and it drops in >= {heads:.0%} of heads; partly: one of the two; does not replicate: neither",
+               source=f"{V1}, Section 5.2, Fig. 9: 'The sum of attention weights on re-order dataset are much smaller than "
+                      "those on the origin dataset' (l. 640)",
+               set_on=ISSUE_44, unit="change of summed true-label attention", find=fig9, notebooks=("06",), thresholds=FIG9, **FLOW))
+
+
+def judge_distance_control(family: Effects) -> Judgement:
+    """The recency family's distance effect: attention a label position gets for being nearest the input, at equal truth."""
+    lo, hi = family.distance_ci
+    verdict = REPLICATES if lo > 0 else FAILS if hi < 0 else PARTLY
+    return Judgement(family.distance, family.distance_ci, family.n, verdict, family.text())
+
+
+def fig9_control(s: Evidence) -> Judgement:
+    return judge_distance_control(s.effects(tuple(WORD)))
+
+
+register(Claim(id="fig9_control", claim="Our control: a label gets more attention for being nearest the input, at equal "
+                                        "truth (the recency family)",
+               paper="the paper's account of the order effect: labels also take in adjacent tokens (l. 421-437)",
+               rule="replicates: the distance effect (nearest minus farthest label position, at equal truth) has its 95% CI "
+                    "above 0; does not replicate: below 0; partly: otherwise",
+               source=f"ours, beside {V1} Section 5.2", set_on=RECENCY_CONTROL, unit="attention a label position: distance effect", find=fig9_control,
+               notebooks=("06",), **FLOW))
+
+
+FIG10 = {"heads": 2 / 3, "min_change": 0.01}  # the text: down in most shared heads, up in one (21-19)
+
+FIG11 = {"heads": 0.9, "min_change": 0.01}  # the text: down in all shared heads
+
+
+def judge_per_head_drop(before: torch.Tensor, after: torch.Tensor, heads: Sequence[Head], rule: dict[str, float],
+                        which: str, clusters: Clusters = None) -> Judgement:
+    """Figs. 10 and 11: before, after: [N, S] the mean attention a true-label position gets in
+    each of S heads on the same records; replicates where it drops (CI of the change below 0, the
+    change at most -rule["min_change"]) in at least rule["heads"] of the heads; partly where the
+    mean over heads drops (CI below 0)."""
+    change = after - before  # [N, S]
+    cis = [mean_ci(c, clusters=clusters) for c in change.T]
+    least = rule["min_change"]
+    down = [(l, h) for (l, h), c, ci in zip(heads, change.T, cis) if ci[1] < 0 and float(c.mean()) <= -least]
+    up = [(l, h) for (l, h), c, ci in zip(heads, change.T, cis) if ci[0] > 0 and float(c.mean()) >= least]
+    pooled = mean_ci(change.mean(1), clusters=clusters)
+    verdict = REPLICATES if len(down) >= rule["heads"] * len(heads) else PARTLY if pooled[1] < 0 else FAILS
+    name = lambda hs: ", ".join(f"{l}-{h}" for l, h in hs) or "none"  # noqa: E731
+    return Judgement(float(change.mean()), pooled, len(change), verdict,
+                     f"ours: mean change over the {len(heads)} heads of the attention a true-label position gets "
+                     f"({which}); down in {len(down)} ({name(down)}), up in {len(up)} ({name(up)}): each head's change "
+                     f"at least {least} with its 95% CI clear of 0")
+
+
+def shared_head_finding(s: Evidence, variant: str, rule: dict[str, float]) -> Judgement:
+    """Figs. 10 and 11: on FIRST, in the heads both word datasets rank top (the paper's 'rank top20 on
+    both sentiment/number dataset and animal/country dataset'), the attention a true-label position
+    gets, balanced against the variant, head by head."""
+    heads, which = s.word_shared()
+    weight = [label_attention.true_label_weight(s.m, prompt_set(s.m, FIRST, v, s.size(FIRST), s.seed, s.data_dir,
+                                                                  s.setting), heads)[s.rows(FIRST)]
+              for v in ("balanced", variant)]
+    return judge_per_head_drop(*weight, heads, rule, f"{which}, balanced -> {variant}", s.clusters([FIRST]))
+
+
+def fig10(s: Evidence) -> Judgement:
+    return shared_head_finding(s, "imbalanced", FIG10)
+
+
+register(Claim(id="fig10", claim="Imbalanced prompts: the attention a true label gets drops in most heads both word "
+                                 "datasets rank top, rises in few (Fig. 10)",
+               paper="heads of layers 18-29 in both word datasets' top 20, on sentiment/number: up only in 21-19; down 'a lot' "
+                     "in 19-11, 20-11, 22-0, 24-13, 27-16",
+               rule="in the heads in both word datasets' top {K}, on sentiment/number, the mean attention a true-label position "
+                    "gets: replicates: it drops (the change's 95% CI below 0, the change at most -{min_change}) in >= "
+                    "{heads:.0%} of the heads; partly: the mean change over the heads has its CI below 0; does not replicate: "
+                    "otherwise",
+               source=f"{V1}, Section 5.2, Fig. 10: 'the average attention weight of imbalanced dataset only increases on head "
+                      "21-19. In other in-context heads ... the attention weights decrease a lot' (l. 644, 649)",
+               set_on=ISSUE_44, unit="change of a true label's attention", find=fig10, notebooks=("05",), thresholds=FIG10, **FLOW))
+
+
+def fig11(s: Evidence) -> Judgement:
+    return shared_head_finding(s, "reordered", FIG11)
+
+
+register(Claim(id="fig11", claim="Re-ordered prompts: the attention a true label gets drops in every head both word datasets "
+                                 "rank top (Fig. 11)",
+               paper="drops in all of them, most in 21-19 and 22-0",
+               rule="the fig10 measure on re-ordered prompts: replicates: it drops (CI below 0, the change at most "
+                    "-{min_change}) in >= {heads:.0%} of the heads; partly: the mean change over the heads has its CI below 0; "
+                    "does not replicate: otherwise",
+               source=f"{V1}, Section 5.2, Fig. 11: 'On re-order dataset, the attention weights on all incontext heads drop, "
+                      "especially in 21-19 and 22-0' (l. 644, 654)",
+               set_on=ISSUE_44, unit="change of a true label's attention", find=fig11, notebooks=("06",), thresholds=FIG11, **FLOW))
+
+
+def judge_fig8_9_sentences(imbalanced: Judgement, reordered: Judgement) -> Judgement:
+    """The fig8 and fig9 judgements made on the sentence datasets."""
+    return Judgement(f"imbalanced: {imbalanced.verdict}; re-ordered: {reordered.verdict}", None, imbalanced.n,
+                     together([imbalanced, reordered]), f"imbalanced: {imbalanced.why}. Re-ordered: {reordered.why}")
+
+
+def fig8_9_sentences(s: Evidence) -> Judgement:
+    if not s.sentence:
+        return not_tested("no copy of the sentence datasets here, and no hub")
+    return judge_fig8_9_sentences(*(variant_finding(s, v, s.sentence) for v in ("imbalanced", "reordered")))
+
+
+register(Claim(id="fig8_9_sentences", claim="Our extension: Figs. 8 and 9 on the sentence datasets",
+               paper="not in the paper: its Figs. 8-11 are on sentiment/number",
+               rule="the fig8 and fig9 rules on the sentence datasets pooled: replicates if both replicate; does not "
+                    "replicate if neither does at least partly; partly otherwise",
+               source=f"ours, beside {V1} Sections 5.1 and 5.2", set_on=ISSUE_44, unit="verdict of each prompt variant", find=fig8_9_sentences,
+               notebooks=("05", "06"), reads=SENTENCE_ONLY, **FLOW))

@@ -1,0 +1,60 @@
+"""A notebook's verdicts as one readable table: each claim whole and wrapped, the paper's
+number, ours with its interval and unit, N and the verdict, the first clause of why; then, under the
+table, each claim's whole reason and the rule its verdict follows, as prose."""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..verdicts.claims import CLAIMS, VIEWS, Finding, markdown, view_text
+from ..verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES, ours_text
+
+COLOURS = {REPLICATES: "#1a7f37", PARTLY: "#9a6700", FAILS: "#cf222e", NOT_TESTED: "#57606a"}
+CELL = "text-align: left; vertical-align: top; white-space: normal"
+
+
+def first_clause(why: str) -> str:
+    """The reason's opening clause (up to its first semicolon or sentence end)."""
+    for stop in ("; ", ". "):
+        why = why.split(stop)[0]
+    return why
+
+
+@dataclass(frozen=True)
+class VerdictTable:
+    """Findings as a notebook shows them (HTML); their markdown (`verdicts.markdown`) elsewhere."""
+
+    findings: Sequence[Finding]
+
+    def __repr__(self) -> str:
+        return markdown(self.findings)
+
+    def _repr_html_(self) -> str:
+        views = [key for key in VIEWS if any(getattr(f, key) is not None for f in self.findings)]
+        head = ["claim", "the paper", "ours (95% CI)", "N", "verdict", "why, in short", *(VIEWS[k] for k in views)]
+        rows = "".join(f"<tr>{_cell(f'<b>{f.id}</b>: ' + html.escape(f.claim))}{_cell(html.escape(f.paper))}"
+                       f"{_cell(_ours(f))}"
+                       f"{_cell('-' if f.n is None else str(f.n))}"
+                       f"{_cell(f'<b>{html.escape(f.verdict)}</b>', f'color: {COLOURS[f.verdict]}')}"
+                       f"{_cell(html.escape(first_clause(f.why)))}"
+                       + "".join(_cell(html.escape(view_text(getattr(f, k)))) for k in views) + "</tr>"
+                       for f in self.findings)
+        reasons = "".join(f"<li><b>{f.id}</b> ({html.escape(f.verdict)}): {html.escape(f.why)}. "
+                          f"<i>Rule</i>: {html.escape(CLAIMS[f.id].rule)} (set {html.escape(CLAIMS[f.id].set_on)}). "
+                          f"<i>Paper</i>: {html.escape(f.source)}.</li>" for f in self.findings)
+        header = "".join(f'<th style="{CELL}">{html.escape(h)}</th>' for h in head)
+        return (f"<table><thead><tr>{header}</tr></thead><tbody>{rows}</tbody></table>"
+                f"<p>Why, claim by claim, and the rule each verdict follows:</p><ul>{reasons}</ul>")
+
+
+def _ours(f: Finding) -> str:
+    """Our number, its interval and its unit (in grey under them) as a cell's HTML."""
+    if f.ours is None:
+        return "-"
+    return f'{html.escape(ours_text(f))}<br><span style="color: #57606a">{html.escape(CLAIMS[f.id].unit)}</span>'
+
+
+def _cell(inner: str, style: str = "") -> str:
+    """A table cell of HTML `inner`, wrapped, left-aligned, at the top."""
+    return f'<td style="{CELL}; {style}">{inner}</td>' if style else f'<td style="{CELL}">{inner}</td>'
