@@ -4,8 +4,8 @@ run from the embeddings (the passes before), on the bundled model.
 
     .venv/bin/python bench/bench_ablation.py --n-ablation 64 --draws 5
 
-For each word dataset: the top 20 heads located on its first 100 balanced prompts (as
-notebook 08's plan), mean-ablated on `--n-ablation` prompts of the records after, top-k for
+For each word dataset: the top 20 heads located on its first 100 balanced prompts,
+mean-ablated on `--n-ablation` prompts of the records after, top-k for
 each k of notebook 08 and `--draws` layer-matched random draws, the plain model once. Each
 mode is timed once (after a warm-up batch); the two must agree to the bit. Prints, by
 dataset, the runs, the layers their ablations start at, and seconds for each mode.
@@ -29,6 +29,7 @@ from icl_helpers.studies.in_context_heads import in_context_heads
 from icl_helpers.studies.runner import prompt_set
 
 WORD = ["sentiment_number", "animal_country"]
+N_LOCATE, KS = 100, (1, 2, 5, 10, 20)  # heads located on the first 100 prompts; k of notebook 08's curves and all 20
 
 
 def main() -> None:
@@ -37,22 +38,21 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=5, help="layer-matched random draws (default 5)")
     args = parser.parse_args()
     m = load_model("smollm2-135m", device="cpu")
-    plan = ablation.CausalPlan.for_prompts(4 * args.n_ablation)
     first_layer = interventions.first_layer
-    print(f"{args.n_ablation} prompts a dataset, ks {plan.ks}, {args.draws} draws, "
+    print(f"{args.n_ablation} prompts a dataset, ks {KS}, {args.draws} draws, "
           f"{torch.get_num_threads()} torch threads\n")
     print("| dataset | runs | first layers of the top-k runs | shared prefix s | from the embeddings s | speed-up |")
     print("|---|---|---|---|---|---|")
     for d in WORD:
-        locating = prompt_set(m, d, "balanced", plan.n_locate)
+        locating = prompt_set(m, d, "balanced", N_LOCATE)
         top = in_context_heads(m, locating, 20)
         means = ablation.ablation_means(m, locating.texts)
-        prompts = ablation.evaluation_prompts(d, plan.n_locate, args.n_ablation)
+        prompts = ablation.evaluation_prompts(d, N_LOCATE, args.n_ablation)
         intervened_accuracy(m, prompts[:8])  # warm-up
 
         def timed() -> tuple[ablation.AblationRuns, float]:
             start = time.perf_counter()
-            runs = ablation.ablation_runs(m, prompts, top, plan.ks, args.draws, means=means)
+            runs = ablation.ablation_runs(m, prompts, top, KS, args.draws, means=means)
             return runs, time.perf_counter() - start
 
         shared, shared_s = timed()
@@ -66,8 +66,8 @@ def main() -> None:
                                    [full.plain, *full.top.values(), *sum(full.random.values(), [])]))
         if not same:
             raise SystemExit(f"{d}: the shared-prefix runs differ from the full ones")
-        starts = [first_layer(top[:k]) for k in plan.ks]
-        print(f"| {d} | {1 + len(plan.ks) * (1 + args.draws)} | {starts} | {shared_s:.1f} | {full_s:.1f} | "
+        starts = [first_layer(top[:k]) for k in KS]
+        print(f"| {d} | {1 + len(KS) * (1 + args.draws)} | {starts} | {shared_s:.1f} | {full_s:.1f} | "
               f"{full_s / shared_s:.2f}x |", flush=True)
     print(f"\nBoth modes agree to the bit on every run. Model: {m.arch.n_layers} layers.")
 

@@ -152,6 +152,3 @@ def orders_table(records: Sequence[RecencyOrders]) -> pd.DataFrame:
 def _ci(ci: tuple[float, float]) -> str:
     return f"{ci[0]:+.3f} to {ci[1]:+.3f}"
 
-
-# The names before issue 48, while verdicts/evidence.py and notebook 06 still call them.
-RecencyFamily, recency_family, family_table = RecencyOrders, recency_orders, orders_table

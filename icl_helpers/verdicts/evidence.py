@@ -1,6 +1,6 @@
 """The evidence the findings share on one model, in one setting (`data.setting`: the heads a
 claim analyses, label words, separator, demonstrations a class): each dataset's balanced
-prompt set, its located heads and recency family, built on first use and once (the studies
+prompt set, its located heads and recency orders, built on first use and once (the studies
 cache their passes on disk), the distinct inputs its intervals resample, and the views a
 claim is judged again in (`View`: the correctly answered records, in heads located on them;
 held-out records, in heads located on others), each saying which of these it shares."""
@@ -42,7 +42,7 @@ def example(setting: Setting = MAIN) -> str:
 EXAMPLE = example()
 # What `Evidence` builds on first use and keeps. Those built from every record (the prompt sets, their passes, the
 # records and the held-out halves, the causal check's runs on their own records) are the same in every view.
-CACHES = ("prompts", "loc", "heads", "family", "effects", "records", "halves", "ablations", "bias", "in_view")
+CACHES = ("prompts", "loc", "heads", "orders", "effects", "records", "halves", "ablations", "bias", "in_view")
 EVERY_RECORD = frozenset({"prompts", "loc", "records", "halves", "ablations", "in_view"})
 
 
@@ -104,7 +104,7 @@ ALL, CORRECT, HELD_OUT = View(), Correct(), HeldOut()
 
 class Evidence:
     """What the findings share, each built on first use and once: the balanced prompt set,
-    located heads and recency family of a dataset, and the family's effects pooled.
+    located heads and recency orders of a dataset, and their effects pooled.
 
     `rows(dataset)` [N] bool: the records a finding judges, all of them; `in_view(view)` the
     same evidence judging the records a `View` picks (`correct()`, `held_out()`).
@@ -205,15 +205,15 @@ class Evidence:
     def _loc(self, dataset: str) -> LocateResult:
         return located(self.m, self.prompts(dataset))
 
-    def _family(self, dataset: str) -> recency.RecencyFamily:
-        return self.family_in(dataset, self.heads(dataset))
+    def _orders(self, dataset: str) -> recency.RecencyOrders:
+        return self.orders_in(dataset, self.heads(dataset))
 
-    def family_in(self, dataset: str, heads: Sequence[Head]) -> recency.RecencyFamily:
-        """The dataset's recency family (its records in every order), attention in `heads`."""
-        return recency.recency_family(self.m, dataset, heads, self.size(dataset), self.seed, self.data_dir, self.setting)
+    def orders_in(self, dataset: str, heads: Sequence[Head]) -> recency.RecencyOrders:
+        """The dataset's recency orders (its records in every order), attention in `heads`."""
+        return recency.recency_orders(self.m, dataset, heads, self.size(dataset), self.seed, self.data_dir, self.setting)
 
     def _effects(self, datasets: tuple[str, ...]) -> recency.Effects:
-        return recency.effects(torch.cat([self.family(d).cells()[self.rows(d)] for d in datasets]),
+        return recency.effects(torch.cat([self.orders(d).cells()[self.rows(d)] for d in datasets]),
                                self.clusters(datasets))
 
     def mean_increase(self, datasets: Sequence[str]) -> torch.Tensor:

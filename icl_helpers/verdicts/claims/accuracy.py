@@ -63,7 +63,7 @@ def judge_table2_control(false_nearest: torch.Tensor, clusters: Clusters = None)
 
 def table2_control(s: Evidence) -> Judgement:
     """Top-1 on the recency family's prompts whose nearest demonstration is false."""
-    hits = [s.family(d).top1_hits[s.rows(d)][:, ~s.family(d).is_true[:, -1]] for d in WORD]  # [N, orders] each
+    hits = [s.orders(d).top1_hits[s.rows(d)][:, ~s.orders(d).is_true[:, -1]] for d in WORD]  # [N, orders] each
     return judge_table2_control(torch.cat(hits).flatten(), s.clusters(WORD).repeat_interleave(hits[0].shape[1]))
 
 

@@ -36,11 +36,11 @@ register(Claim(id="fig6", claim="In-context heads attend much more to the true l
                set_on=ISSUE_44, unit="summed attention, true minus false labels", find=fig6, notebooks=("04",), thresholds=rules.FIG6, **FLOW))
 
 
-def judge_truth_control(family: Effects) -> Judgement:
+def judge_truth_control(effects: Effects) -> Judgement:
     """The recency family's truth effect: attention a label position gets for being true, at equal distance."""
-    lo, hi = family.truth_ci
+    lo, hi = effects.truth_ci
     verdict = REPLICATES if lo > 0 else FAILS if hi < 0 else PARTLY
-    return Judgement(family.truth, family.truth_ci, family.n, verdict, family.text())
+    return Judgement(effects.truth, effects.truth_ci, effects.n, verdict, effects.text())
 
 
 def fig6_control(s: Evidence) -> Judgement:

@@ -101,11 +101,11 @@ register(Claim(id="fig9", claim="Re-ordered prompts: summed attention on true la
                set_on=ISSUE_44, unit="change of summed true-label attention", find=fig9, notebooks=("06",), thresholds=FIG9, **FLOW))
 
 
-def judge_distance_control(family: Effects) -> Judgement:
+def judge_distance_control(effects: Effects) -> Judgement:
     """The recency family's distance effect: attention a label position gets for being nearest the input, at equal truth."""
-    lo, hi = family.distance_ci
+    lo, hi = effects.distance_ci
     verdict = REPLICATES if lo > 0 else FAILS if hi < 0 else PARTLY
-    return Judgement(family.distance, family.distance_ci, family.n, verdict, family.text())
+    return Judgement(effects.distance, effects.distance_ci, effects.n, verdict, effects.text())
 
 
 def fig9_control(s: Evidence) -> Judgement:
