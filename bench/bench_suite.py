@@ -130,7 +130,7 @@ def run(n: int, sentence_n: int, ids: list[str], sdpa: bool) -> dict:
         clock[0], counter.step = now, step.split(":")[0]
         print(f"... {now - started:7.1f} s {step}", flush=True)
 
-    findings = report(m, n, sentence_n, progress=progress, ids=ids)
+    findings = report(m, n, sentence_n, announce=progress, ids=ids)
     progress("end")
     counter.by_step = {k: v for k, v in counter.by_step.items() if k != "load" or v["calls"]}
     suite = sum(r["seconds"] for r in counter.by_step.values())

@@ -173,17 +173,17 @@ def cmd_report(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     m = load_model(args.model, device=args.device, dtype=args.dtype)
 
-    def progress(step: str) -> None:
+    def announce(step: str) -> None:
         print(f"... {_clock(start)} {step}", flush=True)  # the log is the profile
 
     any_size = sentence_n or SENTENCE_N  # without sentence data, one that no sentence claim reads
-    findings = report(m, args.n, any_size, args.seed, args.data_dir, heads=heads, progress=progress)
+    findings = report(m, args.n, any_size, args.seed, args.data_dir, heads=heads, announce=announce)
     robust, section = {}, ""
     if args.robustness:  # at most the main size; its own main run at that size first
         from .verdicts import robustness
 
         size = min(args.robustness_n, args.n), min(args.robustness_sentence_n, any_size)
-        entries = robustness.robustness(m, *size, args.seed, args.data_dir, progress, heads=heads)
+        entries = robustness.robustness(m, *size, args.seed, args.data_dir, announce, heads=heads)
         robust = {"robustness_n": size[0], "robustness_sentence_n": size[1] if sentence_n else None, "robustness": entries}
         section = "\n" + robustness.markdown(entries, *size)
     given = {"heads": heads_text(heads)} if heads else {}

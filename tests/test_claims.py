@@ -333,7 +333,7 @@ def test_report_covers_every_claim_and_its_numbers_are_the_studies(small, tmp_pa
     its study gives."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     monkeypatch.setattr(evidence, "sentence_datasets", lambda names, data_dir=None: [])
-    found = findings.report(small, 24, 2, progress=lambda step: None)
+    found = findings.report(small, 24, 2, announce=lambda step: None)
     assert [f.id for f in found] == list(claims.CLAIMS)
     assert all(f.verdict in (REPLICATES, PARTLY, FAILS, NOT_TESTED) for f in found)
     by = {f.id: f for f in found}
@@ -350,7 +350,7 @@ def test_report_covers_every_claim_and_its_numbers_are_the_studies(small, tmp_pa
     assert by["causal"].n == by["causal_top"].n == 24 and "20 draws" in by["causal"].why  # 12 evaluation prompts a dataset
     assert "with the top 1 in-context heads" in by["causal"].why and "with the top 12 in-context" in by["causal_top"].why
     json.dumps([f.to_dict() for f in found])
-    assert findings.report(small, 24, 2, progress=lambda step: None, ids=["fig6", "fig2"]) == [by["fig6"], by["fig2"]]
+    assert findings.report(small, 24, 2, announce=lambda step: None, ids=["fig6", "fig2"]) == [by["fig6"], by["fig2"]]
     with pytest.raises(UsageError, match="Unknown claim id"):
         findings.report(small, 24, 2, ids=["fig99"])
 
@@ -360,7 +360,7 @@ def test_a_report_on_too_few_prompts_says_so_before_any_study(small, monkeypatch
     and nothing runs; the sentence claims say what they lack."""
     monkeypatch.setattr(evidence, "sentence_datasets", lambda names, data_dir=None: ["sst2"])
     monkeypatch.setattr(evidence.Evidence, "_prompts", lambda *a, **k: pytest.fail("built prompts"))
-    found = {f.id: f for f in findings.report(small, 9, 3, progress=lambda step: None)}
+    found = {f.id: f for f in findings.report(small, 9, 3, announce=lambda step: None)}
     assert found["fig6"].verdict == NOT_TESTED and found["fig6"].why == (
         "too few prompts: 9 word prompts a dataset; its intervals need at least 10")
     assert found["fig12_15"].why == "too few prompts: 3 sentence prompts a dataset, 9 word prompts a dataset; its " \
@@ -377,7 +377,7 @@ def test_a_report_run_again_or_resumed_judges_only_what_it_had_not(small, tmp_pa
     judged = []
     for id, c in list(claims.CLAIMS.items()):
         monkeypatch.setitem(claims.CLAIMS, id, replace(c, find=lambda s, id=id, find=c.find: judged.append(id) or find(s)))
-    run = lambda ids, sentence_n=2: findings.report(small, 12, sentence_n, progress=lambda step: None, ids=ids)  # noqa: E731
+    run = lambda ids, sentence_n=2: findings.report(small, 12, sentence_n, announce=lambda step: None, ids=ids)  # noqa: E731
     first = run(["fig2", "table1"])  # then interrupted
     assert judged == ["fig2", "fig2"] + ["table1"] * 3  # on all prompts, the correct ones, and table1 held out
     judged.clear()
@@ -435,8 +435,8 @@ def test_report_analyses_the_heads_given(small, tmp_path, monkeypatch):
     assert s.top_head() == ([best], f"head {best[0]}-{best[1]}, of the heads given, the largest mean increase over "
                                     "sentiment_number, animal_country")
     ids = ["fig5", "fig6", "table1", "causal_top"]
-    by = {f.id: f for f in findings.report(small, 12, 2, progress=lambda step: None, ids=ids, heads=given)}
-    top = {f.id: f for f in findings.report(small, 12, 2, progress=lambda step: None, ids=ids)}
+    by = {f.id: f for f in findings.report(small, 12, 2, announce=lambda step: None, ids=ids, heads=given)}
+    top = {f.id: f for f in findings.report(small, 12, 2, announce=lambda step: None, ids=ids)}
     pairs = [label_attention.attention_on_labels(small, prompt_set(small, d, "balanced", 12)).at(given)
              for d in evidence.WORD]
     true, false = (torch.cat(x) for x in zip(*pairs))
@@ -456,7 +456,7 @@ def test_bad_heads_stop_the_report_before_any_study(small, monkeypatch, heads, m
     monkeypatch.setattr(evidence, "prompt_set", lambda *a, **k: pytest.fail("built prompts"))
     monkeypatch.setattr(evidence.Evidence, "_prompts", lambda *a, **k: pytest.fail("built prompts"))
     with pytest.raises(UsageError, match=f"^{message}"):
-        findings.report(small, 12, 2, progress=lambda step: pytest.fail(f"started {step}"), heads=heads)
+        findings.report(small, 12, 2, announce=lambda step: pytest.fail(f"started {step}"), heads=heads)
 
 
 def test_correct_only_judges_the_same_rule_on_the_correct_records_in_heads_located_on_them(small, tmp_path, monkeypatch):
@@ -618,7 +618,7 @@ def test_a_claim_added_in_one_file_is_judged_by_the_report(small, toy_section, t
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     assert list(claims.CLAIMS)[-1] == "toy" and claims.claims_of("01")[-1] == "toy"
     assert claims.CLAIMS["toy"].rule == "replicates: the CI lies above -1e+09"
-    (found,) = findings.report(small, 12, 2, progress=lambda step: None, ids=["toy"])
+    (found,) = findings.report(small, 12, 2, announce=lambda step: None, ids=["toy"])
     s = evidence.Evidence(small, 12, 2, 0, None)
     assert found == claims.CLAIMS["toy"].finding(toy_section.judge_toy(s.loc(evidence.FIRST).head.sum((1, 2)),
                                                                        s.clusters([evidence.FIRST])))

@@ -192,8 +192,8 @@ def test_a_cut_model_folder_is_one_line_naming_it(saved, tmp_path, capsys):
 
 def test_report_logs_each_step_with_the_time_since_it_started(saved, tmp_path, monkeypatch, capsys):
     """The log is the run's profile: every step and the end carry the elapsed time (m:ss)."""
-    def fake(m, *a, progress, **k):
-        progress("fig2: a claim")
+    def fake(m, *a, announce, **k):
+        announce("fig2: a claim")
         return []
     monkeypatch.setattr("icl_helpers.verdicts.report", fake)
     assert main(["report", "--model", saved, "--device", "cpu", "--n", "2", "--json", str(tmp_path / "out.json")]) == 0

@@ -170,7 +170,7 @@ def test_a_disk_filled_during_the_report_keeps_the_earlier_file_and_this_runs_re
     out = folder / "out.json"
     out.write_text(EARLIER)
 
-    def studies(m, *args, progress, **kwargs):
+    def studies(m, *args, announce, **kwargs):
         if disk == "tmpfs":
             fill(folder)  # another program takes the room while the studies run
         else:

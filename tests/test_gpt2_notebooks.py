@@ -75,7 +75,7 @@ def test_notebook_runs_on_random_gpt2(path: Path, gpt2_env) -> None:
                      for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "gpt2-small-random" in text  # the parameters echo: it ran on this model, not the default
     assert f"heads='{HEADS}'" in text and "p.heads" in code  # and on the heads given
-    assert code.count("verdicts.report(") == code.count("heads=p.heads, progress=")  # its verdicts too
+    assert code.count("verdicts.report(") == code.count("heads=p.heads, announce=")  # its verdicts too
     if "report_accuracy(" in code:  # a model that gets nothing right is said to (07 reports on sentence datasets only)
         assert "Note: no better than chance." in text or "no copy of the sentence datasets here" in text
     assert "nan%" not in text.lower()

@@ -67,7 +67,7 @@ def test_runs_share_their_prefix_and_equal_separate_runs(small):
     blocks = small.arch.blocks()
     hooks = [(blocks[l], "pre", lambda mod, args, l=l: calls.__setitem__(l, calls[l] + 1)) for l in calls]
     with attached(hooks):
-        together = accuracies(small, texts, true_ids, false_ids, runs, batch_size=4, progress=None)
+        together = accuracies(small, texts, true_ids, false_ids, runs, batch_size=4, bar=None)
     batches = 3  # 9 prompts, 4 a batch
     assert calls == {0: 3 * batches, 1: 3 * batches, 2: 4 * batches}  # only the layer-2 run resumes
     for run, got in zip(runs, together):

@@ -157,15 +157,15 @@ def test_settings_reach_the_studies_and_keep_their_own_cache_entries(small, word
     assert result_file("locate", small, pen_ps) != result_file("locate", small, main_ps)
     assert all(" : pen " in t or " : sky " in t for t in pen_ps.texts)
     ids = ["fig3_4", "fig8", "majority_bias"]
-    main_run = findings.report(small, 12, 2, progress=lambda step: None, ids=ids)
+    main_run = findings.report(small, 12, 2, announce=lambda step: None, ids=ids)
     names = {p.name for p in (word_only / "results").glob("finding__*.json")}
     assert len(names) == 3 and not any("setting=" in n for n in names)
-    assert findings.report(small, 12, 2, progress=lambda step: None, ids=ids, setting=Setting()) == main_run
+    assert findings.report(small, 12, 2, announce=lambda step: None, ids=ids, setting=Setting()) == main_run
     assert {p.name for p in (word_only / "results").glob("finding__*.json")} == names  # the same entries, read again
-    five = findings.report(small, 12, 2, progress=lambda step: None, ids=ids, setting=Setting(heads=5))
+    five = findings.report(small, 12, 2, announce=lambda step: None, ids=ids, setting=Setting(heads=5))
     assert "top 5 in layers" in five[0].why and "top 20 in layers" in main_run[0].why
     assert len(evidence.Evidence(small, 12, 2, 0, None, setting=Setting(heads=5)).heads(WORD)) == 5
-    one = findings.report(small, 12, 2, progress=lambda step: None, ids=ids, setting=ONE)
+    one = findings.report(small, 12, 2, announce=lambda step: None, ids=ids, setting=ONE)
     assert [f.verdict for f in one[1:]] == [NOT_TESTED, NOT_TESTED] and all("one demonstration a class" in f.why for f in one[1:])
     assert one[1].correct_only is None and one[0].verdict != NOT_TESTED
     assert len({p.name for p in (word_only / "results").glob("finding__*setting=*.json")}) == 6
@@ -174,13 +174,13 @@ def test_settings_reach_the_studies_and_keep_their_own_cache_entries(small, word
 @pytest.mark.parametrize("small", ["gpt2"], indirect=True)
 def test_robustness_judges_each_variation_against_main_at_its_size(small, word_only):
     ids = ["fig3_4", "fig8"]
-    entries = robustness.robustness(small, 12, 2, progress=lambda step: None, ids=ids)
+    entries = robustness.robustness(small, 12, 2, announce=lambda step: None, ids=ids)
     assert [(e["factor"], e["value"]) for e in entries] == [
         ("main", "20 heads, foo/bar, ' : ', 2 a class, seed 0"), ("heads", "5"), ("heads", "10"), ("heads", "40"),
         ("labels", "pen/sky"), ("labels", "cup/door"), ("separator", "newline"), ("demonstrations", "1"),
         ("demonstrations", "3"), ("seed", "1"), ("seed", "2")]
     by = {(e["factor"], e["value"]): e for e in entries}
-    assert entries[0]["verdicts"] == {f.id: f.verdict for f in findings.report(small, 12, 2, ids=ids, progress=lambda step: None)}
+    assert entries[0]["verdicts"] == {f.id: f.verdict for f in findings.report(small, 12, 2, ids=ids, announce=lambda step: None)}
     assert by["demonstrations", "1"]["verdicts"]["fig8"] == NOT_TESTED
     assert "one demonstration a class" in by["demonstrations", "1"]["not_tested"]["fig8"]
     assert all(set(e["verdicts"]) == set(ids) for e in entries) and json.loads(json.dumps(entries)) == entries
@@ -211,7 +211,7 @@ def test_the_cli_writes_the_robustness_section_at_its_size(small, tmp_path, monk
     small.tokenizer.save_pretrained(tmp_path / "m")
     seen = []
 
-    def fake(m, n, sentence_n, seed, data_dir, progress, ids, heads, setting):
+    def fake(m, n, sentence_n, seed, data_dir, announce, ids, heads, setting):
         seen.append((n, sentence_n, seed, setting))
         verdict = PARTLY if setting.sep == "\n" else REPLICATES
         return [claims.CLAIMS["fig2"].finding(Judgement(0.5, None, n, verdict, "w"))]

@@ -68,7 +68,7 @@ def test_an_explorer_carries_one_static_copy_of_its_view(att):
 def test_a_static_copy_says_under_it_that_it_is_interactive(att):
     """The copy a repository host shows carries a caption under the figure (the live view has none)."""
     ex = widgets.attention_explorer(att, start=(0, 2), title="toy")
-    note = "Interactive when the notebook runs: move the layer and head controls (here: layer 0, head 2)."
+    note = "Interactive when the notebook runs: move its layer and head controls (here: layer 0, head 2)."
     captioned, plain = (Image.open(io.BytesIO(png(b))) for b in (ex._repr_mimebundle_(), widgets.static_copy(ex.shown)))
     assert captioned.width >= plain.width and captioned.height > plain.height + 10
     assert note in widgets.static_copy(pd.DataFrame({"a": [1]}), note)["text/html"]

@@ -68,7 +68,7 @@ def accuracies(
     false_ids: torch.Tensor | int,
     interventions: Sequence[Intervention | None],
     batch_size: int = 32,
-    progress: str | None = "accuracy",
+    bar: str | None = "accuracy",
     labels: Callable[[list[int]], LabelPositions] | None = None,
 ) -> list[Accuracy]:
     """The prompts' `Accuracy` under each of `interventions` (None: the plain model), a batch
@@ -80,7 +80,7 @@ def accuracies(
     true_ids, false_ids: [N] label token ids (or one id for all prompts), e.g. from
     `prompt_label_ids`. labels(rows): the label positions of the prompts `rows` [b] (in the
     order the batch holds them), which each batch's interventions are given (None: they get
-    None). progress: the label of a bar over batches (None: no bar).
+    None). bar: the label of a bar over batches (None: no bar).
     """
     prompts = check_prompts(prompts)
     n = len(prompts)
@@ -92,7 +92,7 @@ def accuracies(
     shared = sorted({s for s in starts if 0 < s < L})  # block inputs worth keeping
     batches = length_batches(m, prompts, batch_size)  # similar lengths share a batch: little padding
     out = [(torch.empty(n, dtype=torch.long), torch.empty(n, 2), torch.empty(n)) for _ in interventions]  # predictions, pair, prob
-    for batch, texts in walk(prompts, batches, progress or "", progress is not None):
+    for batch, texts in walk(prompts, batches, bar or "", bar is not None):
         rows = batch.tolist()
         enc = m.encode(texts)
         last = enc["attention_mask"].sum(1) - 1  # [b]
@@ -110,12 +110,12 @@ def accuracies(
 
 
 def intervened_accuracies(m: ICLModel, prompts: Sequence[Prompt], interventions: Sequence[Intervention | None],
-                          batch_size: int = 32, progress: str | None = None) -> list[Accuracy]:
+                          batch_size: int = 32, bar: str | None = None) -> list[Accuracy]:
     """`accuracies` of the prompts (true label against false label) under each of
-    `interventions`, each batch's given its prompts' label positions. progress: a bar's label
+    `interventions`, each batch's given its prompts' label positions. bar: a bar's label
     (None: no bar)."""
     true_ids, false_ids = prompt_label_ids(m.tokenizer, prompts)
-    return accuracies(m, [p.text for p in prompts], true_ids, false_ids, interventions, batch_size, progress,
+    return accuracies(m, [p.text for p in prompts], true_ids, false_ids, interventions, batch_size, bar,
                       lambda rows: find_positions(m.tokenizer, [prompts[i] for i in rows]))
 
 

@@ -22,11 +22,12 @@ CODE = source_hash()  # the package's source as this process loaded it: findings
 
 
 def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | Path | None = None,
-           progress: Callable[[str], None] = print, ids: Sequence[str] = tuple(CLAIMS),
+           announce: Callable[[str], None] = print, ids: Sequence[str] = tuple(CLAIMS),
            heads: str | Sequence[Head] | None = None, setting: Setting = MAIN) -> list[Finding]:
     """One finding a claim of `ids` (default: all of `CLAIMS`), in their order: n prompts
     a word dataset, sentence_n a sentence dataset (none where no copy or hub can be had: those
-    say why). Only the studies those claims need are run. heads ("19-11,20-11" or (layer, head)
+    say why). Only the studies those claims need are run. announce: hears each claim's line
+    ("fig2: ...") as its judging starts (a log; default print). heads ("19-11,20-11" or (layer, head)
     pairs): analyse these in every dataset instead of each one's top K located (Figs. 3-4 and
     12-15 still judge the located top K). setting: the heads K, label words, separator and
     demonstrations a class (default: the main run's); a claim it cannot build a prompt for is
@@ -37,7 +38,7 @@ def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | 
     s = Evidence(m, n, sentence_n, seed, data_dir, heads, setting)
     found = []
     for id in ids:
-        progress(f"{id}: {CLAIMS[id].claim}")
+        announce(f"{id}: {CLAIMS[id].claim}")
         found.append(kept_finding(id, s))
     return found
 

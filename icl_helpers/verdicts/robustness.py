@@ -66,14 +66,14 @@ def entry(variation: Variation, found: Sequence[Finding]) -> dict:
 
 
 def robustness(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | Path | None = None,
-               progress: Callable[[str], None] = print, ids: Sequence[str] = tuple(CLAIMS),
+               announce: Callable[[str], None] = print, ids: Sequence[str] = tuple(CLAIMS),
                heads: str | Sequence[Head] | None = None) -> list[dict]:
     """`entry` of each of `variations(seed)`, the main run first: the claims `ids` judged by
     `report` on n prompts a word dataset and sentence_n a sentence dataset (the heads given, if
     any, in every variation)."""
     entries = []
     for v in variations(seed):
-        found = report(m, n, sentence_n, v.seed, data_dir, lambda step, v=v: progress(f"[{v.name}] {step}"), ids, heads,
+        found = report(m, n, sentence_n, v.seed, data_dir, lambda step, v=v: announce(f"[{v.name}] {step}"), ids, heads,
                        v.setting)
         entries.append(entry(v, found))
     return entries

@@ -63,7 +63,8 @@ class Explorer(widgets.VBox):
     def _repr_mimebundle_(self, **kwargs) -> dict[str, Any]:
         bundle = super()._repr_mimebundle_(**kwargs)
         chosen = ", ".join(f"{k} {v}" for k, v in self.values.items())
-        note = f"Interactive when the notebook runs: move the {' and '.join(self.controls)} controls (here: {chosen})."
+        named = " and ".join(self.controls)
+        note = f"Interactive when the notebook runs: move its {named} control{'s' * (len(self.controls) > 1)} (here: {chosen})."
         return static_copy(self.shown, note) | bundle | {"text/plain": f"Explorer ({chosen}): run the notebook to move its controls"}
 
 
