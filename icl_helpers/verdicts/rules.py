@@ -17,7 +17,7 @@ from ..core.heads import Head
 from ..data.setting import MAIN
 from ..stats import mean_ci
 from ..studies.label_attention import true_vs_false
-from .judgement import PARTLY, REPLICATES, Judgement, all_hold, ours_text, together
+from .judgement import FAILS, PARTLY, REPLICATES, Judgement, all_hold, ours_text, together
 
 K = MAIN.heads  # in-context heads (20; a robustness setting analyses its own number, `data.setting`)
 RANDOM_DRAWS = 20  # layer-matched random-head draws (Fig. 5, the causal check)
@@ -66,3 +66,10 @@ def judge_together(parts: dict[str, Judgement], n: int, heads: str) -> Judgement
     shown = "; ".join(f"{name}: {ours_text(j)}, {j.verdict} ({j.why})" for name, j in parts.items())
     return Judgement(f"{count[REPLICATES]} of {len(parts)} replicate, {count[PARTLY]} partly", None, n,
                      together(list(parts.values())), f"{heads}. {shown}")
+
+
+def judge_sign(effect: float, ci: tuple[float, float], n: int, why: str) -> Judgement:
+    """An effect judged by its sign: replicates where its 95% CI lies above 0, does not
+    replicate where it lies below 0, partly otherwise."""
+    verdict = REPLICATES if ci[0] > 0 else FAILS if ci[1] < 0 else PARTLY
+    return Judgement(effect, ci, n, verdict, why)

@@ -38,9 +38,7 @@ register(Claim(id="fig6", claim="In-context heads attend much more to the true l
 
 def judge_truth_control(effects: Effects) -> Judgement:
     """The recency family's truth effect: attention a label position gets for being true, at equal distance."""
-    lo, hi = effects.truth_ci
-    verdict = REPLICATES if lo > 0 else FAILS if hi < 0 else PARTLY
-    return Judgement(effects.truth, effects.truth_ci, effects.n, verdict, effects.text())
+    return rules.judge_sign(effects.truth, effects.truth_ci, effects.n, effects.text())
 
 
 def fig6_control(s: Evidence) -> Judgement:

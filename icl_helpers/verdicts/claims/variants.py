@@ -14,7 +14,7 @@ from ...studies.recency import Effects
 from ...studies.runner import prompt_set
 from ..evidence import FIRST, WORD, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, all_hold, not_tested, together
-from ..rules import Clusters
+from ..rules import Clusters, judge_sign
 from .claim import FLOW, ISSUE_44, RECENCY_CONTROL, SENTENCE_ONLY, V1, Claim, register
 
 
@@ -103,9 +103,7 @@ register(Claim(id="fig9", claim="Re-ordered prompts: summed attention on true la
 
 def judge_distance_control(effects: Effects) -> Judgement:
     """The recency family's distance effect: attention a label position gets for being nearest the input, at equal truth."""
-    lo, hi = effects.distance_ci
-    verdict = REPLICATES if lo > 0 else FAILS if hi < 0 else PARTLY
-    return Judgement(effects.distance, effects.distance_ci, effects.n, verdict, effects.text())
+    return judge_sign(effects.distance, effects.distance_ci, effects.n, effects.text())
 
 
 def fig9_control(s: Evidence) -> Judgement:
