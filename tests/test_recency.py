@@ -41,13 +41,15 @@ def test_cells_and_effects_recover_the_constructed_attention():
     assert none.truth_ci[0] < 0 < none.truth_ci[1] and none.distance_ci[0] < 0 < none.distance_ci[1]
 
 
-def test_truth_effect_equals_the_difference_of_means_in_the_crossed_design():
+def test_the_closed_form_is_the_least_squares_fit_of_the_crossed_design():
     g = torch.Generator().manual_seed(1)
     cells = torch.rand(10, 2, 4, generator=g)
-    truth, distance = recency.fit(cells)
-    table = cells.mean(0)
-    close(truth, table[1].mean() - table[0].mean(), scale=float(cells.max()))  # differences of means of cells in [0, 1)
-    close(distance, table[:, 0].mean() - table[:, 3].mean(), scale=float(cells.max()))
+    table = cells.double().mean(0)
+    truth = torch.tensor([0.0, 1.0], dtype=torch.float64)[:, None].expand(2, 4).reshape(-1, 1)
+    rank = torch.eye(4, dtype=torch.float64).repeat(2, 1)  # one column a rank: no separate intercept
+    coef = torch.linalg.lstsq(torch.cat([truth, rank], 1), table.reshape(-1, 1)).solution.flatten()
+    close(recency.fit(cells), (coef[0], coef[1] - coef[4]), scale=float(cells.max()))  # effects of values in [0, 1)
+    assert recency.fit(cells) == recency.fit(cells.clone())
 
 
 def test_orders_table_splits_accuracy_by_the_nearest_label():
