@@ -1,15 +1,20 @@
 """Frozen-norm projection and log-probability increase, against a naive full-vocabulary version."""
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
+from icl_helpers import ICLModel
+from icl_helpers.core import sizes
 from icl_helpers.core.attribution import (
     Readout,
     heads_position_increase,
     layer_head_increase,
     neuron_increase,
     position_increase,
+    readout_of,
 )
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.locate import locate
@@ -41,12 +46,15 @@ def test_projection_is_linear(small, dec):
     close(r.direct(x + v, dec.scale), r.direct(x, dec.scale) + r.direct(v, dec.scale))
 
 
+@pytest.mark.parametrize("keep_floats", [0, None])  # the fold made each chunk; kept from the first call on
 @pytest.mark.parametrize("n_prompts", [3, 24])  # 24 prompts take the folded path (B(H-1) > d)
-def test_layer_head_increase_equals_naive(small, dec, n_prompts):
-    r = Readout(small.arch)
+def test_layer_head_increase_equals_naive(small, dec, n_prompts, keep_floats):
+    r = Readout(small.arch, keep_floats=keep_floats)
+    layer_head_increase(r, dec.z, dec.resid, dec.predictions, dec.scale, dec.attn_scale)  # keeps the fold, if it may
+    assert bool(r.kept) == (keep_floats is None)
     rows = slice(0, n_prompts)
     w, scale = dec.predictions[rows], dec.scale[rows]
-    head, attn, ffn = layer_head_increase(r, small.arch, dec.z[rows], dec.resid[rows], w, scale, dec.attn_scale[rows])
+    head, attn, ffn = layer_head_increase(r, dec.z[rows], dec.resid[rows], w, scale, dec.attn_scale[rows])
     heads = dec.heads()[rows]
     at = logprob_scale(dec)
     for l in range(small.arch.n_layers):
@@ -57,10 +65,10 @@ def test_layer_head_increase_equals_naive(small, dec, n_prompts):
 
 def test_chunking_changes_nothing(small, dec):
     w = dec.predictions
-    whole = layer_head_increase(Readout(small.arch), small.arch, dec.z, dec.resid, w, dec.scale, dec.attn_scale)
-    tiny = Readout(small.arch, vocab_chunk=999, block_floats=4_000)  # uneven chunks, 1-prompt blocks
+    whole = layer_head_increase(Readout(small.arch), dec.z, dec.resid, w, dec.scale, dec.attn_scale)
+    tiny = Readout(small.arch, vocab_chunk=999, block_floats=4_000, keep_floats=0)  # uneven chunks, 1-prompt blocks
     assert [rows.stop - rows.start for rows in tiny.blocks(3, small.arch.n_layers + small.arch.n_heads + 2)] == [1, 1, 1]
-    for got, want in zip(layer_head_increase(tiny, small.arch, dec.z, dec.resid, w, dec.scale, dec.attn_scale), whole):
+    for got, want in zip(layer_head_increase(tiny, dec.z, dec.resid, w, dec.scale, dec.attn_scale), whole):
         close(got, want, scale=logprob_scale(dec))
 
 
@@ -75,10 +83,13 @@ def test_position_increase_equals_naive(small, dec):
             close(position_increase(r, dec, l, h, w), want, scale=logprob_scale(dec))
 
 
-def test_heads_position_increase_equals_naive_at_the_chosen_positions(small, dec):
+@pytest.mark.parametrize("kept", [False, True])  # the listed heads' fold made, or taken from every head's kept fold
+def test_heads_position_increase_equals_naive_at_the_chosen_positions(small, dec, kept):
     """Several heads (of different layers and, with GQA, of a shared key-value head) at three
     positions a prompt, one of them repeated, in one pass."""
-    r, w = Readout(small.arch), dec.predictions
+    r, w = Readout(small.arch, keep_floats=None if kept else 0), dec.predictions
+    layer_head_increase(r, dec.z, dec.resid, w, dec.scale, dec.attn_scale)  # 24 prompts: folded
+    assert bool(r.kept) == kept
     L, H = small.arch.n_layers, small.arch.n_heads
     heads = [(L - 1, H - 1), (0, 0), (1, 1), (0, 1)]
     T = dec.input_ids.shape[1]
@@ -122,7 +133,7 @@ def test_locate_scores_given_targets(small):
     result = locate(small, PROMPTS, targets=targets)
     assert result.targets.tolist() == [11] * len(PROMPTS)
     dec = decompose(small, PROMPTS)  # in prompt order; locate runs them shortest first
-    want = layer_head_increase(Readout(small.arch), small.arch, dec.z, dec.resid, targets, dec.scale, dec.attn_scale)
+    want = layer_head_increase(Readout(small.arch), dec.z, dec.resid, targets, dec.scale, dec.attn_scale)
     for got, expected in zip((result.head, result.attn, result.ffn), want):
         close(got, expected, scale=logprob_scale(dec))
 
@@ -130,8 +141,40 @@ def test_locate_scores_given_targets(small):
 def test_locate_in_groups_equals_one_group(small, dec, monkeypatch):
     prompts = PROMPTS * 4
     whole = locate(small, prompts, batch_size=4)
-    monkeypatch.setattr("icl_helpers.core.locate.GROUP_FLOATS", 1)  # one batch of 4 prompts a group
+    one_batch = sizes.Sizes(1024, sizes.CPU_BLOCK, group_floats=1, keep_floats=0)  # one batch of 4 prompts a group
+    monkeypatch.setattr("icl_helpers.core.locate.sizes_for", lambda device: one_batch)
     grouped = locate(small, prompts, batch_size=4)
     for got, want in zip((grouped.head, grouped.attn, grouped.ffn), (whole.head, whole.attn, whole.ffn)):
         close(got, want, scale=logprob_scale(dec))  # dec: the same prompts, 8 times over
     assert torch.equal(grouped.targets, whole.targets)
+
+
+def test_a_model_keeps_its_readout_until_its_weights_change(small, dec):
+    m = ICLModel(copy.deepcopy(small.model), small.tokenizer)
+    prompts = PROMPTS * 8
+    first = locate(m, prompts)
+    r = readout_of(m)
+    assert r is readout_of(m) and r.kept  # 24 prompts: folded, and the fold kept
+    close(locate(m, prompts).head, first.head, scale=logprob_scale(dec))  # from the kept fold
+    with torch.no_grad():
+        m.arch.W_O(0)  # the edit below must reach W_O: an attention output weight, in place
+        next(p for n, p in m.model.named_parameters() if n.endswith(("o_proj.weight", "c_proj.weight"))).mul_(3)
+    assert readout_of(m) is not r
+    fresh = locate(m, prompts)
+    dec_after = decompose(m, prompts)
+    want = layer_head_increase(Readout(m.arch, keep_floats=0), dec_after.z, dec_after.resid, dec_after.predictions,
+                               dec_after.scale, dec_after.attn_scale)[0]
+    close(fresh.head, want, scale=logprob_scale(dec_after))
+    assert (fresh.head - first.head).abs().max() > 1e-3  # the edit moved the scores
+
+
+def test_sizes_suit_the_device(monkeypatch):
+    cpu = sizes.sizes_for("cpu")
+    assert (cpu.vocab_chunk, cpu.block_floats, cpu.group_floats) == (1024, 2**22, 2**27)
+    assert cpu.keep_floats == sizes.available_memory() // 64  # a sixteenth of the free memory, in floats
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (80 * 2**30, 94 * 2**30))  # 80 GiB free
+    gpu = sizes.sizes_for("cuda:0")
+    assert (gpu.vocab_chunk, gpu.block_floats, gpu.group_floats, gpu.keep_floats) == (8192, 2**28, 20 * 2**27, 20 * 2**30 // 3)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (2**27, 8 * 2**30))  # 128 MiB free: the CPU's floors
+    small_gpu = sizes.sizes_for("cuda")
+    assert (small_gpu.block_floats, small_gpu.group_floats, small_gpu.keep_floats) == (2**22, 2**27, 2**25 // 3)

@@ -11,7 +11,9 @@ I(v | x) = log softmax(bs(x + v))[w] - log softmax(bs(x))[w] needs the log-sum-e
 the whole vocabulary, so every score streams over vocabulary chunks (outer loop) and
 prompt blocks (inner loop) into running log-sum-exps (`_TargetLogProb`): memory stays
 bounded whatever the batch, and a per-chunk preparation (folding W_O into G) is paid
-once per run, not once per prompt. Head scores go one layer at a time, so that each
+once per run, not once per prompt; every head's fold is kept between runs where memory allows
+(`Readout.head_fold`). How large the chunks, blocks and kept fold are depends on the device
+(`sizes.sizes_for`). Head scores go one layer at a time, so that each
 logit tile ([H, b, Vc], a few MB) stays in the CPU's cache through the five passes of
 its log-sum-exp.
 
@@ -24,31 +26,66 @@ those of v: the direct logits of the parts do not sum to the model's.
 from __future__ import annotations
 
 import math
+from functools import cached_property
 from typing import Callable, Iterator, Sequence
 
 import torch
 
 from ..model.adapters import Arch, softcap_
+from ..model.loading import ICLModel
 from .decompose import Decomposition
 from .heads import Head
+from .sizes import sizes_for
 
 # contrib(P, rows) -> [b, *S, n, Vc]: projections of the n vectors of prompts `rows`,
-# already divided by sigma, given P = prepare(G_c) for a readout chunk G_c [d, Vc].
+# already divided by sigma, given P = prepare(start, G_c) for the readout chunk G_c [d, Vc] at column start.
 Contrib = Callable[[object, slice], torch.Tensor]
 
 
 class Readout:
-    """The frozen-final-norm unembedding of one model (float32, on the unembedding's device)."""
+    """The frozen-final-norm unembedding of one model (float32, on the unembedding's device).
 
-    def __init__(self, arch: Arch, vocab_chunk: int = 1024, block_floats: int = 2**22):
-        """vocab_chunk: vocabulary columns a step; block_floats: floats the logit tiles of a prompt block may hold."""
+    `readout_of(m)` gives model m's, kept (with its kept fold) while the weights are unchanged;
+    `Readout(arch)` makes a new one."""
+
+    def __init__(self, arch: Arch, vocab_chunk: int | None = None, block_floats: int | None = None,
+                 keep_floats: int | None = None):
+        """vocab_chunk: vocabulary columns a step; block_floats: floats the logit tiles of a
+        prompt block may hold; keep_floats: floats of every head's fold W_O G that may be kept
+        between calls. Each defaults to its device's (`sizes_for`)."""
         G = arch.W_U().float() * arch.norm_weight().float()
         if arch.norm_kind == "layer":
             G = G - G.mean(1, keepdim=True)
         self.G = G  # [V, d]
+        self.arch = arch
         self.cap = arch.final_softcap  # the final logits' soft cap, or None
-        self.vocab_chunk = vocab_chunk
-        self.block_floats = block_floats
+        sizes = sizes_for(G.device)
+        self.vocab_chunk = vocab_chunk or sizes.vocab_chunk
+        self.block_floats = block_floats or sizes.block_floats
+        self.keep_floats = sizes.keep_floats if keep_floats is None else keep_floats
+        self.kept: dict[int, torch.Tensor] = {}  # first column -> W_O G_c [L, H, dh, Vc] of every head
+
+    @cached_property
+    def W_O(self) -> torch.Tensor:
+        """[L, H, dh, d]: every head's W_O in float32, on the readout's device."""
+        return self.arch.W_O_stack(self.G)
+
+    def head_fold(self, start: int, G_c: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """[L, H, dh, Vc]: W_O^{l,h} G_c of every head, for the chunk G_c [d, Vc] at column
+        `start`: kept from an earlier call, else made, and kept where the whole fold (L H dh V
+        floats) fits keep_floats; a fold that is not kept goes into `out` where given."""
+        if start not in self.kept:
+            if self.W_O.numel() // self.G.shape[1] * self.G.shape[0] > self.keep_floats:
+                return torch.matmul(self.W_O, G_c, out=out)
+            self.kept[start] = self.W_O @ G_c
+        return self.kept[start]
+
+    def heads_fold(self, start: int, G_c: torch.Tensor, heads: Sequence[Head]) -> torch.Tensor:
+        """[S, dh, Vc]: W_O^{l,h} G_c of each listed head, from the kept fold where it is there."""
+        layers, which = [l for l, _ in heads], [h for _, h in heads]
+        if start in self.kept:
+            return self.kept[start][layers, which]
+        return self.W_O[layers, which] @ G_c
 
     def direct(self, v: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         """bs(v) [B, ..., V], linear in v, for vectors v [B, ..., d] and sigma [B]: the
@@ -77,7 +114,7 @@ class Readout:
         n: int,
         target: torch.Tensor,
         scale: torch.Tensor,
-        prepare: Callable[[torch.Tensor], object] = lambda G_c: G_c,
+        prepare: Callable[[int, torch.Tensor], object] = lambda start, G_c: G_c,
     ) -> torch.Tensor:
         """I(v_i | x) for n vectors v_i on a base x: [B, *S, n].
 
@@ -91,13 +128,23 @@ class Readout:
         before, after = _TargetLogProb((B, *S), device, self.cap), _TargetLogProb((B, *S, n), device, self.cap)
         where = target.to(device).view(-1, *[1] * len(S))  # [B, 1..]: broadcasts over S
         for start, G_c in self.chunks():
-            P = prepare(G_c)
+            P = prepare(start, G_c)
             for rows in self.blocks(B, math.prod(S) * (n + 1)):
                 b = _scaled(base[rows], inv[rows]) @ G_c  # [b, *S, Vc]
                 tile = contrib(P, rows).add_(b.unsqueeze(-2))
                 after.add((rows,), tile, where[rows].unsqueeze(-1) - start)
                 before.add((rows,), b, where[rows] - start)
         return after.value - before.value.unsqueeze(-1)
+
+
+def readout_of(m: ICLModel) -> Readout:
+    """m's readout at its device's sizes, made once and kept on m while its weights are
+    unchanged (`ICLModel.weights_state`), so every study reuses its kept fold."""
+    state = m.weights_state()
+    if m._readout is None or m._readout[0] != state:
+        m._readout = None  # the old readout's memory goes before the new one is made
+        m._readout = state, Readout(m.arch)
+    return m._readout[1]
 
 
 class _TargetLogProb:
@@ -160,32 +207,33 @@ class _Reused:
         return self.buffers[name][:n].view(shape)
 
 
-def _head_logits(arch: Arch, z: torch.Tensor, inv: torch.Tensor, buffers: _Reused) -> tuple[Callable, Callable]:
-    """(prepare, logits): prepare(G_c) once a vocabulary chunk; logits(P, layer, rows) ->
-    [H, b, Vc], bs of each head of one layer for prompts `rows`, divided by sigma.
+def _head_logits(readout: Readout, z: torch.Tensor, inv: torch.Tensor, buffers: _Reused) -> tuple[Callable, Callable]:
+    """(prepare, logits): prepare(start, G_c) once a vocabulary chunk; logits(P, layer, rows)
+    -> [H, b, Vc], bs of each head of one layer for prompts `rows`, divided by sigma.
 
     z: [B, L, H, dh]; inv: [B, L] attn_scale_l / sigma. For many prompts W_O is folded
-    into the readout once a chunk (z scores against W_O^{l,h} G_c [dh, Vc]): d/dh times
-    fewer operations a prompt, for L*d*d*Vc a chunk; for a few prompts the heads are
-    projected as they are.
+    into the readout (z scores against W_O^{l,h} G_c [dh, Vc], `Readout.head_fold`): d/dh
+    times fewer operations a prompt, for L*H*dh*d*Vc a chunk, or none where the fold is kept;
+    for a few prompts the heads are projected as they are.
     """
     B, L, H, dh = z.shape
-    W_O = arch.W_O_stack(inv)  # [L, H, dh, d]
-    if B * (H - 1) <= arch.d_model:  # folding pays once B > d / (H - 1)
-        heads = torch.einsum("blhk,lhkd->lhbd", _scaled(z, inv), W_O)  # [L, H, B, d]
-        return (lambda G_c: G_c), (lambda G_c, l, rows: heads[l, :, rows] @ G_c)
+    if B * (H - 1) <= readout.arch.d_model:  # folding pays once B > d / (H - 1)
+        heads = torch.einsum("blhk,lhkd->lhbd", _scaled(z, inv), readout.W_O)  # [L, H, B, d]
+        return (lambda start, G_c: G_c), (lambda G_c, l, rows: heads[l, :, rows] @ G_c)
 
-    def fold(G_c: torch.Tensor) -> torch.Tensor:  # [L, H, dh, Vc]
-        return torch.matmul(W_O, G_c, out=buffers.out("fold", (L, H, dh, G_c.shape[1])))
+    def fold(start: int, G_c: torch.Tensor) -> torch.Tensor:  # [L, H, dh, Vc]
+        return readout.head_fold(start, G_c, out=buffers.out("fold", (L, H, dh, G_c.shape[1])))
+
+    scaled = _scaled(z, inv).permute(1, 2, 0, 3).contiguous()  # [L, H, B, dh]: scaled once, not once a chunk
 
     def folded(WG: torch.Tensor, l: int, rows: slice) -> torch.Tensor:
-        return _scaled(z[rows, l], inv[rows, l]).transpose(0, 1) @ WG[l]  # [H, b, dh] @ [H, dh, Vc]
+        return scaled[l, :, rows] @ WG[l]  # [H, b, dh] @ [H, dh, Vc]
 
     return fold, folded
 
 
 def layer_head_increase(
-    readout: Readout, arch: Arch, z: torch.Tensor, resid: torch.Tensor, target: torch.Tensor, scale: torch.Tensor,
+    readout: Readout, z: torch.Tensor, resid: torch.Tensor, target: torch.Tensor, scale: torch.Tensor,
     attn_scale: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Every head's, attention layer's and FFN layer's increase in one pass over the vocabulary.
@@ -199,33 +247,40 @@ def layer_head_increase(
     heads' plus b_O's, so log p(m_l) comes with the heads, and I(FFN_l | m_l) is
     log p(x_{l+1}) - log p(m_l) since x_{l+1} = m_l + FFN_l.
     """
+    arch = readout.arch
     B, L, H = z.shape[0], arch.n_layers, arch.n_heads
     device = readout.G.device
     inv, target = 1 / scale.float().to(device), target.to(device)
     head_inv = inv[:, None] * attn_scale.float().to(device)  # [B, L]
     buffers = _Reused(readout.G)
-    prepare, head_logits = _head_logits(arch, z, head_inv, buffers)
-    b_O = torch.stack([_bias(arch, l, readout.G) for l in range(L)])  # [L, d]
+    prepare, head_logits = _head_logits(readout, z, head_inv, buffers)
+    b_O = _biases(arch, device)  # [L, d] or None
+    r = _scaled(resid.to(device), inv).transpose(0, 1).contiguous()  # [L+1, B, d]: scaled once
     x, mid, heads = (_TargetLogProb(shape, device, readout.cap) for shape in ((L + 1, B), (L, B), (L, H, B)))
     for start, G_c in readout.chunks():
-        P, bias = prepare(G_c), b_O @ G_c  # bias: [L, Vc], unscaled logits of b_O
+        P = prepare(start, G_c)
+        bias = None if b_O is None else b_O @ G_c  # [L, Vc], unscaled logits of b_O
         for rows in readout.blocks(B, L + H + 2):  # base [L+1, b, Vc], heads [H, b, Vc], m_l [b, Vc]
             column = target[rows] - start  # [b]
-            r = _scaled(resid[rows], inv[rows]).transpose(0, 1)  # [L+1, b, d]
-            base = torch.matmul(r, G_c, out=buffers.out("base", (L + 1, r.shape[1], G_c.shape[1])))
+            base = torch.matmul(r[:, rows], G_c, out=buffers.out("base", (L + 1, len(column), G_c.shape[1])))
             for l in range(L):
                 tile = head_logits(P, l, rows)  # [H, b, Vc]
-                mid.add((l, rows), tile.sum(0).add_(base[l]).add_(bias[l] * head_inv[rows, l, None]), column)
+                m = tile.sum(0).add_(base[l])  # [b, Vc]: log p(m_l)'s logits
+                if bias is not None:
+                    m.addcmul_(head_inv[rows, l, None], bias[l])
+                mid.add((l, rows), m, column)
                 heads.add((l, slice(None), rows), tile.add_(base[l]), column)
             x.add((slice(None), rows), base, column)
     lp_x, lp_mid = x.value, mid.value  # [L+1, B], [L, B]
     return (heads.value - lp_x[:L, None]).permute(2, 0, 1), (lp_mid - lp_x[:L]).T, (lp_x[1:] - lp_mid).T
 
 
-def _bias(arch: Arch, layer: int, like: torch.Tensor) -> torch.Tensor:
-    """[d]: b_O of a layer in float32, zeros where the model has none."""
-    b = arch.b_O(layer)
-    return torch.zeros(arch.d_model, device=like.device) if b is None else b.float().to(like.device)
+def _biases(arch: Arch, device: torch.device) -> torch.Tensor | None:
+    """[L, d]: every layer's b_O in float32 (zeros where a layer has none); None where no layer has one."""
+    b_O = [arch.b_O(l) for l in range(arch.n_layers)]
+    if all(b is None for b in b_O):
+        return None
+    return torch.stack([torch.zeros(arch.d_model) if b is None else b.float().cpu() for b in b_O]).to(device)
 
 
 def position_increase(readout: Readout, dec: Decomposition, layer: int, head: int, target: torch.Tensor) -> torch.Tensor:
@@ -253,9 +308,8 @@ def heads_position_increase(readout: Readout, dec: Decomposition, heads: Sequenc
     values = dec.head_values(list(heads))  # [B, S, T, dh]
     v = values.gather(2, at.unsqueeze(-1).expand(-1, -1, -1, values.shape[-1]))  # [B, S, P, dh]
     u = _scaled(alpha.unsqueeze(-1) * v, dec.attn_scale[:, layers].float() / dec.scale.float()[:, None])  # [B, S, P, dh]
-    W_O = dec.arch.W_O_heads(list(heads), u)  # [S, dh, d]
     return readout.increase(dec.resid[:, layers], lambda WG, rows: torch.einsum("bskh,shv->bskv", u[rows], WG), P,
-                            target, dec.scale, prepare=lambda G_c: W_O @ G_c)
+                            target, dec.scale, prepare=lambda start, G_c: readout.heads_fold(start, G_c, heads))
 
 
 def neuron_increase(readout: Readout, dec: Decomposition, layer: int, target: torch.Tensor) -> torch.Tensor:
@@ -267,5 +321,5 @@ def neuron_increase(readout: Readout, dec: Decomposition, layer: int, target: to
     W_out = dec.arch.W_out(layer).float()  # [d_ffn, d]
     return readout.increase(
         dec.mid[:, layer], lambda WG, rows: a[rows].unsqueeze(-1) * WG, a.shape[1], target, dec.scale,
-        prepare=lambda G_c: W_out @ G_c,
+        prepare=lambda start, G_c: W_out @ G_c,
     )

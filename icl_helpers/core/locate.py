@@ -9,12 +9,11 @@ from ..cache import Tensors
 from ..errors import UsageError, check_prompts, warn_without_demonstration
 from ..model.adapters import Arch
 from ..model.loading import ICLModel, check_model
-from .attribution import Readout, layer_head_increase
+from .attribution import Readout, layer_head_increase, readout_of
 from .batching import in_prompt_order, length_batches, scoring_groups, walk
 from .decompose import Decomposition, decompose
 from .heads import Head, Shape, at_heads, model_heads, top_heads
-
-GROUP_FLOATS = 2**27  # floats of last-position vectors (z, residuals) one scoring pass may hold
+from .sizes import sizes_for
 
 
 @dataclass
@@ -53,16 +52,17 @@ def locate(
     targets: [N] token ids to score; default, each prompt's predicted token.
     The prompts run through the model in batches of `batch_size` prompts of similar length
     (the results are in prompt order). Their last-position vectors are then scored a group
-    at a time, as many prompts as GROUP_FLOATS allows (all of them, for a few thousand
-    prompts of a small model), in one pass over the vocabulary that folds W_O into the
-    readout once: memory stays bounded for any number of prompts.
+    at a time, as many prompts as the device's `Sizes.group_floats` allows (all of them, for a
+    few thousand prompts of a small model), in one pass over the vocabulary that folds W_O
+    into the readout once (or reuses the kept fold): memory stays bounded for any number of
+    prompts.
     """
     check_model(m)
     prompts = check_prompts(prompts)
     warn_without_demonstration(prompts)
     targets = None if targets is None else check_targets(targets, len(prompts), m.arch.W_U().shape[0])
     batches = length_batches(m, prompts, batch_size)  # similar lengths together; results back in prompt order
-    scoring = Scoring(m.arch, batches, batch_size, targets)
+    scoring = Scoring(readout_of(m), batches, batch_size, targets)
     for _, texts in walk(prompts, batches, "locate", progress):
         scoring.add(decompose(m, texts))
     return scoring.result()
@@ -85,11 +85,11 @@ def check_targets(targets: torch.Tensor | list[int], n: int, vocab: int) -> torc
     return t
 
 
-def group_size(arch: Arch, batch_size: int) -> int:
+def group_size(arch: Arch, batch_size: int, group_floats: int) -> int:
     """How many prompts one scoring pass takes (at least batch_size): as many as whose
-    last-position vectors (z, residuals) fit in GROUP_FLOATS."""
+    last-position vectors (z, residuals) fit in group_floats."""
     per_prompt = arch.n_layers * arch.n_heads * arch.d_head + (arch.n_layers + 1) * arch.d_model
-    return max(1, GROUP_FLOATS // per_prompt // batch_size) * batch_size
+    return max(1, group_floats // per_prompt // batch_size) * batch_size
 
 
 class Scoring:
@@ -99,9 +99,11 @@ class Scoring:
     one buffer: no second copy while concatenating. targets: [N] token ids to score,
     default each prompt's prediction."""
 
-    def __init__(self, arch: Arch, batches: list[torch.Tensor], batch_size: int, targets: torch.Tensor | None = None):
-        self.readout, self.arch, self.batches, self.targets = Readout(arch), arch, batches, targets
-        self.groups = scoring_groups(batches, group_size(arch, batch_size))
+    def __init__(self, readout: Readout, batches: list[torch.Tensor], batch_size: int,
+                 targets: torch.Tensor | None = None):
+        self.readout, self.batches, self.targets = readout, batches, targets
+        group_floats = sizes_for(readout.G.device).group_floats
+        self.groups = scoring_groups(batches, group_size(readout.arch, batch_size, group_floats))
         self.parts: list[Tensors] = []  # per group: LocateResult's fields, [n, ...] each, on the CPU
         self._next_group()
 
@@ -127,7 +129,7 @@ class Scoring:
         z, resid, scale, attn_scale, w = self.held.values()
         if self.targets is not None:
             w = self.targets[self.rows.to(self.targets.device)].to(w.device)
-        head, attn, ffn = layer_head_increase(self.readout, self.arch, z, resid, w, scale, attn_scale)
+        head, attn, ffn = layer_head_increase(self.readout, z, resid, w, scale, attn_scale)
         self.parts.append({"head": head.cpu(), "attn": attn.cpu(), "ffn": ffn.cpu(), "targets": w.cpu()})
 
     def result(self) -> LocateResult:

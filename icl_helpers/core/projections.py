@@ -107,12 +107,12 @@ def label_value_ranks(readout: Readout, dec: Decomposition, heads: list[Head], l
     """
     v = dec.head_values(heads).float().transpose(0, 1)  # [S, B, T, dh]
     S, B, T, dh = v.shape
-    W_O = dec.arch.W_O_heads(heads, v)  # [S, dh, d]
+    W_O = readout.W_O[[l for l, _ in heads], [h for _, h in heads]]  # [S, dh, d]
     own = readout.G[dec.input_ids]  # [B, T, d]: readout row of each position's token
     own_logit = torch.einsum("sbtk,skd,btd->sbt", v, W_O, own)  # [S, B, T]
     higher = torch.zeros_like(own_logit)
     for start, G_c in readout.chunks():  # G_c [d, Vc]
-        WG = W_O @ G_c  # [S, dh, Vc]
+        WG = readout.heads_fold(start, G_c, heads)  # [S, dh, Vc]
         ids = torch.arange(start, start + G_c.shape[1], device=v.device)
         for rows in readout.blocks(B, S * T):
             block = v[:, rows]  # [S, b, T, dh]

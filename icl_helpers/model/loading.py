@@ -51,6 +51,7 @@ class ICLModel:
     name: str = ""
     arch: Arch = field(init=False)
     _fingerprint: tuple[tuple, str] | None = field(default=None, init=False, repr=False, compare=False)
+    _readout: tuple[tuple, object] | None = field(default=None, init=False, repr=False, compare=False)  # core's
 
     def __post_init__(self) -> None:
         self.model.eval().requires_grad_(False)
@@ -68,8 +69,7 @@ class ICLModel:
         values (evenly spaced) and, so that an edit anywhere shows, the float64 sum of all its
         values and of their magnitudes. Results cached under it are never read for other weights."""
         tensors = self.model.state_dict()
-        # where each tensor lives and torch's count of in-place edits to it: unchanged, the weights are
-        state = tuple((t.data_ptr(), t._version) for t in tensors.values())
+        state = self.weights_state()
         if self._fingerprint is None or self._fingerprint[0] != state:
             digest = hashlib.sha256()
             with torch.no_grad():
@@ -80,6 +80,11 @@ class ICLModel:
                     digest.update(f"{name}{tuple(t.shape)}{t.dtype}".encode() + sample.numpy().tobytes() + sums.numpy().tobytes())
             self._fingerprint = state, digest.hexdigest()[:12]
         return self._fingerprint[1]
+
+    def weights_state(self) -> tuple:
+        """Where each weight lives and torch's count of in-place edits to it: while this is
+        unchanged, so are the weights (what is derived from them may be kept)."""
+        return tuple((t.data_ptr(), t._version) for t in self.model.state_dict().values())
 
     @property
     def device(self) -> torch.device:

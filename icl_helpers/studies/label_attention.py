@@ -14,7 +14,7 @@ from typing import Sequence
 import pandas as pd
 import torch
 
-from ..core.attribution import Readout, heads_position_increase
+from ..core.attribution import heads_position_increase, readout_of
 from ..core.heads import Head, at_heads
 from ..core.projections import token_strings
 from ..data.prompts import prompt_label_ids
@@ -67,7 +67,7 @@ def label_increases(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_siz
     labels as in `LabelAttention.per_label` (NaN past a prompt's labels). Fig. 7's y-axis.
     Read from the prompt set's `LabelRecord`, batch_size prompts a call to
     `heads_position_increase` (which folds W_O into the readout once a call): no model pass."""
-    readout, record = Readout(m.arch), label_record(m, ps)
+    readout, record = readout_of(m), label_record(m, ps)
     D = ps.positions.labels.shape[1]
     out = torch.full((len(ps), len(heads), D), torch.nan)
     for rows, dec in record.decompositions(m, batch_size):

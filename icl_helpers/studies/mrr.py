@@ -9,7 +9,7 @@ from typing import Sequence
 
 import torch
 
-from ..core.attribution import Readout
+from ..core.attribution import readout_of
 from ..core.heads import Head, same_layer_random_heads
 from ..core.projections import label_value_ranks
 from ..data.prompts import prompt_label_ids
@@ -25,7 +25,7 @@ def label_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: i
     for the D label positions of each prompt, in prompt order (nan-padded if D varies). Read
     from the prompt set's `LabelRecord` (the values at its label positions), batch_size prompts
     a call to `label_value_ranks` (which folds W_O into the readout once a call): no model pass."""
-    readout, record = Readout(m.arch), label_record(m, ps)
+    readout, record = readout_of(m), label_record(m, ps)
     out = torch.full((len(ps), len(heads), ps.positions.labels.shape[1]), torch.nan)
     for rows, dec in record.decompositions(m, batch_size):
         out[rows] = label_value_ranks(readout, dec, list(heads), ps.positions[rows].valid).cpu()

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import torch
 
-from ..core.attribution import Readout
+from ..core.attribution import readout_of
 from ..core.heads import Head
 from ..model.loading import ICLModel
 from .runner import PromptSet, decomposed, study_result
@@ -33,7 +33,7 @@ def order_increases(m: ICLModel, ps: PromptSet, heads: Sequence[Head], seed: int
     g = torch.Generator().manual_seed(seed)
     order = torch.rand(len(ps), len(heads), H, generator=g)  # each head's place in its random order
     before = order < order.gather(-1, hs.expand(len(ps), -1)[..., None])  # [N, S, H]: added before the head
-    readout = Readout(m.arch)
+    readout = readout_of(m)
 
     def compute() -> dict[str, torch.Tensor]:
         out = torch.empty(len(ps), len(heads), len(ORDERS))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from ..core.attribution import Readout
+from ..core.attribution import Readout, readout_of
 from ..core.decompose import Decomposition
 from ..core.heads import Head
 from ..core.projections import project_head, token_strings
@@ -56,7 +56,7 @@ def projections(m: ICLModel, ps: PromptSet, batch_size: int = 8) -> Projections:
         positions = ps.positions[rows]
         return dec.at_positions(torch.cat([positions.labels.clamp(min=0), positions.last[:, None]], 1))  # [b, D + 1]
 
-    return Projections(ps, gathered(m, ps, batch_size, RECORD, at_labels_and_last), Readout(m.arch), m.tokenizer)
+    return Projections(ps, gathered(m, ps, batch_size, RECORD, at_labels_and_last), readout_of(m), m.tokenizer)
 
 
 def label_value_hits(table: pd.DataFrame) -> float:

@@ -17,6 +17,7 @@ from typing import Iterator, Sequence
 import torch
 
 from ..cache import Tensors, cached
+from ..core.attribution import readout_of
 from ..core.batching import chunks, in_prompt_order, length_batches, walk
 from ..core.decompose import Decomposition, decompose
 from ..core.interventions import intervening
@@ -84,7 +85,7 @@ def prompt_pass(m: ICLModel, ps: PromptSet, kinds: Sequence[str] = KINDS, batch_
         raise UsageError(f"A prompt pass records {', '.join(KINDS)}, not {', '.join(unknown)}.")
     record = ["pattern"] + ["values"] * ("label-record" in kinds)
     batches = length_batches(m, ps.texts, batch_size)
-    scoring = Scoring(m.arch, batches, batch_size) if "locate" in kinds else None  # only to score heads
+    scoring = Scoring(readout_of(m), batches, batch_size) if "locate" in kinds else None  # only to score heads
     of = {"label-attention": label_attention_of, "label-record": _record_of}
     kept: dict[str, list[Tensors]] = {kind: [] for kind in of if kind in kinds}
     for rows, texts in walk(ps.texts, batches, ps.title):

@@ -13,7 +13,7 @@ from typing import Sequence
 import pandas as pd
 import torch
 
-from ..core.attribution import Readout, heads_position_increase, neuron_increase
+from ..core.attribution import heads_position_increase, neuron_increase, readout_of
 from ..core.heads import Head
 from ..core.projections import top_tokens
 from ..data.positions import LabelPositions
@@ -30,7 +30,7 @@ TRUE_LABEL, FALSE_LABEL, DEMONSTRATION, LAST, OTHER = range(len(POSITION_KINDS))
 def position_increases(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 16) -> torch.Tensor:
     """[N, S, T]: the position-level increase of every position's subvalue in each head toward
     the model's prediction (`heads_position_increase`), NaN past a prompt's last position."""
-    readout = Readout(m.arch)
+    readout = readout_of(m)
     out = torch.full((len(ps), len(heads), int(ps.positions.last.max()) + 1), torch.nan)
     for rows, dec in decomposed(m, ps, batch_size, record=["pattern", "values"]):
         B, T = dec.input_ids.shape
@@ -83,7 +83,7 @@ def neuron_increases(m: ICLModel, ps: PromptSet, layers: Sequence[int], batch_si
     model's prediction (`neuron_increase`). The last positions of all prompts are scored
     together: W_out is folded into the readout once a layer, not once a batch."""
     dec = gathered(m, ps, batch_size, ["neurons"], lambda rows, dec: dec.at_positions(dec.last[:, None]))
-    readout = Readout(m.arch)
+    readout = readout_of(m)
     return torch.stack([neuron_increase(readout, dec, l, dec.predictions) for l in layers], 1).cpu()
 
 
@@ -91,7 +91,7 @@ def top_neurons(m: ICLModel, layers: Sequence[int], increase: torch.Tensor, k: i
                 ) -> pd.DataFrame:
     """The k neurons of each layer with the largest mean increase over prompts, increase
     [N, F, d_ffn], best first, with the top tokens of their output rows W_out[k] in the vocabulary."""
-    readout, rows = Readout(m.arch), []
+    readout, rows = readout_of(m), []
     for layer, mean in zip(layers, increase.mean(0)):
         best = mean.topk(k)
         W_out = m.arch.W_out(layer).float().to(readout.G.device)

@@ -18,7 +18,7 @@ from typing import Sequence
 import pandas as pd
 import torch
 
-from ..core.attribution import Readout
+from ..core.attribution import Readout, readout_of
 from ..core.decompose import Decomposition
 from ..core.heads import Head, head_name, same_layer_random_heads
 from ..data.prompts import Prompt, split_separator
@@ -103,7 +103,7 @@ def tower_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: i
     NaN past a prompt's demonstrations."""
     heads = [tuple(h) for h in heads]
     layers = sorted({l for l, _ in heads})
-    readout = Readout(m.arch)
+    readout = readout_of(m)
     words = candidates(m, ps)
 
     def compute() -> dict[str, torch.Tensor]:

@@ -231,10 +231,6 @@ class Arch:
         """[L, H, dh, d] every layer's W_O, on `like`'s device and dtype."""
         return torch.stack([self.W_O(l).to(like) for l in range(self.n_layers)])
 
-    def W_O_heads(self, heads: list[tuple[int, int]], like: torch.Tensor) -> torch.Tensor:
-        """[S, dh, d] W_O^{l,h} of each listed (layer, head), on `like`'s device and dtype."""
-        return torch.stack([self.W_O(l)[h] for l, h in heads]).to(like)
-
     def W_out(self, layer: int) -> torch.Tensor:
         """[d_ffn, d]: neuron k's share of FFN_l is ffn_scale * a_k * W_out[k] (the gain of
         a norm ending the FFN branch folded in)."""
