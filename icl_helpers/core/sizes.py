@@ -33,10 +33,10 @@ GPU_BLOCK = 2**28  # a 1 GB logit tile: few kernels, each large
 
 def sizes_for(device: torch.device | str) -> Sizes:
     """The sizes scoring uses on `device`. A CUDA GPU's come from its free memory now, and a
-    third of it may keep the fold (a Llama-7B shape's is 16.8 GB: kept on an 80 GB GPU). Any other device (CPU, MPS) takes those measured on a CPU,
-    and keeps a fold only within a sixteenth of the free memory: on a CPU the fold is a small
-    part of scoring (SmolLM2: 5 of 50 s a locate call of 1,024 prompts, for 3.4 GB kept), so
-    memory comes first."""
+    third of it may keep the fold (a Llama-7B shape's is 16.8 GB: kept on an 80 GB GPU). Any
+    other device (CPU, MPS) takes those measured on a CPU, and keeps a fold only within a
+    sixteenth of the free memory: on a CPU the fold is a small part of scoring (SmolLM2: about
+    4 of 50 s a locate call of 1,024 prompts, for 3.4 GB kept), so memory comes first."""
     device = torch.device(device)
     if device.type == "cuda":
         free = torch.cuda.mem_get_info(device)[0] // 4  # floats
