@@ -80,12 +80,15 @@ class Readout:
             self.kept[start] = self.W_O @ G_c
         return self.kept[start]
 
+    def heads_W_O(self, heads: Sequence[Head]) -> torch.Tensor:
+        """[S, dh, d]: W_O^{l,h} of each listed (layer, head)."""
+        return self.W_O[[l for l, _ in heads], [h for _, h in heads]]
+
     def heads_fold(self, start: int, G_c: torch.Tensor, heads: Sequence[Head]) -> torch.Tensor:
         """[S, dh, Vc]: W_O^{l,h} G_c of each listed head, from the kept fold where it is there."""
-        layers, which = [l for l, _ in heads], [h for _, h in heads]
         if start in self.kept:
-            return self.kept[start][layers, which]
-        return self.W_O[layers, which] @ G_c
+            return self.kept[start][[l for l, _ in heads], [h for _, h in heads]]
+        return self.heads_W_O(heads) @ G_c
 
     def direct(self, v: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         """bs(v) [B, ..., V], linear in v, for vectors v [B, ..., d] and sigma [B]: the

@@ -107,7 +107,7 @@ def label_value_ranks(readout: Readout, dec: Decomposition, heads: list[Head], l
     """
     v = dec.head_values(heads).float().transpose(0, 1)  # [S, B, T, dh]
     S, B, T, dh = v.shape
-    W_O = readout.W_O[[l for l, _ in heads], [h for _, h in heads]]  # [S, dh, d]
+    W_O = readout.heads_W_O(heads)  # [S, dh, d]
     own = readout.G[dec.input_ids]  # [B, T, d]: readout row of each position's token
     own_logit = torch.einsum("sbtk,skd,btd->sbt", v, W_O, own)  # [S, B, T]
     higher = torch.zeros_like(own_logit)
