@@ -44,6 +44,7 @@ from ..data.positions import LabelPositions
 from ..errors import UsageError
 from ..model.hooks import Hook, attached
 from ..model.loading import ICLModel, check_model
+from ..model.weights import execution_device
 from .batching import chunks, walk
 from .heads import Head, head_mask, model_heads
 
@@ -123,8 +124,9 @@ def ablated(m: ICLModel, heads: Heads, means: torch.Tensor | None = None) -> Ite
     for l, drop in masks.items():
         module = arch.attn_out(l)
         fill = torch.zeros(arch.n_heads, arch.d_head) if means is None else means[l]
-        fill = fill.to(module.weight)
-        drop = drop.to(module.weight.device)
+        device = execution_device(module)
+        fill = fill.to(device, module.weight.dtype)  # a dtype even where offloaded
+        drop = drop.to(device)
         hooks.append((module, "pre", lambda mod, args, drop=drop, fill=fill: _replace_heads(args, drop, fill)))
     with attached(hooks), _active(m):
         yield

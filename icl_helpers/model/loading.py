@@ -32,6 +32,7 @@ from ..paths import (
 )
 from .adapters import Arch, adapter_class, arch_for
 from .offline import OFFLINE_MODELS, assemble_gguf, check_gguf
+from .weights import execution_device, named_weights
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 
@@ -68,12 +69,11 @@ class ICLModel:
         """A short hash of the weights: each tensor's name, shape and dtype, about 1,024 of its
         values (evenly spaced) and, so that an edit anywhere shows, the float64 sum of all its
         values and of their magnitudes. Results cached under it are never read for other weights."""
-        tensors = self.model.state_dict()
         state = self.weights_state()
         if self._fingerprint is None or self._fingerprint[0] != state:
             digest = hashlib.sha256()
             with torch.no_grad():
-                for name, t in tensors.items():
+                for name, t in named_weights(self.model):
                     flat = t.detach().flatten()
                     sample = flat[:: max(1, flat.numel() // 1024)].float().cpu()
                     sums = torch.stack([flat.sum(dtype=torch.float64), flat.abs().sum(dtype=torch.float64)]).cpu()
@@ -88,7 +88,8 @@ class ICLModel:
 
     @property
     def device(self) -> torch.device:
-        return self.model.get_input_embeddings().weight.device
+        """Where the model's inputs go: the device its embedding runs on."""
+        return execution_device(self.model.get_input_embeddings())
 
     def encode(self, prompts: list[str], offsets: bool = False):
         """Tokenize a batch, right-padded, checked against the model's context length.

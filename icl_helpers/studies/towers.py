@@ -23,6 +23,7 @@ from ..core.decompose import Decomposition
 from ..core.heads import Head, head_name, same_layer_random_heads
 from ..data.prompts import Prompt, split_separator
 from ..model.loading import ICLModel
+from ..model.weights import weight
 from .runner import PromptSet, decomposed, study_result
 
 SPELLINGS = 4  # first tokens a word is looked for as: " word", "word", " Word", "Word"
@@ -159,7 +160,7 @@ def similarity(m: ICLModel, ps: PromptSet) -> torch.Tensor:
     """[N, D]: the cosine similarity of each demonstration to the prompt's input in the model's own
     input embeddings (each text's tokens, written after a space, averaged); NaN past a prompt's
     demonstrations. The metric the paper's two towers would learn, in the model's first space."""
-    E = m.model.get_input_embeddings().weight.detach().float().cpu()
+    E = weight(m.model.get_input_embeddings()).detach().float().cpu()
 
     def embed(text: str) -> torch.Tensor:
         return E[m.tokenizer(f" {text}", add_special_tokens=False)["input_ids"]].mean(0)

@@ -21,6 +21,7 @@ from torch import nn
 from transformers.models.llama.modeling_llama import rotate_half
 
 from ..hooks import Hook
+from ..weights import weight
 
 Branch = Literal["attn", "mlp"]  # the two residual branches of a block
 
@@ -188,7 +189,7 @@ class Arch:
     # --- norms ------------------------------------------------------------------------
     def norm_gain(self, norm: nn.Module) -> torch.Tensor:
         """[d] the gain gamma a norm of this family multiplies by."""
-        return norm.weight
+        return weight(norm)
 
     def norm_weight(self) -> torch.Tensor:
         """[d] final-norm gain gamma."""
@@ -225,7 +226,7 @@ class Arch:
 
     def b_O(self, layer: int) -> torch.Tensor | None:
         """[d] or None: the output projection's bias, the attention branch norm's gain folded in."""
-        return self._gained(self.attn_out(layer).bias, "attn", layer)
+        return self._gained(weight(self.attn_out(layer), "bias"), "attn", layer)
 
     def W_O_stack(self, like: torch.Tensor) -> torch.Tensor:
         """[L, H, dh, d] every layer's W_O, on `like`'s device and dtype."""
@@ -242,7 +243,7 @@ class Arch:
 
     def b_out(self, layer: int) -> torch.Tensor | None:
         """[d] or None: the FFN output projection's bias, the FFN branch norm's gain folded in."""
-        return self._gained(self.module("neurons", layer).bias, "mlp", layer)
+        return self._gained(weight(self.module("neurons", layer), "bias"), "mlp", layer)
 
     def W_K(self, layer: int) -> torch.Tensor:
         """[H_kv, dh, d]: key = normed_input @ W_K[g].T (+ bias), before any rotation."""
@@ -250,12 +251,12 @@ class Arch:
 
     def W_U(self) -> torch.Tensor:
         """[V, d] unembedding."""
-        return self.model.get_output_embeddings().weight
+        return weight(self.model.get_output_embeddings())
 
     def b_U(self) -> torch.Tensor | None:
         """[V] or None: the unembedding's bias (GPT-J's lm_head), the same for every input;
         the frozen-norm readout leaves it out, as it does a final LayerNorm's W_U beta."""
-        return self.model.get_output_embeddings().bias
+        return weight(self.model.get_output_embeddings(), "bias")
 
     def kv_head(self, head: int) -> int:
         """The key/value head that query head `head` reads (grouped-query attention)."""

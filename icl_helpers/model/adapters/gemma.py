@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch import nn
 
 from ...errors import UsageError
+from ..weights import weight
 from .base import Site
 from .llama import POST_NORM_SITES, POST_NORMS, LlamaArch
 
@@ -36,7 +37,7 @@ class GemmaArch(LlamaArch):
 
     def norm_gain(self, norm):
         """1 + weight (Gemma's RMSNorm)."""
-        return 1 + norm.weight
+        return 1 + weight(norm)
 
 
 class Gemma2Arch(GemmaArch):

@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 from ..hooks import Hook
+from ..weights import weight
 from .base import Arch, PositionFreeKeys, Site
 
 
@@ -32,13 +33,13 @@ class GPT2Arch(Arch):
                       "values": Site("attn.c_attn", "post", columns=(2 * d, 3 * d))}
 
     def _W_O(self, layer):
-        return self.attn_out(layer).weight.view(self.n_heads, self.d_head, self.d_model)
+        return weight(self.attn_out(layer)).view(self.n_heads, self.d_head, self.d_model)
 
     def _W_out(self, layer):
-        return self.module("neurons", layer).weight
+        return weight(self.module("neurons", layer))
 
     def W_K(self, layer):
-        w = self.attn(layer).c_attn.weight[:, self.d_model : 2 * self.d_model]  # [d, H*dh]
+        w = weight(self.attn(layer).c_attn)[:, self.d_model : 2 * self.d_model]  # [d, H*dh]
         return w.T.reshape(self.n_heads, self.d_head, self.d_model)
 
     def position_free_keys(self, layer, target):
@@ -65,7 +66,7 @@ class AbsoluteKeys(PositionFreeKeys):
 
     def __call__(self, key: torch.Tensor) -> torch.Tensor:
         B, H, T, dh = key.shape
-        x = self.x - self.wpe.weight[:T]
+        x = self.x - weight(self.wpe)[:T]
         k = self.block.attn.c_attn(self.block.ln_1(x))[..., self.d : 2 * self.d]
         return k.view(B, T, H, dh).transpose(1, 2)
 

@@ -53,6 +53,7 @@ class GPTJArch(LlamaArch):
 
     def __init__(self, model: nn.Module):
         super().__init__(model)
+        self.n_kv_heads = self.n_heads  # no grouped-query attention, whatever a config's num_key_value_heads says
         # rotary_dim None turns whole heads (the model's own pass needs one head then)
         self.rotary_dim: int = self.config.rotary_dim or self.d_head
 

@@ -1,6 +1,7 @@
 """The Llama family (Llama 1-3, Mistral, Qwen2, SmolLM): RMSNorm, RoPE, grouped-query attention."""
 from __future__ import annotations
 
+from ..weights import weight
 from .base import Angles, Arch, Branch, RotaryKeys, Site
 
 # The norms that end the residual branches in Gemma 2, Gemma 3 and OLMo 2, and the sites read after them
@@ -29,16 +30,16 @@ class LlamaArch(Arch):
     }
 
     def _W_O(self, layer):
-        w = self.attn_out(layer).weight  # [d, H*dh]
+        w = weight(self.attn_out(layer))  # [d, H*dh]
         return w.T.reshape(self.n_heads, self.d_head, self.d_model)
 
     def _W_out(self, layer):
-        return self.module("neurons", layer).weight.T
+        return weight(self.module("neurons", layer)).T
 
     def W_K(self, layer):
         """A key norm's gain folded in: key = k_norm(normed_input @ W_K_raw.T) = normed_input @ W_K.T / rms,
         its gain [dh] (one for every head) or [H_kv*dh] (one for each head's own)."""
-        w = self.attn(layer).k_proj.weight.reshape(self.n_kv_heads, self.d_head, self.d_model)  # [H_kv, dh, d]
+        w = weight(self.attn(layer).k_proj).reshape(self.n_kv_heads, self.d_head, self.d_model)  # [H_kv, dh, d]
         if self.k_norm_path is None:
             return w
         gain = self.norm_gain(self.attn(layer).get_submodule(self.k_norm_path))

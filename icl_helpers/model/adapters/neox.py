@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from ..weights import weight
 from .base import Site
 from .llama import LlamaArch
 
@@ -47,7 +48,7 @@ class NeoXArch(LlamaArch):
         }
 
     def W_K(self, layer):
-        w = self.attn(layer).query_key_value.weight  # [H*3*dh, d]: rows per head q, k, v
+        w = weight(self.attn(layer).query_key_value)  # [H*3*dh, d]: rows per head q, k, v
         return w.view(self.n_heads, 3, self.d_head, self.d_model)[:, 1]
 
 

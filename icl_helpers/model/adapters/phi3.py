@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 from ...errors import UsageError
+from ..weights import weight
 from .base import Angles, Site
 from .llama import LlamaArch
 
@@ -35,7 +36,7 @@ class Phi3Arch(LlamaArch):
 
     def W_K(self, layer):
         q, kv = self.n_heads * self.d_head, self.n_kv_heads * self.d_head
-        w = self.attn(layer).qkv_proj.weight[q : q + kv]  # [H_kv*dh, d]
+        w = weight(self.attn(layer).qkv_proj)[q : q + kv]  # [H_kv*dh, d]
         return w.reshape(self.n_kv_heads, self.d_head, self.d_model)
 
     def angles(self, layer: int) -> Angles:
