@@ -3,6 +3,10 @@ results cache, with where the time goes, how often each prompt goes through the 
 the floor: one forward pass for each distinct prompt.
 
     .venv/bin/python bench/bench_suite.py --n 64 --sentence-n 16 --json results.json
+    python3 bench/bench_suite.py --model llama-7b --device cuda --n 64 --sentence-n 16   # a GPU
+
+`--model` takes a model's name (SmolLM2 by default) or one of bench_locate's random models of real
+shapes and vocabularies (`gpt2-small`, `llama-7b` in bfloat16): the arithmetic is that of the real weights.
 
 Every forward pass of the model is counted (a pre-hook on its base model): calls, prompt
 rows, real tokens (attention mask) and tokens with padding by report step, and the
@@ -14,7 +18,8 @@ throughput; and "forward", a plain forward pass over them in the suite's batches
 timed with the eager attention the suite runs (it reads attention weights) and, with
 `--sdpa`, with SDPA. `--scale-to` extrapolates each step and its floor linearly to a larger
 size (the paper's by default); `--from-json` prints a recorded run again.
-Peak resident memory is read after loading, after each step and after the suite. Results print as Markdown
+Peak resident memory (and on a GPU, its peak allocated memory) is read after loading, after each step and
+after the suite. Results print as Markdown
 (see RESULTS.md).
 """
 from __future__ import annotations
@@ -32,8 +37,11 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
-from icl_helpers import ICLModel, load_model  # noqa: E402
+from bench_locate import RANDOM_MODELS, build_model  # noqa: E402
+
+from icl_helpers import ICLModel  # noqa: E402
 from icl_helpers.core.batching import token_batches  # noqa: E402
 from icl_helpers.paths import write_text_atomically  # noqa: E402
 from icl_helpers.verdicts import CLAIMS, report  # noqa: E402
@@ -41,7 +49,7 @@ from icl_helpers.verdicts import CLAIMS, report  # noqa: E402
 BATCH = 32  # prompts a batch at most, as every pass of the suite
 # How each step's work grows with the suite's size, for the extrapolation to paper scale:
 # with the sentence prompts a dataset, with none (one prompt), else with the word prompts.
-SENTENCE_STEPS = ("fig12_15", "fig10_11", "app_b_mrr", "app_b_attention", "app_d")
+SENTENCE_STEPS = ("fig12_15", "fig8_9_sentences", "app_b_mrr", "app_b_attention", "app_d")
 ONE_PROMPT_STEPS = ("table1", "table3")
 
 
@@ -71,11 +79,13 @@ class PassCounter:
             self.distinct.setdefault(tuple(i[k.bool()].tolist()), self.step)
 
 
-def matmul_gflops(d: int = 1024, repeats: int = 20) -> float:
-    """This machine's float32 matrix throughput (GFLOP/s) on [d, d] x [d, d] products, best of `repeats`."""
-    a, b = torch.randn(d, d), torch.randn(d, d)
+def matmul_gflops(m: ICLModel, d: int = 1024, repeats: int = 20) -> float:
+    """The model's device's matrix throughput (GFLOP/s) in its dtype on [d, d] x [d, d] products
+    (d = 4096 on a GPU, to fill it), best of `repeats`."""
+    d = 4096 if m.device.type == "cuda" else d
+    a, b = (torch.randn(d, d, device=m.device, dtype=m.model.dtype) for _ in range(2))
     a @ b
-    best = min(_timed(lambda: a @ b) for _ in range(repeats))
+    best = min(_timed(lambda: a @ b, m.device) for _ in range(repeats))
     return 2 * d**3 / best / 1e9
 
 
@@ -84,19 +94,31 @@ def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _timed(fn) -> float:
-    start = time.perf_counter()
+def gpu_peak_mb() -> float | None:
+    """The peak GPU memory allocated so far (MB), or None without a GPU."""
+    return torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
+
+
+def synced(device: torch.device) -> float:
+    """time.perf_counter() once the device has done what it was given."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+def _timed(fn, device: torch.device) -> float:
+    start = synced(device)
     fn()
-    return time.perf_counter() - start
+    return synced(device) - start
 
 
 def prompt_flops(m: ICLModel, tokens: int) -> float:
     """Multiply-adds x 2 of one prompt's forward pass: the layers' weights at every token, the
     causal attention scores and mixing, and the unembedding at the last position only."""
-    cfg = m.model.config
-    layer_params = sum(p.numel() for n, p in m.model.base_model.named_parameters() if "layers." in n and p.dim() == 2)
-    attention = 2 * cfg.num_hidden_layers * tokens * (tokens + 1) / 2 * cfg.hidden_size  # QK^T and AV, causal
-    return 2 * (layer_params * tokens + attention + cfg.hidden_size * cfg.vocab_size)
+    arch = m.arch
+    layer_params = sum(p.numel() for p in arch.blocks().parameters() if p.dim() == 2)
+    attention = 2 * arch.n_layers * tokens * (tokens + 1) / 2 * arch.n_heads * arch.d_head  # QK^T and AV, causal
+    return 2 * (layer_params * tokens + attention + arch.d_model * arch.W_U().shape[0])
 
 
 @torch.no_grad()
@@ -104,29 +126,30 @@ def forward_seconds(m: ICLModel, prompts: list[tuple[int, ...]]) -> float:
     """A plain forward pass over `prompts` in the suite's batches (`token_batches`: similar
     lengths, right-padded), logits at the last position."""
     pad = m.tokenizer.pad_token_id or 0
-    start = time.perf_counter()
+    start = synced(m.device)
     for rows in token_batches(list(map(len, prompts)), BATCH):
         batch = [prompts[i] for i in rows]
         width = max(map(len, batch))
         ids = torch.tensor([list(p) + [pad] * (width - len(p)) for p in batch])
         mask = torch.tensor([[1] * len(p) + [0] * (width - len(p)) for p in batch])
         m.model(input_ids=ids.to(m.device), attention_mask=mask.to(m.device), logits_to_keep=1)
-    return time.perf_counter() - start
+    return synced(m.device) - start
 
 
-def run(n: int, sentence_n: int, ids: list[str], sdpa: bool) -> dict:
+def run(model: str, device: str, n: int, sentence_n: int, ids: list[str], sdpa: bool) -> dict:
     started = time.perf_counter()
-    m = load_model("smollm2-135m", device="cpu")
-    load = time.perf_counter() - started
-    peak_load = peak_mb()
+    m = build_model(model, device)
+    load = synced(m.device) - started
+    peak_load, gpu_peak_load = peak_mb(), gpu_peak_mb()
     counter = PassCounter(m)
     clock = [time.perf_counter()]
 
     def progress(step: str) -> None:
-        now = time.perf_counter()
+        now = synced(m.device)
         row = counter.by_step.setdefault(counter.step, dict(EMPTY_ROW))
         row["seconds"] += now - clock[0]
         row["peak_mb"] = peak_mb()  # the process's peak so far: where it grows, this step raised it
+        row["gpu_peak_mb"] = gpu_peak_mb()
         clock[0], counter.step = now, step.split(":")[0]
         print(f"... {now - started:7.1f} s {step}", flush=True)
 
@@ -135,10 +158,10 @@ def run(n: int, sentence_n: int, ids: list[str], sdpa: bool) -> dict:
     counter.by_step = {k: v for k, v in counter.by_step.items() if k != "load" or v["calls"]}
     suite = sum(r["seconds"] for r in counter.by_step.values())
     counter.handle.remove()
-    peak_suite = peak_mb()
+    peak_suite, gpu_peak_suite = peak_mb(), gpu_peak_mb()
     distinct = sorted(counter.distinct, key=len)
     tokens = sum(map(len, distinct))
-    gflops = matmul_gflops()
+    gflops = matmul_gflops(m)
     by_step: dict[str, float] = {}  # the arithmetic floor of the distinct prompts each step ran first
     for p, step in counter.distinct.items():
         by_step[step] = by_step.get(step, 0.0) + prompt_flops(m, len(p)) / gflops / 1e9
@@ -150,6 +173,8 @@ def run(n: int, sentence_n: int, ids: list[str], sdpa: bool) -> dict:
         forward_sdpa = forward_seconds(m, distinct)
         m.model.set_attn_implementation("eager")
     return {
+        "model": model, "device": str(m.device), "dtype": str(m.model.dtype).removeprefix("torch."),
+        "gpu": torch.cuda.get_device_name(m.device) if m.device.type == "cuda" else None,
         "n": n, "sentence_n": sentence_n, "claims": len(findings), "torch_threads": torch.get_num_threads(),
         "load_seconds": load, "suite_seconds": suite, "steps": counter.by_step,
         "rows": sum(r["rows"] for r in counter.by_step.values()),
@@ -159,11 +184,13 @@ def run(n: int, sentence_n: int, ids: list[str], sdpa: bool) -> dict:
         "floor_arithmetic_seconds": arithmetic, "floor_arithmetic_by_step": by_step,
         "floor_forward_seconds": forward, "floor_forward_sdpa_seconds": forward_sdpa,
         "peak_mb_after_load": peak_load, "peak_mb_after_suite": peak_suite,
+        "gpu_peak_mb_after_load": gpu_peak_load, "gpu_peak_mb_after_suite": gpu_peak_suite,
     }
 
 
 def markdown(r: dict) -> str:
-    lines = [f"N = {r['n']} word / {r['sentence_n']} sentence prompts, {r['claims']} claims, "
+    where = f"{r.get('model', 'smollm2-135m')} ({r.get('dtype', 'float32')}) on {r.get('gpu') or r.get('device', 'cpu')}"
+    lines = [f"{where}, N = {r['n']} word / {r['sentence_n']} sentence prompts, {r['claims']} claims, "
              f"{r['torch_threads']} torch threads; model load {r['load_seconds']:.1f} s (not in the suite's time).", "",
              "| step | seconds | share | forward calls | prompt rows | tokens | with padding | peak MB so far |",
              "|---|---|---|---|---|---|---|---|"]
@@ -181,7 +208,9 @@ def markdown(r: dict) -> str:
               + (f" The same pass with SDPA attention (no attention weights): {r['floor_forward_sdpa_seconds']:.1f} s."
                  if r.get("floor_forward_sdpa_seconds") else ""),
               f"Peak resident memory: {r['peak_mb_after_load']:.0f} MB after loading the model, "
-              f"{r['peak_mb_after_suite']:.0f} MB after the suite."]
+              f"{r['peak_mb_after_suite']:.0f} MB after the suite."
+              + (f" Peak GPU memory allocated: {r['gpu_peak_mb_after_load']:.0f} MB after loading, "
+                 f"{r['gpu_peak_mb_after_suite']:.0f} MB after the suite." if r.get("gpu_peak_mb_after_suite") else "")]
     return "\n".join(lines)
 
 
@@ -214,17 +243,20 @@ def extrapolated(r: dict, n: int, sentence_n: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2-135m",
+                        help=f"a model's name, or a random model of a real shape: {', '.join(RANDOM_MODELS)}")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     parser.add_argument("--n", type=int, default=64, help="prompts a word dataset (default 64)")
     parser.add_argument("--sentence-n", type=int, default=16, help="prompts a sentence dataset (default 16)")
     parser.add_argument("--json", type=Path, help="write the measurements here")
     parser.add_argument("--ids", nargs="+", default=list(CLAIMS), help="claims to run (default: all)")
-    parser.add_argument("--scale-to", type=int, nargs=2, default=[1000, 200], metavar=("N", "SENTENCE_N"),
-                        help="extrapolate to this size (default: the paper's scale, 1000 200)")
+    parser.add_argument("--scale-to", type=int, nargs=2, default=[1000, 500], metavar=("N", "SENTENCE_N"),
+                        help="extrapolate to this size (default 1000 500, the paper-scale reports' size)")
     parser.add_argument("--sdpa", action="store_true", help="also time the floor pass with SDPA attention")
     parser.add_argument("--from-json", type=Path, help="print a recorded run (and its extrapolation) instead of running")
     args = parser.parse_args()
     if min(args.scale_to) < 1:
-        parser.error("--scale-to takes two positive numbers of prompts, e.g. 1000 200")
+        parser.error("--scale-to takes two positive numbers of prompts, e.g. 1000 500")
     if args.from_json and not args.from_json.is_file():
         parser.error(f"--from-json: no file {args.from_json}; give a JSON that --json wrote")
     if args.from_json:
@@ -237,7 +269,7 @@ def main() -> None:
             if entry.name != "results":
                 os.symlink(entry, Path(cache) / entry.name)
         os.environ["ICL_HELPERS_CACHE"] = cache
-        r = run(args.n, args.sentence_n, args.ids, args.sdpa)
+        r = run(args.model, args.device, args.n, args.sentence_n, args.ids, args.sdpa)
     if args.json:
         write_text_atomically(args.json, json.dumps(r, indent=1))
     print(markdown(r) + "\n\n" + extrapolated(r, *args.scale_to))
