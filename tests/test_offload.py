@@ -13,8 +13,10 @@ import torch
 from accelerate import dispatch_model
 
 from icl_helpers import ICLModel, UsageError
-from icl_helpers.core.interventions import ablated, applied, balanced_labels, position_free_labels
+from icl_helpers.core.interventions import Intervention, ablated, applied, balanced_labels, position_free_labels
 from icl_helpers.core.locate import locate
+from icl_helpers.core.passes import accuracies
+from icl_helpers.data.prompts import parse_prompt, prompt_label_ids
 from icl_helpers.model.adapters import architectures
 from icl_helpers.model.weights import weight
 from icl_helpers.studies import towers
@@ -81,3 +83,16 @@ def test_the_two_towers_of_an_offloaded_model_are_the_whole_ones(pair):
                  for m, ps in ((m, prompt_set_from_texts(m, MIXED_TEXTS)) for m in pair[::-1]))
     for name in want:
         exact(got[name], want[name])
+
+
+def test_interventions_resumed_from_a_shared_prefix_on_an_offloaded_model_are_the_whole_ones(pair):
+    """`accuracies`: the blocks below an intervention computed once, the rest resumed from them."""
+    prompts = [parse_prompt(p) for p in EXAMPLES]
+
+    def run(m):
+        runs = [None, Intervention.ablated(m, [(1, 1), (2, 3)]), Intervention.ablated(m, [(2, 0)])]
+        return accuracies(m, [p.text for p in prompts], *prompt_label_ids(m.tokenizer, prompts), runs, bar=None)
+
+    for got, want in zip(*(run(m) for m in pair[::-1])):
+        exact(got.true_logit, want.true_logit)
+        exact(got.predictions, want.predictions)
