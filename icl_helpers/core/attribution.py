@@ -82,12 +82,12 @@ class Readout:
 
     def heads_W_O(self, heads: Sequence[Head]) -> torch.Tensor:
         """[S, dh, d]: W_O^{l,h} of each listed (layer, head)."""
-        return self.W_O[[l for l, _ in heads], [h for _, h in heads]]
+        return self.W_O[_layers_and_heads(heads)]
 
     def heads_fold(self, start: int, G_c: torch.Tensor, heads: Sequence[Head]) -> torch.Tensor:
         """[S, dh, Vc]: W_O^{l,h} G_c of each listed head, from the kept fold where it is there."""
         if start in self.kept:
-            return self.kept[start][[l for l, _ in heads], [h for _, h in heads]]
+            return self.kept[start][_layers_and_heads(heads)]
         return self.heads_W_O(heads) @ G_c
 
     def direct(self, v: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -170,6 +170,11 @@ class _TargetLogProb:
     @property
     def value(self) -> torch.Tensor:
         return self.logit - self.lse
+
+
+def _layers_and_heads(heads: Sequence[Head]) -> tuple[list[int], list[int]]:
+    """The index of the listed (layer, head) pairs into an [L, H, ...] tensor."""
+    return [l for l, _ in heads], [h for _, h in heads]
 
 
 def _logsumexp_(x: torch.Tensor) -> torch.Tensor:

@@ -16,13 +16,15 @@ from torch import nn
 from ..errors import UsageError
 
 
+def _hooks(module: nn.Module) -> list:
+    """accelerate's hooks on `module` (none where it dispatched nothing; a SequentialHook holds several)."""
+    hook = getattr(module, "_hf_hook", None)
+    return [] if hook is None else list(getattr(hook, "hooks", [hook]))
+
+
 def _offload_hook(module: nn.Module):
     """accelerate's hook that keeps `module`'s offloaded weights, or None."""
-    hook = getattr(module, "_hf_hook", None)
-    for h in getattr(hook, "hooks", [hook]):  # a SequentialHook holds several
-        if getattr(h, "weights_map", None) is not None:
-            return h
-    return None
+    return next((h for h in _hooks(module) if getattr(h, "weights_map", None) is not None), None)
 
 
 def weight(module: nn.Module, name: str = "weight") -> torch.Tensor | None:
@@ -41,11 +43,9 @@ def weight(module: nn.Module, name: str = "weight") -> torch.Tensor | None:
 def execution_device(module: nn.Module) -> torch.device:
     """The device `module`'s forward pass runs on: accelerate's execution device where it
     dispatched the module, else the device of its first parameter (the CPU without one)."""
-    hook = getattr(module, "_hf_hook", None)
-    for h in getattr(hook, "hooks", [hook]):
-        device = getattr(h, "execution_device", None)
-        if device is not None:
-            return torch.device(device)
+    for h in _hooks(module):
+        if getattr(h, "execution_device", None) is not None:
+            return torch.device(h.execution_device)
     return next((p.device for p in module.parameters()), torch.device("cpu"))
 
 
