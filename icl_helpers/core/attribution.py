@@ -129,14 +129,15 @@ class Readout:
         B, S = base.shape[0], base.shape[1:-1]
         device = self.G.device
         before, after = _TargetLogProb((B, *S), device, self.cap), _TargetLogProb((B, *S, n), device, self.cap)
-        where = target.to(device).view(-1, *[1] * len(S))  # [B, 1..]: broadcasts over S
+        columns = _Columns(target, device)
         for start, G_c in self.chunks():
             P = prepare(start, G_c)
             for rows in self.blocks(B, math.prod(S) * (n + 1)):
                 b = _scaled(base[rows], inv[rows]) @ G_c  # [b, *S, Vc]
                 tile = contrib(P, rows).add_(b.unsqueeze(-2))
-                after.add((rows,), tile, where[rows].unsqueeze(-1) - start)
-                before.add((rows,), b, where[rows] - start)
+                column = columns.at(rows, start, G_c.shape[1])  # [b], or None
+                after.add((rows,), tile, _leading(column, len(S) + 1))
+                before.add((rows,), b, _leading(column, len(S)))
         return after.value - before.value.unsqueeze(-1)
 
 
@@ -159,12 +160,13 @@ class _TargetLogProb:
         self.logit = torch.zeros(shape, device=device)
         self.cap = cap
 
-    def add(self, at: tuple, logits: torch.Tensor, column: torch.Tensor) -> None:
+    def add(self, at: tuple, logits: torch.Tensor, column: torch.Tensor | None) -> None:
         """Take in logits [*Q, Vc] for the entries self[at] (of shape Q); column: the
-        target's index in this chunk, broadcastable to Q (outside [0, Vc): not here).
-        Overwrites the logits."""
+        target's index in this chunk, broadcastable to Q (outside [0, Vc): not here), or
+        None where no entry's target is in this chunk. Overwrites the logits."""
         logits = softcap_(logits, self.cap)
-        self.logit[at] += _pick(logits, column)
+        if column is not None:
+            self.logit[at] += _pick(logits, column)
         self.lse[at] = torch.logaddexp(self.lse[at], _logsumexp_(logits))
 
     @property
@@ -181,6 +183,28 @@ def _logsumexp_(x: torch.Tensor) -> torch.Tensor:
     """logsumexp over the last dim, computed in place: [...] from x [..., Vc], which it overwrites."""
     top = x.amax(-1, keepdim=True)
     return x.sub_(top).exp_().sum(-1).log_().add_(top.squeeze(-1))
+
+
+class _Columns:
+    """Each prompt's target column in a vocabulary chunk, or None where no prompt of a block
+    has its target there: most chunks, for the few label tokens of a study, which then pick
+    nothing. Which chunks hold a target is read from a copy on the CPU, so a GPU waits for
+    nothing."""
+
+    def __init__(self, target: torch.Tensor, device: torch.device):
+        self.target, self.on_cpu = target.to(device), target.cpu()
+
+    def at(self, rows: slice, start: int, width: int) -> torch.Tensor | None:
+        """[b]: target - start of prompts `rows`, or None where none lies in [start, start + width)."""
+        here = self.on_cpu[rows]
+        if not ((here >= start) & (here < start + width)).any():
+            return None
+        return self.target[rows] - start
+
+
+def _leading(column: torch.Tensor | None, dims: int) -> torch.Tensor | None:
+    """column [b] viewed as [b, 1, ..., 1] to broadcast over `dims` more dims (None stays None)."""
+    return None if column is None else column.view(-1, *[1] * dims)
 
 
 def _pick(c: torch.Tensor, column: torch.Tensor) -> torch.Tensor:
@@ -258,7 +282,7 @@ def layer_head_increase(
     arch = readout.arch
     B, L, H = z.shape[0], arch.n_layers, arch.n_heads
     device = readout.G.device
-    inv, target = 1 / scale.float().to(device), target.to(device)
+    inv, columns = 1 / scale.float().to(device), _Columns(target, device)
     head_inv = inv[:, None] * attn_scale.float().to(device)  # [B, L]
     buffers = _Reused(readout.G)
     prepare, head_logits = _head_logits(readout, z, head_inv, buffers)
@@ -269,8 +293,9 @@ def layer_head_increase(
         P = prepare(start, G_c)
         bias = None if b_O is None else b_O @ G_c  # [L, Vc], unscaled logits of b_O
         for rows in readout.blocks(B, L + H + 2):  # base [L+1, b, Vc], heads [H, b, Vc], m_l [b, Vc]
-            column = target[rows] - start  # [b]
-            base = torch.matmul(r[:, rows], G_c, out=buffers.out("base", (L + 1, len(column), G_c.shape[1])))
+            column = columns.at(rows, start, G_c.shape[1])  # [b], or None
+            x_b = r[:, rows]  # [L+1, b, d]
+            base = torch.matmul(x_b, G_c, out=buffers.out("base", (L + 1, x_b.shape[1], G_c.shape[1])))
             for l in range(L):
                 tile = head_logits(P, l, rows)  # [H, b, Vc]
                 m = tile.sum(0).add_(base[l])  # [b, Vc]: log p(m_l)'s logits
