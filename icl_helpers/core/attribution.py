@@ -135,9 +135,8 @@ class Readout:
             for rows in self.blocks(B, math.prod(S) * (n + 1)):
                 b = _scaled(base[rows], inv[rows]) @ G_c  # [b, *S, Vc]
                 tile = contrib(P, rows).add_(b.unsqueeze(-2))
-                column = columns.at(rows, start, G_c.shape[1])  # [b], or None
-                after.add((rows,), tile, _leading(column, len(S) + 1))
-                before.add((rows,), b, _leading(column, len(S)))
+                after.add((rows,), tile, columns.at(rows, start, G_c.shape[1], dims=len(S) + 1))
+                before.add((rows,), b, columns.at(rows, start, G_c.shape[1], dims=len(S)))
         return after.value - before.value.unsqueeze(-1)
 
 
@@ -194,17 +193,13 @@ class _Columns:
     def __init__(self, target: torch.Tensor, device: torch.device):
         self.target, self.on_cpu = target.to(device), target.cpu()
 
-    def at(self, rows: slice, start: int, width: int) -> torch.Tensor | None:
-        """[b]: target - start of prompts `rows`, or None where none lies in [start, start + width)."""
+    def at(self, rows: slice, start: int, width: int, dims: int = 0) -> torch.Tensor | None:
+        """[b, 1 (dims times)]: target - start of prompts `rows`, or None where none lies in
+        [start, start + width)."""
         here = self.on_cpu[rows]
         if not ((here >= start) & (here < start + width)).any():
             return None
-        return self.target[rows] - start
-
-
-def _leading(column: torch.Tensor | None, dims: int) -> torch.Tensor | None:
-    """column [b] viewed as [b, 1, ..., 1] to broadcast over `dims` more dims (None stays None)."""
-    return None if column is None else column.view(-1, *[1] * dims)
+        return (self.target[rows] - start).view(-1, *[1] * dims)
 
 
 def _pick(c: torch.Tensor, column: torch.Tensor) -> torch.Tensor:
