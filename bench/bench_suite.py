@@ -44,6 +44,7 @@ from bench_locate import RANDOM_MODELS, build_model  # noqa: E402
 from icl_helpers import ICLModel  # noqa: E402
 from icl_helpers.core.batching import token_batches  # noqa: E402
 from icl_helpers.paths import write_text_atomically  # noqa: E402
+from icl_helpers.stats import MIN_CLUSTERS  # noqa: E402
 from icl_helpers.verdicts import CLAIMS, report  # noqa: E402
 
 BATCH = 32  # prompts a batch at most, as every pass of the suite
@@ -255,6 +256,9 @@ def main() -> None:
     parser.add_argument("--sdpa", action="store_true", help="also time the floor pass with SDPA attention")
     parser.add_argument("--from-json", type=Path, help="print a recorded run (and its extrapolation) instead of running")
     args = parser.parse_args()
+    if args.n < MIN_CLUSTERS and not args.from_json:
+        parser.error(f"--n {args.n}: the report judges no claim on fewer than {MIN_CLUSTERS} prompts a word dataset, "
+                     f"so there would be nothing to time; give --n {MIN_CLUSTERS} or more")
     if min(args.scale_to) < 1:
         parser.error("--scale-to takes two positive numbers of prompts, e.g. 1000 500")
     if args.from_json and not args.from_json.is_file():

@@ -12,9 +12,13 @@
 #                     1,024 word prompts (issue 45's targets: at most 2x and 1.5x)
 #   tests.txt         the scoring, split-model and decomposition tests with their small models on the GPU
 #   suite.{md,json}   the whole report on the Llama-7B shape at 64/16 (target: at most 2x its forward floor)
+# A dry run of `run` on a CPU, with a Python that has the project's requirements first on the PATH, before spending
+# GPU minutes on it: DEVICE=cpu N=32 MODELS=gpt2-small SUITE_MODEL=gpt2-small SUITE_N="8 4" OUT=dir bash ... run
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PACK=.device
+DEVICE=${DEVICE:-cuda} N=${N:-1024} MODELS=${MODELS:-gpt2-small llama-7b}
+SUITE_MODEL=${SUITE_MODEL:-llama-7b} SUITE_N=${SUITE_N:-64 16}
 
 pack() {
     mkdir -p "$PACK/wheels" "$PACK/cache/tokenizers"
@@ -33,13 +37,16 @@ run() {
     mkdir -p "$OUT"
     export ICL_HELPERS_CACHE="$PWD/$PACK/cache"
     if [ -d "$PACK/data" ]; then export ICL_DATA_DIR="$PWD/$PACK/data"; fi
-    python3 -c "import torch, transformers; print(torch.__version__, transformers.__version__, torch.cuda.get_device_name())"
-    timeout 300 python3 bench/bench_locate.py --device cuda --models gpt2-small llama-7b --n 1024 \
-        --json "$OUT/locate.json" | tee "$OUT/locate.md"
-    ICL_TEST_DEVICE=cuda timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_attribution.py \
+    python3 -c "import torch, transformers; print(torch.__version__, transformers.__version__, torch.cuda.is_available()
+                 and torch.cuda.get_device_name())"
+    # shellcheck disable=SC2086  # MODELS and SUITE_N are lists
+    timeout 300 python3 bench/bench_locate.py --device "$DEVICE" --models $MODELS --n "$N" --json "$OUT/locate.json" \
+        | tee "$OUT/locate.md"
+    ICL_TEST_DEVICE=$DEVICE timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_attribution.py \
         tests/test_offload.py tests/test_decompose.py > "$OUT/tests.txt" 2>&1
     tail -3 "$OUT/tests.txt"
-    timeout 150 python3 bench/bench_suite.py --model llama-7b --device cuda --n 64 --sentence-n 16 \
+    set -- $SUITE_N
+    timeout 150 python3 bench/bench_suite.py --model "$SUITE_MODEL" --device "$DEVICE" --n "$1" --sentence-n "$2" \
         --json "$OUT/suite.json" | tee "$OUT/suite.md"
 }
 
