@@ -2,7 +2,7 @@
 # Issue 45's GPU figures in one run on a lent GPU machine, which has PyTorch but reaches no network.
 #
 #   bash bench/device.sh pack       # here: put what that machine lacks into .device/ (git ignores it)
-#   OUT=dir bash bench/device.sh run   # there, from the repository root, with .device/ copied along
+#   OUT=dir bash bench/device.sh run   # there, from the repository root, with .device/ carried along
 #
 # pack downloads the pinned transformers and gguf wheels (no dependencies: the machine's own serve), copies the
 # real GPT-2 and LLaMA vocabularies the tests read, and, where $ICL_DATA_DIR names a copy of the sentence
@@ -13,7 +13,8 @@
 #   tests.txt         the scoring, split-model and decomposition tests with their small models on the GPU
 #   suite.{md,json}   the whole report on the Llama-7B shape at 64/16 (target: at most 2x its forward floor)
 # A dry run of `run` on a CPU, with a Python that has the project's requirements first on the PATH, before spending
-# GPU minutes on it: DEVICE=cpu N=32 MODELS=gpt2-small SUITE_MODEL=gpt2-small SUITE_N="8 4" OUT=dir bash ... run
+# GPU minutes on it (about 4 minutes on 2 cores; the suite needs 10 word prompts or more):
+#   DEVICE=cpu N=32 MODELS=gpt2-small SUITE_MODEL=gpt2-small SUITE_N="10 10" OUT=dir bash bench/device.sh run
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PACK=.device
