@@ -15,6 +15,7 @@
 # A dry run of `run` on a CPU, with a Python that has the project's requirements first on the PATH, before spending
 # GPU minutes on it (about 4 minutes on 2 cores; the suite needs 10 word prompts or more):
 #   DEVICE=cpu N=32 MODELS=gpt2-small SUITE_MODEL=gpt2-small SUITE_N="10 10" OUT=dir bash bench/device.sh run
+# shellcheck disable=SC2086  # MODELS and SUITE_N are lists, split into words where used
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PACK=.device
@@ -40,7 +41,6 @@ run() {
     if [ -d "$PACK/data" ]; then export ICL_DATA_DIR="$PWD/$PACK/data"; fi
     python3 -c "import torch, transformers; print(torch.__version__, transformers.__version__, torch.cuda.is_available()
                  and torch.cuda.get_device_name())"
-    # shellcheck disable=SC2086  # MODELS and SUITE_N are lists
     timeout 300 python3 bench/bench_locate.py --device "$DEVICE" --models $MODELS --n "$N" --json "$OUT/locate.json" \
         | tee "$OUT/locate.md"
     ICL_TEST_DEVICE=$DEVICE timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_attribution.py \
