@@ -217,6 +217,10 @@ def test_the_cli_writes_the_robustness_section_at_its_size(small, tmp_path, monk
         return [claims.CLAIMS["fig2"].finding(Judgement(0.5, None, n, verdict, "w"))]
     monkeypatch.setattr(robustness, "report", fake)
     monkeypatch.setattr("icl_helpers.verdicts.report", lambda m, *a, **k: [])
+    # The sentence datasets as the hub would give them, on any machine: --sentence-n is taken (not refused) and
+    # checked against the hub's standard counts; no study reads them (both reports are stand-ins).
+    monkeypatch.setattr("icl_helpers.cli.unavailable", lambda data_dir: None)
+    monkeypatch.setattr("icl_helpers.data.datasets.resolve_data_dir", lambda data_dir: None)
     out, md = tmp_path / "out.json", tmp_path / "out.md"
     assert main(["report", "--model", str(tmp_path / "m"), "--device", "cpu", "--n", "300", "--sentence-n", "20", "--seed", "4",
                  "--robustness", "--json", str(out), "--markdown", str(md)]) == 0
