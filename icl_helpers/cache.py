@@ -1,7 +1,7 @@
 """The results cache: tensors and JSON kept on disk under `$ICL_HELPERS_CACHE/results/`.
 
 An entry is one file named for its key (`cache_file`: a kind such as "locate" and the
-values that decide the result: a model, a fingerprint of its weights, a hash of the prompts
+values that decide the result: a model, a fingerprint of what its weights hold, a hash of the prompts
 (`prompts_hash`), of the package's code (`source_hash`), ...). `cached` keeps a dict of
 tensors (a torch file, `.pt`), `cached_json` a JSON value (a text file, `.json`). Each entry
 is written atomically and holds its value, its SHA-256, checked on every read, and the file

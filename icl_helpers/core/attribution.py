@@ -33,6 +33,7 @@ import torch
 
 from ..model.adapters import Arch, softcap_
 from ..model.loading import ICLModel
+from ..model.weights import execution_device
 from .decompose import Decomposition
 from .heads import Head
 from .sizes import sizes_for
@@ -141,12 +142,13 @@ class Readout:
 
 
 def readout_of(m: ICLModel) -> Readout:
-    """m's readout at its device's sizes, made once and kept on m while its weights are
-    unchanged (`ICLModel.weights_state`), so every study reuses its kept fold."""
-    state = m.weights_state()
-    if m._readout is None or m._readout[0] != state:
+    """m's readout at its device's sizes, made once and kept on m while its weights hold the
+    same values on the same device (`ICLModel.fingerprint`, and where the unembedding runs),
+    so every study reuses its kept fold; any edit of a weight makes a new one."""
+    key = m.fingerprint(), execution_device(m.model.get_output_embeddings())
+    if m._readout is None or m._readout[0] != key:
         m._readout = None  # the old readout's memory goes before the new one is made
-        m._readout = state, Readout(m.arch)
+        m._readout = key, Readout(m.arch)
     return m._readout[1]
 
 

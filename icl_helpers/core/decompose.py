@@ -19,7 +19,7 @@ import torch
 from ..errors import UsageError
 from ..model.adapters import Arch, softcap_
 from ..model.hooks import Hook, attached
-from ..model.loading import ICLModel, check_model
+from ..model.loading import ICLModel, check_model, runs_model
 
 Keep = Literal["last", "all", "last_row"]  # last position; every position; last query row of [.., T, T]
 
@@ -147,7 +147,7 @@ def _split_heads(t: torch.Tensor, arch: Arch, heads: str | None, keep: Keep) -> 
     return t.transpose(2, 3) if keep == "all" else t
 
 
-@torch.no_grad()
+@runs_model
 def decompose(m: ICLModel, prompts: list[str], *, record: Iterable[str] = ()) -> Decomposition:
     """Run the prompts as one right-padded batch and decompose each last position.
 

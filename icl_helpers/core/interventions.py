@@ -43,7 +43,7 @@ from transformers.masking_utils import AttentionMaskInterface, eager_mask
 from ..data.positions import LabelPositions
 from ..errors import UsageError
 from ..model.hooks import Hook, attached
-from ..model.loading import ICLModel, check_model
+from ..model.loading import ICLModel, check_model, runs_model
 from ..model.weights import execution_device
 from .batching import chunks, walk
 from .heads import Head, head_mask, model_heads
@@ -139,7 +139,7 @@ def _replace_heads(args: tuple, drop: torch.Tensor, fill: torch.Tensor) -> tuple
     return (torch.where(drop[:, None], fill, per_head).flatten(-2), *args[1:])
 
 
-@torch.no_grad()
+@runs_model
 def head_means(m: ICLModel, prompts: list[str], batch_size: int = 32) -> torch.Tensor:
     """[L, H, dh]: each head's z averaged over every real token of `prompts`."""
     arch = m.arch

@@ -18,7 +18,7 @@ import torch
 from ..data.positions import LabelPositions, find_positions
 from ..data.prompts import Prompt, prompt_label_ids
 from ..errors import UsageError, check_prompts
-from ..model.loading import ICLModel
+from ..model.loading import ICLModel, runs_model
 from ..model.prefix import block_inputs, resumed
 from .batching import length_batches, walk
 from .interventions import Intervention
@@ -60,7 +60,7 @@ class Accuracy:
         return self.top1_hits.double().mean().item()
 
 
-@torch.no_grad()
+@runs_model
 def accuracies(
     m: ICLModel,
     prompts: Sequence[str],

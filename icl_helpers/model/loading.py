@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import copy
-import hashlib
+import functools
 import json
 import shutil
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator, TypeVar
 
 import torch
 from safetensors import SafetensorError
@@ -32,8 +33,9 @@ from ..paths import (
 )
 from .adapters import Arch, adapter_class, arch_for
 from .offline import OFFLINE_MODELS, assemble_gguf, check_gguf
-from .weights import execution_device, named_weights
+from .weights import execution_device, weights_hash
 
+Value = TypeVar("Value")
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 
 
@@ -42,7 +44,8 @@ class ICLModel:
     """A Hugging Face causal LM, its tokenizer and its architecture adapter.
 
     Wrap a model you loaded yourself with `ICLModel(model, tokenizer)`: it is put in eval
-    mode, without gradients, with eager attention (so attention weights can be read). The
+    mode, without gradients, with eager attention (so attention weights can be read); every
+    pass runs it in eval mode whatever mode you leave it in (`runs_model`). The
     tokenizer is left as it is: where it lacks a pad token or pads on the left, the wrapper
     keeps a copy that pads on the right with the end-of-text token.
     """
@@ -51,7 +54,7 @@ class ICLModel:
     tokenizer: PreTrainedTokenizerBase
     name: str = ""
     arch: Arch = field(init=False)
-    _fingerprint: tuple[tuple, str] | None = field(default=None, init=False, repr=False, compare=False)
+    _held: list[str] = field(default_factory=list, init=False, repr=False, compare=False)  # `held`'s fingerprints
     _readout: tuple[tuple, object] | None = field(default=None, init=False, repr=False, compare=False)  # core's
 
     def __post_init__(self) -> None:
@@ -66,25 +69,30 @@ class ICLModel:
             self.tokenizer.padding_side = "right"
 
     def fingerprint(self) -> str:
-        """A short hash of the weights: each tensor's name, shape and dtype, about 1,024 of its
-        values (evenly spaced) and, so that an edit anywhere shows, the float64 sum of all its
-        values and of their magnitudes. Results cached under it are never read for other weights."""
-        state = self.weights_state()
-        if self._fingerprint is None or self._fingerprint[0] != state:
-            digest = hashlib.sha256()
-            with torch.no_grad():
-                for name, t in named_weights(self.model):
-                    flat = t.detach().flatten()
-                    sample = flat[:: max(1, flat.numel() // 1024)].float().cpu()
-                    sums = torch.stack([flat.sum(dtype=torch.float64), flat.abs().sum(dtype=torch.float64)]).cpu()
-                    digest.update(f"{name}{tuple(t.shape)}{t.dtype}".encode() + sample.numpy().tobytes() + sums.numpy().tobytes())
-            self._fingerprint = state, digest.hexdigest()[:12]
-        return self._fingerprint[1]
+        """A hash of what the weights hold now (`weights.weights_hash`: one pass over them, on
+        their devices), the key of everything computed from them; inside `held`, the one
+        taken as it was entered, without hashing again."""
+        return self._held[-1] if self._held else weights_hash(self.model)
 
-    def weights_state(self) -> tuple:
-        """Where each weight lives and torch's count of in-place edits to it: while this is
-        unchanged, so are the weights (what is derived from them may be kept)."""
-        return tuple((t.data_ptr(), t._version) for t in self.model.state_dict().values())
+    @contextmanager
+    def held(self) -> Iterator[str]:
+        """The fingerprint, taken once for one computation (a study, its read and its write):
+        inside, `fingerprint()` gives it; a `held` inside another keeps the outer one's."""
+        self._held.append(self.fingerprint())
+        try:
+            yield self._held[-1]
+        finally:
+            self._held.pop()
+
+    def computed_from(self, key: str, compute: Callable[[], Value]) -> Value:
+        """compute(), checked to come from weights whose fingerprint is `key` (taken before it,
+        `held`): the weights are hashed again after it, and a UsageError refuses a result
+        whose weights changed meanwhile, so that nothing is stored under a key it lacks."""
+        value = compute()
+        if weights_hash(self.model) != key:
+            raise UsageError(f"The weights of {self.name} changed while a result was being computed from them, "
+                             "so it is not kept: edit the weights between calls, not during one.")
+        return value
 
     @property
     def device(self) -> torch.device:
@@ -116,6 +124,28 @@ def check_model(m: object) -> ICLModel:
         raise UsageError(f"Expected an ICLModel, not a {type(m).__name__}: load one with load_model(name), or wrap "
                          "your own with ICLModel(model, tokenizer).")
     return m
+
+
+@contextmanager
+def evaluating(model: torch.nn.Module) -> Iterator[None]:
+    """Inside, `model` in eval mode (no dropout); on exit each of its modules back in its own mode."""
+    modes = [(module, module.training) for module in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for module, training in modes:
+            module.training = training
+
+
+def runs_model(run: Callable[..., Value]) -> Callable[..., Value]:
+    """run(m, ...), a function that runs the model m, made deterministic: without gradients, the
+    model in eval mode (`evaluating`: a model the user left in train mode stays there)."""
+    @functools.wraps(run)
+    def deterministic(m: ICLModel, *args: object, **kwargs: object) -> Value:
+        with torch.no_grad(), evaluating(check_model(m).model):
+            return run(m, *args, **kwargs)
+    return deterministic
 
 
 def check_dtype(dtype: torch.dtype | str | None) -> torch.dtype:

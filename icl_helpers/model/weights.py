@@ -1,4 +1,4 @@
-"""Reading a model's weights, offloaded ones included.
+"""Reading a model's weights, offloaded ones included, and hashing what they hold (`weights_hash`).
 
 A model loaded with a device map that offloads some layers (`device="auto"` on a GPU too
 small for it, or a map naming "cpu" or "disk" beside a GPU) keeps those layers' parameters
@@ -8,8 +8,11 @@ decomposed like any other, with the values its forward pass uses.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 from collections.abc import Iterator
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -56,3 +59,47 @@ def named_weights(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
             path, _, leaf = name.rpartition(".")
             t = weight(model.get_submodule(path), leaf)
         yield name, t
+
+
+# --- what the weights hold: the key of everything computed from them ----------------------
+# Each weight's bits, as integers b_j (an element of 1, 2 or 4 bytes as one, sign-extended to
+# 32 bits; of 8 bytes as two), go in chunks of _CHUNK: a chunk's sum S = sum_j a_j b_j mod 2^32,
+# a_j fixed odd multipliers. A one-element edit changes one b_j mod 2^32; an odd a_j is
+# invertible mod 2^32, so a_j b_j mod 2^32 changes, and with it S: the chunk sums, and so the
+# SHA-256 of every weight's name, shape, dtype and chunk sums, see every one-element edit (an
+# 8-byte element's edit may cancel between its two words; no dtype the package loads has 8).
+# Other edits go unseen only where they cancel mod 2^32 in every chunk they touch. The sums
+# are integers mod 2^32, the same in any order: the same on any device, with any thread count,
+# and made where the weight lies, only S crossing to the CPU.
+_CHUNK = 1 << 12
+_ROWS = 1 << 9  # chunks a step: a step's products are 8 MiB
+_MULTIPLIERS = np.frombuffer(hashlib.shake_256(b"icl_helpers weights").digest(4 * _CHUNK), np.int32) | 1
+_INTS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int32}
+
+
+@functools.cache
+def _multipliers(device: torch.device) -> torch.Tensor:
+    """[_CHUNK] int32: the odd multipliers a_j, on `device`."""
+    return torch.from_numpy(_MULTIPLIERS.copy()).to(device)
+
+
+def chunk_sums(t: torch.Tensor) -> torch.Tensor:
+    """[ceil(n / _CHUNK) + 1] int32: S of each chunk of t's n integers b (`_INTS`), the last
+    chunk's (the tail's) on its own, on t's device."""
+    b = t.detach().reshape(-1).view(_INTS[t.element_size()])
+    a = _multipliers(b.device)
+    tail = b.numel() % _CHUNK
+    rows = b[: b.numel() - tail].view(-1, _CHUNK)
+    sums = [torch.mul(rows[s : s + _ROWS], a).sum(-1, dtype=torch.int32) for s in range(0, len(rows), _ROWS)]
+    return torch.cat([*sums, torch.mul(b[b.numel() - tail :], a[:tail]).sum(dtype=torch.int32).view(1)])
+
+
+def weights_hash(model: nn.Module) -> str:
+    """A hash of what `model`'s weights hold (its state dict, offloaded entries read from their
+    store): 16 hex digits of SHA-256 over each entry's name, shape, dtype and `chunk_sums`."""
+    digest = hashlib.sha256()
+    with torch.no_grad():
+        for name, t in named_weights(model):
+            digest.update(f"{name} {tuple(t.shape)} {t.dtype}\n".encode())
+            digest.update(chunk_sums(t).cpu().numpy().tobytes())
+    return digest.hexdigest()[:16]

@@ -112,11 +112,12 @@ def from_pass(kind: str, m: ICLModel, ps: PromptSet, batch_size: int = 32, cache
         done.update(prompt_pass(m, ps, kinds, batch_size))
         return done[kind]
 
-    result = study_result(kind, m, ps, compute, cache)
-    if done and cache and not intervening(m):
-        for other in set(kinds) - {kind}:
-            if not result_file(other, m, ps).exists():
-                cached(result_file(other, m, ps), lambda: done[other])
+    with m.held():  # the pass's other results stored under the key their pass was checked against
+        result = study_result(kind, m, ps, compute, cache)
+        if done and cache and not intervening(m):
+            for other in set(kinds) - {kind}:
+                if not result_file(other, m, ps).exists():
+                    cached(result_file(other, m, ps), lambda: done[other])
     return result
 
 

@@ -5,7 +5,9 @@ tokenizer. `decomposed` runs a prompt set through the model in batches; `study_r
 keeps a study's tensors in the results cache (`cache`), one file per key: the key names the
 kind of result, the model, a fingerprint of its weights, dtype, dataset, variant, N and
 seed, and ends with a hash of the prompts themselves (and of any extra argument), so
-neither other weights nor a changed prompt builder ever read a stale result. While an
+neither other weights nor a changed prompt builder ever read a stale result. The weights'
+fingerprint hashes what they hold (`ICLModel.fingerprint`), taken once a study, so that an
+edit by any means (`.data`, in place, `load_state_dict`, a swapped module) keys a new result. While an
 intervention is active on the model nothing is read from or written to the cache.
 
 Study functions, the naming rule: one function a result, named for what it returns, never
@@ -122,8 +124,11 @@ def result_file(kind: str, m: ICLModel, ps: PromptSet, **extra: object) -> Path:
 
 def study_result(kind: str, m: ICLModel, ps: PromptSet, compute: Callable[[], Tensors], cache: bool = True,
                  **extra: object) -> Tensors:
-    """compute(), cached under `result_file(kind, m, ps, **extra)`; computed afresh and not
-    stored where cache is False or while an intervention is active on the model."""
+    """compute(), cached under `result_file(kind, m, ps, **extra)`, its key taken from the
+    weights once, before it is read or computed, and stored only where the weights still have
+    it after (`ICLModel.computed_from`); computed afresh and not stored where cache is False or
+    while an intervention is active on the model."""
     if not cache or intervening(m):
         return {k: v.detach().cpu() for k, v in compute().items()}
-    return cached(result_file(kind, m, ps, **extra), compute)
+    with m.held() as key:
+        return cached(result_file(kind, m, ps, **extra), lambda: m.computed_from(key, compute))

@@ -77,10 +77,11 @@ def kept_finding(id: str, s: Evidence) -> Finding:
     had not finished."""
     m = s.m
     setting = {} if s.setting == MAIN else {"setting": prompts_hash([repr(s.setting)])}  # the main run's names as they were
-    path = cache_file("finding", model=m.name, weights=m.fingerprint(), dtype=str(m.model.dtype).removeprefix("torch."),
-                      claim=id, n=s.n, sentence_n=s.sentence_n, seed=s.seed, heads=prompts_hash([repr(s.given)]),
-                      data=prompts_hash(s.sentence), **setting, code=CODE).with_suffix(".json")
-    return Finding.from_dict(cached_json(path, lambda: judged(id, s).to_dict()))
+    with m.held() as key:  # one key for the finding and every study it reads, checked before it is stored
+        path = cache_file("finding", model=m.name, weights=key, dtype=str(m.model.dtype).removeprefix("torch."),
+                          claim=id, n=s.n, sentence_n=s.sentence_n, seed=s.seed, heads=prompts_hash([repr(s.given)]),
+                          data=prompts_hash(s.sentence), **setting, code=CODE).with_suffix(".json")
+        return Finding.from_dict(cached_json(path, lambda: m.computed_from(key, lambda: judged(id, s).to_dict())))
 
 
 def in_view(find: Callable[[Evidence], Judgement], view: Callable[[], Evidence]) -> Judgement:
