@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up and run the main job: execute every notebook on the bundled offline model.
-# Executed copies go to build/notebooks/; with --inplace the committed notebooks are refreshed.
+# Executed copies go to build/notebooks/; with --inplace the committed notebooks are refreshed, at 64 word and 16
+# sentence prompts unless ICL_N_PROMPTS / ICL_N_SENTENCE_PROMPTS say otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -12,7 +13,12 @@ bash scripts/setup.sh
 export TQDM_DISABLE=1 HF_HUB_DISABLE_PROGRESS_BARS=1
 mkdir -p build
 notebooks=(notebooks/[0-9]*.ipynb)
-if [ "${1:-}" = "--inplace" ]; then out=(--inplace); executed=("${notebooks[@]}"); else
+if [ "${1:-}" = "--inplace" ]; then
+  # The committed outputs at the committed quick report's sizes (results/report-smollm2-135m-n64.json): each
+  # notebook's closing table then shows that report's numbers, which its title cell quotes
+  # (tests/test_committed_notebooks.py holds the two together).
+  export ICL_N_PROMPTS=${ICL_N_PROMPTS:-64} ICL_N_SENTENCE_PROMPTS=${ICL_N_SENTENCE_PROMPTS:-16}
+  out=(--inplace); executed=("${notebooks[@]}"); else
   out=(--output-dir build/notebooks); executed=("${notebooks[@]/#notebooks/build/notebooks}"); fi
 .venv/bin/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=1200 \
   --ExecutePreprocessor.store_widget_state=False "${out[@]}" "${notebooks[@]}"

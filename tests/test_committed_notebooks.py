@@ -49,3 +49,27 @@ def test_each_notebook_links_its_neighbours_and_every_link_resolves():
             if c["cell_type"] == "markdown":
                 for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text(c)):
                     assert (path.parent / target).exists(), f"{path.stem}: a link to {target}"
+
+
+QUICK_REPORT = NOTEBOOKS[0].parents[1] / "results" / "report-smollm2-135m-n64.md"
+
+
+def table_rows(markdown: str) -> dict[str, dict[str, str]]:
+    """The verdict table in `markdown` (`verdicts.markdown`'s): claim id -> {column: cell}."""
+    lines = [line for line in markdown.splitlines() if line.startswith("| ")]
+    head = [c.strip() for c in lines[0].strip("|").split(" | ")]
+    rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in lines[1:] if not line.startswith("|---")]
+    return {row[0]: dict(zip(head, row)) for row in rows if len(row) == len(head)}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_committed_notebooks_verdicts_are_the_quick_reports_rows(path):
+    """One number per claim: the committed outputs are run at the quick report's sizes, so each verdict row a
+    notebook ends with is that report's row, cell for cell, the numbers its title cell quotes."""
+    tables = [o["data"]["text/plain"] for o in outputs(path) if "| id | claim |" in "".join(o.get("data", {}).get("text/plain", ""))]
+    assert len(tables) == 1, "one verdict table"
+    report = table_rows(QUICK_REPORT.read_text())
+    shown = table_rows("".join(tables[0]))
+    assert shown, "a verdict row"
+    for claim, row in shown.items():
+        assert row == {column: report[claim][column] for column in row}, claim

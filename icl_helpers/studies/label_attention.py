@@ -19,7 +19,6 @@ from ..core.heads import Head, at_heads
 from ..core.projections import token_strings
 from ..data.prompts import prompt_label_ids
 from ..model.loading import ICLModel
-from ..stats import spearman
 from .in_context_heads import in_context_heads
 from .prompt_pass import from_pass, label_record
 from .runner import PromptSet, cached_study, decomposed, prompt_set
@@ -98,12 +97,6 @@ def label_points(m: ICLModel, ps: PromptSet, heads: Sequence[Head]) -> tuple[tor
     weight, increase = attention_on_labels(m, ps).per_label_at(heads), label_increases(m, ps, heads)  # [N, S, D]
     kept = ~weight.isnan()
     return weight[kept], increase[kept], ps.positions.is_true[:, None].expand_as(kept)[kept]
-
-
-def correlation(x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
-    """(Pearson, Spearman) correlation of two flattened tensors of equal size."""
-    pearson = torch.corrcoef(torch.stack([x.flatten().double(), y.flatten().double()]))[0, 1]
-    return float(pearson), spearman(x, y)
 
 
 @dataclass

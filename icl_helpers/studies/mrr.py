@@ -4,7 +4,6 @@ the mean reciprocal rank (MRR) of in-context heads is compared with random heads
 same layer (`core.heads.same_layer_random_heads`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 import torch
@@ -66,22 +65,3 @@ def mrr_by_label(m: ICLModel, ps: PromptSet, ranks: torch.Tensor) -> dict[str, t
     ids = position_label_ids(m, ps)
     reciprocal = ranks.reciprocal().transpose(0, 1)  # [S, N, D]
     return {m.tokenizer.decode([int(t)]).strip(): reciprocal[:, ids == t].nanmean(1) for t in ids[ids >= 0].unique()}
-
-
-@dataclass
-class MRRSummary:
-    """Fig. 5 in numbers."""
-
-    mean: float  # over in-context heads
-    random_mean: float  # over their random heads
-    weakest: Head  # the in-context head with the lowest MRR
-    weakest_mrr: float
-    heads_above_random: int  # in-context heads scoring above their random head
-    heads: int
-
-
-def mrr_summary(heads: Sequence[Head], mrr: torch.Tensor, random_mrr: torch.Tensor) -> MRRSummary:
-    """Compare the MRR [S] of in-context heads with that of their random heads [S]."""
-    weakest = int(mrr.argmin())
-    return MRRSummary(float(mrr.mean()), float(random_mrr.mean()), tuple(heads[weakest]), float(mrr[weakest]),
-                      int((mrr > random_mrr).sum()), len(heads))
