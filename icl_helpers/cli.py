@@ -21,7 +21,7 @@ from pathlib import Path
 from .core.heads import heads_text, parse_heads
 from .data.datasets import check_sizes
 from .data.sentences import unavailable
-from .errors import UsageError, check_prompts, warn_without_demonstration
+from .errors import UsageError, check_prompts, clean_text, warn_without_demonstration
 from .paths import BUNDLED, DTYPE_NAMES, check_model_name, out_of_space, try_write, write_text_atomically
 
 SENTENCE_N = 16  # --sentence-n's default
@@ -52,15 +52,17 @@ class _Parser(argparse.ArgumentParser):
 
 
 def read_prompts(texts: list[str] | None, file: str | None) -> list[str]:
-    """--prompt texts, then the lines of --prompts FILE (blank lines skipped)."""
-    prompts = list(texts or [])
+    """--prompt texts, then the lines of --prompts FILE (blank lines skipped), each as `clean_text`
+    reads it: a byte-order mark, a Windows line end or another invisible character at either end
+    is no part of a prompt."""
+    prompts = [clean_text(t) for t in texts or []]
     if file:
         path = Path(file)
         if not path.is_file():
             raise UsageError(f"Prompt file {path} does not exist: give a text file, one prompt a line.")
-        for i, raw in enumerate(path.read_bytes().splitlines(), 1):
+        for i, raw in enumerate(path.read_bytes().splitlines(), 1):  # \n, \r\n or \r
             try:
-                line = raw.decode("utf-8")
+                line = clean_text(raw.decode("utf-8"))
             except UnicodeDecodeError:
                 raise UsageError(f"{path}:{i} is not UTF-8 text: save the file as UTF-8.") from None
             if line.strip():
@@ -140,6 +142,7 @@ def cmd_locate(args: argparse.Namespace) -> None:
         "n_prompts": len(prompts),
         "n_layers": m.arch.n_layers,
         "n_heads": m.arch.n_heads,
+        "prompts": prompts,  # as scored: read by `clean_text`
         "predictions": [m.tokenizer.decode([int(t)]) for t in result.targets],
         "head_increase": result.head_mean.tolist(),
         "attn_layer_increase": result.attn.mean(0).tolist(),
@@ -258,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     model.add_argument("--json", required=True, help="where to write the results")
     p = sub.add_parser("locate", parents=[model], help="log-probability increase of every layer and head")
     p.add_argument("--prompt", action="append", help="a prompt; repeat for more")
-    p.add_argument("--prompts", help="a UTF-8 text file, one prompt a line")
+    p.add_argument("--prompts", help="a UTF-8 text file, one prompt a line (a byte-order mark and Windows line ends are fine)")
     p.add_argument("--batch-size", type=_positive, default=32)
     p.set_defaults(run=cmd_locate)
     r = sub.add_parser("report", parents=[model], help="test every claim of the paper: ours, its 95%% interval, a verdict")

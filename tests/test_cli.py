@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from icl_helpers.cli import main
+from tests.conftest import small_model
 
 
 def test_locate_writes_the_report(small, tmp_path, capsys):
@@ -32,6 +33,46 @@ def test_locate_writes_the_report(small, tmp_path, capsys):
     best = max((v, l, h) for l, row in enumerate(report["head_increase"]) for h, v in enumerate(row))
     assert report["top_heads"][0] == [best[1], best[2]] and report["top_head_increase"][0] == best[0]
     assert len(report["top_heads"]) == len(report["top_head_increase"]) == min(20, L * H)
+    assert report["prompts"] == ["x : foo y :", "a : foo b : bar c :", "d : bar e :"]  # what was scored
+
+
+@pytest.fixture(scope="module")
+def gpt2_folder(gpt2_tokenizer, tmp_path_factory) -> str:
+    """conftest's small random GPT-2 with the real GPT-2 tokenizer, saved for the command line."""
+    folder = tmp_path_factory.mktemp("gpt2")
+    small_model("gpt2").save_pretrained(folder)
+    gpt2_tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+LINES = ["love : bar like : bar eight : foo two : foo one :", "cat : foo dog : bar fish :"]
+
+
+@pytest.mark.parametrize("written, argv", [
+    # Windows Notepad: a byte-order mark, CRLF line ends
+    ("\ufeff" + "\r\n".join(LINES) + "\r\n", []),
+    # invisible characters at either end of a line; a byte-order mark inside the file (two files joined)
+    ("\u200b" + LINES[0] + "\u2060\n\n\ufeff" + LINES[1] + "\u200d", []),
+    # a shell script saved with CRLF line ends: each argument ends in "\r"
+    (None, ["--prompt", LINES[0] + "\r", "--prompt", LINES[1] + "\r"]),
+], ids=["notepad", "invisible", "crlf-script"])
+def test_prompts_are_read_as_an_editor_writes_them(gpt2_folder, tmp_path, written, argv):
+    """The same prompts as the clean file's, so the same numbers bit for bit (the same prompts run
+    the same way), and the report shows what was scored."""
+    def located(*args: str) -> dict:
+        out = tmp_path / "out.json"
+        assert main(["locate", "--model", gpt2_folder, "--device", "cpu", *args, "--json", str(out)]) == 0
+        return json.loads(out.read_text())
+
+    (tmp_path / "clean.txt").write_text("\n".join(LINES) + "\n")
+    want = located("--prompts", str(tmp_path / "clean.txt"))
+    if written is not None:
+        (tmp_path / "edited.txt").write_bytes(written.encode("utf-8"))
+        argv = ["--prompts", str(tmp_path / "edited.txt")]
+    got = located(*argv)
+    scored = got.pop("prompts"), want.pop("prompts")
+    assert got == want
+    assert scored == (LINES, LINES)
 
 
 @pytest.mark.parametrize("argv, message", [
