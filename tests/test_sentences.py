@@ -197,6 +197,15 @@ def test_where_the_loader_looks(small_copies, tmp_path, monkeypatch):
     assert ds.resolve_data_dir(tmp_path) == tmp_path
 
 
+@pytest.mark.parametrize("name", list(SMALL))
+def test_a_byte_order_mark_is_no_text(name):
+    """A copy saved by a Windows editor reads as the copy without the mark (SST-2's first label,
+    AG News's header, would otherwise be malformed)."""
+    file, text = next(iter(SMALL[name].items()))
+    source = ds.SOURCES[name]
+    assert ds.parse_examples(b"\xef\xbb\xbf" + text.encode(), source, file) == ds.parse_examples(text.encode(), source, file)
+
+
 def test_a_file_that_is_not_utf8(tmp_path):
     (tmp_path / "ethos").mkdir()
     (tmp_path / "ethos" / "Ethos_Dataset_Binary.csv").write_bytes("comment;isHate\ncaf\xe9;0.0\n".encode("latin-1"))

@@ -178,7 +178,7 @@ def parse_examples(data: bytes, source: Source, shown: str) -> list[Example]:
     """The examples in a file's bytes; a BadCopy naming the file as `shown` where they are
     not UTF-8 text, the header or a row is malformed, or there is no example."""
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte-order mark, as a Windows editor may save a copy, is no text
     except UnicodeDecodeError as err:
         raise BadCopy(f"{shown} is not UTF-8 text (byte {err.start:,})") from None
     first = 1

@@ -20,7 +20,7 @@ def read_reports(paths: list[str | Path]) -> list[dict]:
     reports = []
     for path in map(Path, paths):
         try:
-            r = json.loads(path.read_text(encoding="utf-8"))
+            r = json.loads(path.read_text(encoding="utf-8-sig"))
         except (OSError, ValueError) as err:
             raise UsageError(f"{path} cannot be read as a report ({err}): give files `report --json` wrote.") from None
         if not isinstance(r, dict) or not {"model", "n", "sentence_n", "seed", "claims"} <= r.keys():
