@@ -22,7 +22,7 @@ from .core.heads import heads_text, parse_heads
 from .data.datasets import check_sizes
 from .data.sentences import unavailable
 from .errors import UsageError, check_prompts, clean_text, warn_without_demonstration
-from .paths import BUNDLED, DTYPE_NAMES, check_model_name, out_of_space, try_write, write_text_atomically
+from .paths import BUNDLED, DTYPE_NAMES, check_model_name, out_of_space, same_file, try_write, write_text_atomically
 
 SENTENCE_N = 16  # --sentence-n's default
 ROOM = 1 << 20  # the room an output file needs, checked before the run: a report's JSON or markdown is about 25 kB
@@ -161,7 +161,7 @@ def cmd_report(args: argparse.Namespace) -> None:
     check_model_name(args.model)
     out = check_output(args.json)
     md = check_output(args.markdown, "--markdown") if args.markdown else None
-    if md and md.resolve() == out.resolve():
+    if md and same_file(md, out):
         raise UsageError(f"--json and --markdown both name {out}: the second would replace the first; give each its own file.")
     if args.data_dir and not Path(args.data_dir).is_dir():
         raise UsageError(f"--data-dir {args.data_dir} does not exist: give a folder holding sst2/, trec/, agnews/, ethos/.")
@@ -227,6 +227,9 @@ def cmd_compare(args: argparse.Namespace) -> None:
     from .verdicts.compare import markdown, read_reports  # no torch
 
     md = check_output(args.markdown, "--markdown") if args.markdown else None
+    replaced = next((r for r in args.reports if md and same_file(md, r)), None)
+    if replaced:
+        raise UsageError(f"--markdown {md} is the report {replaced}: the table would replace it; give it a file of its own.")
     text = markdown(read_reports(args.reports))
     if md:
         write_output(md, text, "--markdown")
