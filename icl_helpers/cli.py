@@ -22,7 +22,16 @@ from .core.heads import heads_text, parse_heads
 from .data.datasets import check_sizes
 from .data.sentences import unavailable
 from .errors import UsageError, check_prompts, clean_text, warn_without_demonstration
-from .paths import BUNDLED, DTYPE_NAMES, check_model_name, out_of_space, same_file, try_write, write_text_atomically
+from .paths import (
+    BUNDLED,
+    DTYPE_NAMES,
+    absent,
+    check_model_name,
+    out_of_space,
+    same_file,
+    try_write,
+    write_text_atomically,
+)
 
 SENTENCE_N = 16  # --sentence-n's default
 ROOM = 1 << 20  # the room an output file needs, checked before the run: a report's JSON or markdown is about 25 kB
@@ -58,8 +67,8 @@ def read_prompts(texts: list[str] | None, file: str | None) -> list[str]:
     prompts = [clean_text(t) for t in texts or []]
     if file:
         path = Path(file)
-        if not path.is_file():
-            raise UsageError(f"Prompt file {path} does not exist: give a text file, one prompt a line.")
+        if why := absent(path):
+            raise UsageError(f"Prompt file {path} {why}: give a text file, one prompt a line.")
         for i, raw in enumerate(path.read_bytes().splitlines(), 1):  # \n, \r\n or \r
             try:
                 line = clean_text(raw.decode("utf-8"))
@@ -163,8 +172,8 @@ def cmd_report(args: argparse.Namespace) -> None:
     md = check_output(args.markdown, "--markdown") if args.markdown else None
     if md and same_file(md, out):
         raise UsageError(f"--json and --markdown both name {out}: the second would replace the first; give each its own file.")
-    if args.data_dir and not Path(args.data_dir).is_dir():
-        raise UsageError(f"--data-dir {args.data_dir} does not exist: give a folder holding sst2/, trec/, agnews/, ethos/.")
+    if args.data_dir and (why := absent(Path(args.data_dir), folder=True)):
+        raise UsageError(f"--data-dir {args.data_dir} {why}: give a folder holding sst2/, trec/, agnews/, ethos/.")
     sentence_n = sentence_size(args.sentence_n, args.data_dir)
     check_sizes(args.n, sentence_n, args.data_dir)
     heads = parse_heads(args.heads, "--heads")  # checked against the model by report, before any study

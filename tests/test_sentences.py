@@ -163,6 +163,10 @@ def test_missing_directory_is_refused(tmp_path, monkeypatch):
         ds.sentence_records("sst2", n=2)
     with pytest.raises(UsageError, match=rf"^Missing file {tmp_path / 'trec' / 'train.txt'}: copy the dataset there"):
         ds.load_sentences("trec", tmp_path)
+    (tmp_path / "file").touch()
+    monkeypatch.setenv("ICL_DATA_DIR", str(tmp_path / "file"))
+    with pytest.raises(UsageError, match=f"^Data directory {tmp_path / 'file'} is a file, not a folder: pass a directory"):
+        ds.sentence_records("sst2", n=2)
 
 
 @pytest.mark.parametrize("name, content, line, what", [
