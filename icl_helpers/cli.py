@@ -35,6 +35,7 @@ from .paths import (
 
 SENTENCE_N = 16  # --sentence-n's default
 ROOM = 1 << 20  # the room an output file needs, checked before the run: a report's JSON or markdown is about 25 kB
+_WRITTEN: list[Path] = []  # the outputs this run has written, for the line a Ctrl-C prints
 
 
 def _positive(text: str) -> int:
@@ -115,6 +116,7 @@ def write_output(path: Path, text: str, flag: str = "--json") -> None:
             + (f"this run's results are in {kept}. " if kept else "this run's results could not be kept elsewhere either. ")
             + ("Free some space there, or choose another place." if out_of_space(err) else "Choose a writable place.")
         ) from None
+    _WRITTEN.append(path)
 
 
 def _keep_elsewhere(text: str, suffix: str) -> Path | None:
@@ -254,6 +256,17 @@ def cmd_data_fetch(args: argparse.Namespace) -> None:
     fetch(args.to)
 
 
+def _interrupted(command: str) -> str:
+    """The one line a Ctrl-C prints: what the command wrote (each output whole: written atomically),
+    and what a rerun finds."""
+    if command == "data":
+        return "interrupted: no dataset file is left in part; run it again to fetch the rest."
+    wrote = f"wrote {' and '.join(map(str, _WRITTEN))}" if _WRITTEN else "nothing was written"
+    kept = ("; the claims judged and the studies run so far are kept in the results cache, so the same command "
+            "resumes from them" if command == "report" else "")
+    return f"interrupted: {wrote}{kept}."
+
+
 def _clock(start: float) -> str:
     """Time since `start` as "m:ss"."""
     minutes, seconds = divmod(round(time.perf_counter() - start), 60)
@@ -304,9 +317,13 @@ def main(argv: list[str] | None = None) -> int:
                                                "$ICL_HELPERS_CACHE, where the loader looks)")
     f.set_defaults(run=cmd_data_fetch)
     args = parser.parse_args(argv)
+    _WRITTEN.clear()
     try:
         args.run(args)
     except UsageError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback through torch
+        print(_interrupted(args.command), file=sys.stderr)
+        return 130
     return 0

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from icl_helpers import ICLModel
 from icl_helpers.cli import main
 from tests.conftest import small_model
 
@@ -37,11 +38,17 @@ def test_locate_writes_the_report(small, tmp_path, capsys):
 
 
 @pytest.fixture(scope="module")
-def gpt2_folder(gpt2_tokenizer, tmp_path_factory) -> str:
-    """conftest's small random GPT-2 with the real GPT-2 tokenizer, saved for the command line."""
+def gpt2(gpt2_tokenizer) -> ICLModel:
+    """conftest's small random GPT-2, with the real GPT-2 tokenizer."""
+    return ICLModel(small_model("gpt2"), gpt2_tokenizer, name="gpt2")
+
+
+@pytest.fixture(scope="module")
+def gpt2_folder(gpt2, tmp_path_factory) -> str:
+    """`gpt2` saved, for the command line to load."""
     folder = tmp_path_factory.mktemp("gpt2")
-    small_model("gpt2").save_pretrained(folder)
-    gpt2_tokenizer.save_pretrained(folder)
+    gpt2.model.save_pretrained(folder)
+    gpt2.tokenizer.save_pretrained(folder)
     return str(folder)
 
 
@@ -248,3 +255,33 @@ def test_the_console_script_is_named_for_the_package():
     """pyproject's one console script, `icl-helpers`, runs every subcommand, as `python -m icl_helpers` does."""
     project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
     assert project["scripts"] == {project["name"]: "icl_helpers.cli:main"} and project["name"] == "icl-helpers"
+
+
+def stop(*args, **kwargs):
+    raise KeyboardInterrupt  # Ctrl-C
+
+
+RESUME = "the claims judged and the studies run so far are kept in the results cache, so the same command resumes from them."
+
+
+@pytest.mark.parametrize("argv, stopped, said", [
+    (["locate", "--prompt", "a : foo b :", "--json", "{out}"], "icl_helpers.model.loading.load_model",
+     "interrupted: nothing was written."),
+    (["report", "--n", "2", "--json", "{out}"], "icl_helpers.verdicts.report", f"interrupted: nothing was written; {RESUME}"),
+    (["report", "--n", "2", "--json", "{out}", "--markdown", "{md}"], "icl_helpers.verdicts.markdown",
+     f"interrupted: wrote {{out}}; {RESUME}"),  # between the two outputs
+    (["data", "fetch", "--to", "{tmp}"], "icl_helpers.data.fetch.fetch",
+     "interrupted: no dataset file is left in part; run it again to fetch the rest."),
+], ids=["locate", "report", "report-between-its-outputs", "data-fetch"])
+def test_ctrl_c_is_one_line_saying_what_was_written(gpt2, tmp_path, monkeypatch, capsys, argv, stopped, said):
+    """Exit status 130, as a shell's for SIGINT, and one line on stderr instead of a traceback."""
+    paths = {"out": tmp_path / "out.json", "md": tmp_path / "out.md", "tmp": tmp_path}
+    monkeypatch.setattr("icl_helpers.model.loading.load_model", lambda *a, **k: gpt2)
+    monkeypatch.setattr("icl_helpers.verdicts.report", lambda *a, **k: [])
+    monkeypatch.setattr(stopped, stop)
+    try:
+        assert main([a.format(**paths) for a in argv]) == 130
+    except KeyboardInterrupt:
+        pytest.fail("the Ctrl-C went through main: a traceback")
+    assert capsys.readouterr().err == said.format(**paths) + "\n"
+    assert paths["out"].exists() == ("wrote" in said) and not paths["md"].exists()
