@@ -21,11 +21,21 @@ from pathlib import Path
 from .core.heads import heads_text, parse_heads
 from .data.datasets import check_sizes
 from .data.sentences import unavailable
-from .errors import UsageError, check_prompts, warn_without_demonstration
-from .paths import BUNDLED, DTYPE_NAMES, check_model_name, out_of_space, try_write, write_text_atomically
+from .errors import UsageError, check_prompts, clean_text, warn_without_demonstration
+from .paths import (
+    BUNDLED,
+    DTYPE_NAMES,
+    absent,
+    check_model_name,
+    out_of_space,
+    same_file,
+    try_write,
+    write_text_atomically,
+)
 
 SENTENCE_N = 16  # --sentence-n's default
 ROOM = 1 << 20  # the room an output file needs, checked before the run: a report's JSON or markdown is about 25 kB
+_WRITTEN: list[Path] = []  # the outputs this run has written, for the line a Ctrl-C prints
 
 
 def _positive(text: str) -> int:
@@ -52,15 +62,17 @@ class _Parser(argparse.ArgumentParser):
 
 
 def read_prompts(texts: list[str] | None, file: str | None) -> list[str]:
-    """--prompt texts, then the lines of --prompts FILE (blank lines skipped)."""
-    prompts = list(texts or [])
+    """--prompt texts, then the lines of --prompts FILE (blank lines skipped), each as `clean_text`
+    reads it: a byte-order mark, a Windows line end or another invisible character at either end
+    is no part of a prompt."""
+    prompts = [clean_text(t) for t in texts or []]
     if file:
         path = Path(file)
-        if not path.is_file():
-            raise UsageError(f"Prompt file {path} does not exist: give a text file, one prompt a line.")
-        for i, raw in enumerate(path.read_bytes().splitlines(), 1):
+        if why := absent(path):
+            raise UsageError(f"Prompt file {path} {why}: give a text file, one prompt a line.")
+        for i, raw in enumerate(path.read_bytes().splitlines(), 1):  # \n, \r\n or \r
             try:
-                line = raw.decode("utf-8")
+                line = clean_text(raw.decode("utf-8"))
             except UnicodeDecodeError:
                 raise UsageError(f"{path}:{i} is not UTF-8 text: save the file as UTF-8.") from None
             if line.strip():
@@ -104,6 +116,7 @@ def write_output(path: Path, text: str, flag: str = "--json") -> None:
             + (f"this run's results are in {kept}. " if kept else "this run's results could not be kept elsewhere either. ")
             + ("Free some space there, or choose another place." if out_of_space(err) else "Choose a writable place.")
         ) from None
+    _WRITTEN.append(path)
 
 
 def _keep_elsewhere(text: str, suffix: str) -> Path | None:
@@ -140,6 +153,7 @@ def cmd_locate(args: argparse.Namespace) -> None:
         "n_prompts": len(prompts),
         "n_layers": m.arch.n_layers,
         "n_heads": m.arch.n_heads,
+        "prompts": prompts,  # as scored: read by `clean_text`
         "predictions": [m.tokenizer.decode([int(t)]) for t in result.targets],
         "head_increase": result.head_mean.tolist(),
         "attn_layer_increase": result.attn.mean(0).tolist(),
@@ -158,10 +172,10 @@ def cmd_report(args: argparse.Namespace) -> None:
     check_model_name(args.model)
     out = check_output(args.json)
     md = check_output(args.markdown, "--markdown") if args.markdown else None
-    if md and md.resolve() == out.resolve():
+    if md and same_file(md, out):
         raise UsageError(f"--json and --markdown both name {out}: the second would replace the first; give each its own file.")
-    if args.data_dir and not Path(args.data_dir).is_dir():
-        raise UsageError(f"--data-dir {args.data_dir} does not exist: give a folder holding sst2/, trec/, agnews/, ethos/.")
+    if args.data_dir and (why := absent(Path(args.data_dir), folder=True)):
+        raise UsageError(f"--data-dir {args.data_dir} {why}: give a folder holding sst2/, trec/, agnews/, ethos/.")
     sentence_n = sentence_size(args.sentence_n, args.data_dir)
     check_sizes(args.n, sentence_n, args.data_dir)
     heads = parse_heads(args.heads, "--heads")  # checked against the model by report, before any study
@@ -224,6 +238,9 @@ def cmd_compare(args: argparse.Namespace) -> None:
     from .verdicts.compare import markdown, read_reports  # no torch
 
     md = check_output(args.markdown, "--markdown") if args.markdown else None
+    replaced = next((r for r in args.reports if md and same_file(md, r)), None)
+    if replaced:
+        raise UsageError(f"--markdown {md} is the report {replaced}: the table would replace it; give it a file of its own.")
     text = markdown(read_reports(args.reports))
     if md:
         write_output(md, text, "--markdown")
@@ -237,6 +254,17 @@ def cmd_data_fetch(args: argparse.Namespace) -> None:
     from .data.fetch import fetch
 
     fetch(args.to)
+
+
+def _interrupted(command: str) -> str:
+    """The one line a Ctrl-C prints: what the command wrote (each output whole: written atomically),
+    and what a rerun finds."""
+    if command == "data":
+        return "interrupted: no dataset file is left in part; run it again to fetch the rest."
+    wrote = f"wrote {' and '.join(map(str, _WRITTEN))}" if _WRITTEN else "nothing was written"
+    kept = ("; the claims judged and the studies run so far are kept in the results cache, so the same command "
+            "resumes from them" if command == "report" else "")
+    return f"interrupted: {wrote}{kept}."
 
 
 def _clock(start: float) -> str:
@@ -258,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     model.add_argument("--json", required=True, help="where to write the results")
     p = sub.add_parser("locate", parents=[model], help="log-probability increase of every layer and head")
     p.add_argument("--prompt", action="append", help="a prompt; repeat for more")
-    p.add_argument("--prompts", help="a UTF-8 text file, one prompt a line")
+    p.add_argument("--prompts", help="a UTF-8 text file, one prompt a line (a byte-order mark and Windows line ends are fine)")
     p.add_argument("--batch-size", type=_positive, default=32)
     p.set_defaults(run=cmd_locate)
     r = sub.add_parser("report", parents=[model], help="test every claim of the paper: ours, its 95%% interval, a verdict")
@@ -289,9 +317,13 @@ def main(argv: list[str] | None = None) -> int:
                                                "$ICL_HELPERS_CACHE, where the loader looks)")
     f.set_defaults(run=cmd_data_fetch)
     args = parser.parse_args(argv)
+    _WRITTEN.clear()
     try:
         args.run(args)
     except UsageError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback through torch
+        print(_interrupted(args.command), file=sys.stderr)
+        return 130
     return 0

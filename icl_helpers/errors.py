@@ -1,10 +1,11 @@
-"""Bad input: the one exception type the helpers raise for it, the prompt checks (no torch
-needed, so the CLI runs them before it imports torch) and the one warning for doubtful prompts;
-and `Unjudgeable`, evidence a claim cannot be judged on."""
+"""Bad input: the one exception type the helpers raise for it, the prompt checks and cleaning
+(no torch needed, so the CLI runs them before it imports torch) and the one warning for doubtful
+prompts; and `Unjudgeable`, evidence a claim cannot be judged on."""
 from __future__ import annotations
 
 import operator
 import re
+import unicodedata
 import warnings
 
 
@@ -34,6 +35,33 @@ def check_prompts(prompts: list[str]) -> list[str]:
         if not p.strip():
             raise UsageError(f"Prompt {i} is empty: every prompt needs text.")
     return prompts
+
+
+def clean_text(text: str) -> str:
+    """A prompt (or a word or text that goes into one) read from a file or the command line, as its
+    writer sees it: Windows line ends ("\\r\\n") as "\\n", and without the invisible characters that an
+    editor may leave among the spaces at either end, each of which a tokenizer would read as tokens
+    (a byte-order mark, a zero-width space or joiner: any Unicode format character, category Cf; a
+    carriage return). The text between is kept as written."""
+    text = text.replace("\r\n", "\n")
+    start, end = 0, len(text)
+    while start < end and _blank(text[start]):
+        start += 1
+    while end > start and _blank(text[end - 1]):
+        end -= 1
+    return _visible(text[:start]) + text[start:end] + _visible(text[end:])
+
+
+def _invisible(char: str) -> bool:
+    return char == "\r" or unicodedata.category(char) == "Cf"
+
+
+def _blank(char: str) -> bool:
+    return char.isspace() or _invisible(char)
+
+
+def _visible(text: str) -> str:
+    return "".join(c for c in text if not _invisible(c))
 
 
 def check_count(value: int, name: str) -> int:

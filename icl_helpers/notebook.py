@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from .core.heads import Head, heads_text, parse_heads
+from .core.heads import Head, check_heads, heads_text, parse_heads
 from .data.sentences import missing_note, resolve_data_dir
 from .errors import UsageError
-from .model.loading import ICLModel
+from .model.loading import ICLModel, load_model
 from .paths import REPO_ROOT
 from .studies.accuracy import prompt_accuracy
 from .studies.runner import PromptSet
@@ -55,6 +55,13 @@ class Params:
             shown["heads"] = heads_text(self.heads)
         return f"Params({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
 
+    def load_model(self) -> ICLModel:
+        """The model, on the device and in the dtype given, with the heads given checked against it
+        (`core.heads.check_heads`): a head it lacks stops the notebook at its model cell, before any study."""
+        m = load_model(self.model, self.device, self.dtype)
+        check_heads(self.heads, m.arch)
+        return m
+
 
 def notebook_params(
     model: str = "smollm2-135m",
@@ -72,7 +79,7 @@ def notebook_params(
     ICL_HEADS).
 
     heads: analyse these heads instead of the top 20 located, as "19-11,20-11" or (layer,
-    head) pairs; checked against the model where it is known (`core.heads.check_heads`).
+    head) pairs; checked against the model as soon as `Params.load_model` loads it.
 
     env renames variables, e.g. {"model": "ICL_LLAMA_MODEL"} for a notebook that needs a
     Llama-family model whatever ICL_MODEL says. A relative data directory is taken from

@@ -41,6 +41,29 @@ def check_model_name(name: object) -> str:
     return name
 
 
+def absent(path: Path, folder: bool = False) -> str | None:
+    """Why `path` is not the file (or, where `folder`, the folder) asked for, as a message's
+    words ("does not exist", "is a file, not a folder", ...); None where it is one."""
+    if not path.exists():
+        return "does not exist"
+    if folder and not path.is_dir():
+        return "is a file, not a folder"
+    if not folder and path.is_dir():
+        return "is a folder, not a file"
+    return None
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name one file: the same path once resolved (through symlinks), or one
+    file on disk (a hard link). Either may not exist yet."""
+    if Path(a).resolve() == Path(b).resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one is missing
+        return False
+
+
 def try_write(folder: Path, size: int = 0) -> None:
     """Make a file of `size` bytes in `folder`, synced to disk, and remove it: an OSError where
     that cannot be done. A real write, not os.access: root passes os.access even where nothing

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from icl_helpers import ICLModel
 from icl_helpers.cli import main
+from tests.conftest import small_model
 
 
 def test_locate_writes_the_report(small, tmp_path, capsys):
@@ -32,6 +34,52 @@ def test_locate_writes_the_report(small, tmp_path, capsys):
     best = max((v, l, h) for l, row in enumerate(report["head_increase"]) for h, v in enumerate(row))
     assert report["top_heads"][0] == [best[1], best[2]] and report["top_head_increase"][0] == best[0]
     assert len(report["top_heads"]) == len(report["top_head_increase"]) == min(20, L * H)
+    assert report["prompts"] == ["x : foo y :", "a : foo b : bar c :", "d : bar e :"]  # what was scored
+
+
+@pytest.fixture(scope="module")
+def gpt2(gpt2_tokenizer) -> ICLModel:
+    """conftest's small random GPT-2, with the real GPT-2 tokenizer."""
+    return ICLModel(small_model("gpt2"), gpt2_tokenizer, name="gpt2")
+
+
+@pytest.fixture(scope="module")
+def gpt2_folder(gpt2, tmp_path_factory) -> str:
+    """`gpt2` saved, for the command line to load."""
+    folder = tmp_path_factory.mktemp("gpt2")
+    gpt2.model.save_pretrained(folder)
+    gpt2.tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+LINES = ["love : bar like : bar eight : foo two : foo one :", "cat : foo dog : bar fish :"]
+
+
+@pytest.mark.parametrize("written, argv", [
+    # Windows Notepad: a byte-order mark, CRLF line ends
+    ("\ufeff" + "\r\n".join(LINES) + "\r\n", []),
+    # invisible characters at either end of a line; a byte-order mark inside the file (two files joined)
+    ("\u200b" + LINES[0] + "\u2060\n\n\ufeff" + LINES[1] + "\u200d", []),
+    # a shell script saved with CRLF line ends: each argument ends in "\r"
+    (None, ["--prompt", LINES[0] + "\r", "--prompt", LINES[1] + "\r"]),
+], ids=["notepad", "invisible", "crlf-script"])
+def test_prompts_are_read_as_an_editor_writes_them(gpt2_folder, tmp_path, written, argv):
+    """The same prompts as the clean file's, so the same numbers bit for bit (the same prompts run
+    the same way), and the report shows what was scored."""
+    def located(*args: str) -> dict:
+        out = tmp_path / "out.json"
+        assert main(["locate", "--model", gpt2_folder, "--device", "cpu", *args, "--json", str(out)]) == 0
+        return json.loads(out.read_text())
+
+    (tmp_path / "clean.txt").write_text("\n".join(LINES) + "\n")
+    want = located("--prompts", str(tmp_path / "clean.txt"))
+    if written is not None:
+        (tmp_path / "edited.txt").write_bytes(written.encode("utf-8"))
+        argv = ["--prompts", str(tmp_path / "edited.txt")]
+    got = located(*argv)
+    scored = got.pop("prompts"), want.pop("prompts")
+    assert got == want
+    assert scored == (LINES, LINES)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -46,6 +94,9 @@ def test_locate_writes_the_report(small, tmp_path, capsys):
     (["locate", "--prompt", "a : foo b :", "--json", "/proc/version"], "--json /proc/version cannot be written"),
     (["report", "--json", "x.json", "--markdown", "{tmp}"], "--markdown {tmp} is a folder: give a file name"),
     (["report", "--json", "x.json", "--data-dir", "{tmp}/no-such"], "--data-dir {tmp}/no-such does not exist"),
+    (["report", "--json", "x.json", "--data-dir", "{tmp}/latin1.txt"],
+     "error: --data-dir {tmp}/latin1.txt is a file, not a folder: give a folder holding sst2/, trec/, agnews/, ethos/."),
+    (["locate", "--prompts", "{tmp}", "--json", "x.json"], "error: Prompt file {tmp} is a folder, not a file: give a text file"),
     (["report", "--json", "x.json", "--heads", "19.11"],
      "error: --heads: '19.11' is not a head: write layer-head pairs separated by commas, e.g. 19-11,20-11."),
     (["report", "--json", "{tmp}/out", "--markdown", "{tmp}/../{name}/out"],
@@ -204,3 +255,33 @@ def test_the_console_script_is_named_for_the_package():
     """pyproject's one console script, `icl-helpers`, runs every subcommand, as `python -m icl_helpers` does."""
     project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
     assert project["scripts"] == {project["name"]: "icl_helpers.cli:main"} and project["name"] == "icl-helpers"
+
+
+def stop(*args, **kwargs):
+    raise KeyboardInterrupt  # Ctrl-C
+
+
+RESUME = "the claims judged and the studies run so far are kept in the results cache, so the same command resumes from them."
+
+
+@pytest.mark.parametrize("argv, stopped, said", [
+    (["locate", "--prompt", "a : foo b :", "--json", "{out}"], "icl_helpers.model.loading.load_model",
+     "interrupted: nothing was written."),
+    (["report", "--n", "2", "--json", "{out}"], "icl_helpers.verdicts.report", f"interrupted: nothing was written; {RESUME}"),
+    (["report", "--n", "2", "--json", "{out}", "--markdown", "{md}"], "icl_helpers.verdicts.markdown",
+     f"interrupted: wrote {{out}}; {RESUME}"),  # between the two outputs
+    (["data", "fetch", "--to", "{tmp}"], "icl_helpers.data.fetch.fetch",
+     "interrupted: no dataset file is left in part; run it again to fetch the rest."),
+], ids=["locate", "report", "report-between-its-outputs", "data-fetch"])
+def test_ctrl_c_is_one_line_saying_what_was_written(gpt2, tmp_path, monkeypatch, capsys, argv, stopped, said):
+    """Exit status 130, as a shell's for SIGINT, and one line on stderr instead of a traceback."""
+    paths = {"out": tmp_path / "out.json", "md": tmp_path / "out.md", "tmp": tmp_path}
+    monkeypatch.setattr("icl_helpers.model.loading.load_model", lambda *a, **k: gpt2)
+    monkeypatch.setattr("icl_helpers.verdicts.report", lambda *a, **k: [])
+    monkeypatch.setattr(stopped, stop)
+    try:
+        assert main([a.format(**paths) for a in argv]) == 130
+    except KeyboardInterrupt:
+        pytest.fail("the Ctrl-C went through main: a traceback")
+    assert capsys.readouterr().err == said.format(**paths) + "\n"
+    assert paths["out"].exists() == ("wrote" in said) and not paths["md"].exists()

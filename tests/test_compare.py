@@ -74,3 +74,25 @@ def test_compare_writes_the_table(tmp_path, capsys):
     assert (tmp_path / "out.md").read_text() == markdown(read_reports(paths))
     assert main(["compare", str(paths[0])]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["a", "b", "--markdown", "a"], "--markdown {a} is the report {a}: the table would replace it; give it a file of its own."),
+    (["a", "b", "--markdown", "to_b"], "--markdown {to_b} is the report {b}: the table would replace it"),  # a symlink
+    (["a", "b", "--markdown", "hard_a"], "--markdown {hard_a} is the report {a}: the table would replace it"),  # a hard link
+    (["a", "a", "--markdown", "out"], "{a} is given twice: give each report once."),
+    (["a", "b", "to_b"], "{b} is given twice (the second time as {to_b}): give each report once."),
+])
+def test_compare_refuses_to_replace_a_report_or_to_read_one_twice(tmp_path, capsys, argv, message):
+    """One line, and nothing written: the reports as they were, no table."""
+    files = {name: tmp_path / f"{name}.json" for name in ("a", "b")}
+    for name, path in files.items():
+        path.write_text(json.dumps(a_report(name, "replicates", 0.9)))
+    (tmp_path / "to_b.json").symlink_to(files["b"])
+    (tmp_path / "hard_a.json").hardlink_to(files["a"])
+    names = {name: str(tmp_path / f"{name}.json") for name in ("a", "b", "to_b", "hard_a", "out")}
+    before = {path: path.read_bytes() for path in tmp_path.iterdir()}
+    assert main(["compare", *(names.get(a, a) for a in argv)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {message.format(**names)}") and err.count("\n") == 1
+    assert {path: path.read_bytes() for path in tmp_path.iterdir()} == before

@@ -1,6 +1,7 @@
 """A notebook given a bad parameter stops at the first cell that can know, with one line,
-before the slow work: the parameters cell for a missing data directory, the first prompt
-set for more prompts than a dataset holds (so no notebook prints an N it did not run)."""
+before the slow work: the parameters cell for a missing data directory, the model cell for a
+head the model lacks, the first prompt set for more prompts than a dataset holds (so no
+notebook prints an N it did not run)."""
 from __future__ import annotations
 
 import nbformat
@@ -34,3 +35,12 @@ def test_more_prompts_than_a_dataset_holds_stops_before_any_pass(monkeypatch):
     source, error = failing_cell("01_locate.ipynb", monkeypatch, ICL_N_PROMPTS="1001", TQDM_DISABLE="1")
     assert source.startswith("table2 = accuracy.accuracy_table(")  # the first cell that builds prompts
     assert error == ("UsageError: sentiment_number has 1,000 records: ask for at most 1,000 prompts, not 1,001.")
+
+
+def test_heads_the_model_lacks_stop_the_model_cell(monkeypatch):
+    """ICL_HEADS is read with the parameters, but only the model knows its heads: checked as it loads,
+    before Table 2 and Fig. 2 run."""
+    source, error = failing_cell("01_locate.ipynb", monkeypatch, ICL_HEADS="29-8,30-0", ICL_N_PROMPTS="2", TQDM_DISABLE="1")
+    assert source.startswith("m = p.load_model()")
+    assert error == ("UsageError: Head 30-0 is not in this model: it has 30 layers x 9 heads (layer-head from 0-0 to "
+                     "29-8).")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -80,3 +81,14 @@ def test_bad_heads_say_what_to_write(monkeypatch, value):
     monkeypatch.setenv("ICL_HEADS", value)
     with pytest.raises(UsageError, match=rf"^ICL_HEADS: '{value}' is not a head: write layer-head pairs separated by commas"):
         notebook_params()
+
+
+def test_the_model_cell_checks_the_heads_against_the_model(monkeypatch):
+    """Params.load_model loads the model the parameters name, then refuses a head it lacks."""
+    loaded = SimpleNamespace(arch=SimpleNamespace(n_layers=3, n_heads=4))  # what the check reads of a model
+    monkeypatch.setattr("icl_helpers.notebook.load_model", lambda *args: loaded if args == ("tiny", "cpu", "float32") else None)
+    assert notebook_params(model="tiny", device="cpu", heads="2-3,0-0").load_model() is loaded
+    assert notebook_params(model="tiny", device="cpu").load_model() is loaded
+    monkeypatch.setenv("ICL_HEADS", "2-3,3-0")
+    with pytest.raises(UsageError, match=r"^Head 3-0 is not in this model: it has 3 layers x 4 heads"):
+        notebook_params(model="tiny", device="cpu").load_model()

@@ -3,9 +3,23 @@ import pytest
 
 from icl_helpers import UsageError
 from icl_helpers.data.prompts import VARIANTS, Record, Variant, build_prompt, build_prompts, parse_prompt
+from icl_helpers.errors import clean_text
 
 RECORD = Record("one", "number", "sentiment", ("eight", "two"), ("love", "like"))
 BALANCED = "love : bar like : bar eight : foo two : foo one :"
+
+
+@pytest.mark.parametrize("written, read", [
+    ("\ufeff" + BALANCED, BALANCED),  # a byte-order mark (Windows Notepad)
+    (BALANCED + "\r", BALANCED),  # a CRLF line end's "\r" (a shell script saved on Windows)
+    ("\u200b\u200c\u200d\u2060\u00ad" + BALANCED + "\u200e", BALANCED),  # zero-width and other format characters
+    (" \u200b love :\ufeff \r", "  love : "),  # among spaces: the spaces are kept
+    ("love\r\nbar one\r\n", "love\nbar one\n"),  # a newline separator written on Windows
+    ("\ufeff\r", ""),  # nothing to see: empty, which the prompt checks refuse
+    ("man\u200dwoman : foo x :", "man\u200dwoman : foo x :"),  # inside the text, as written (a joined emoji needs it)
+])
+def test_clean_text_drops_what_no_reader_sees_at_either_end(written, read):
+    assert clean_text(written) == read
 
 
 @pytest.mark.parametrize("variant, text", [

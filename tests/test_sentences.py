@@ -163,6 +163,10 @@ def test_missing_directory_is_refused(tmp_path, monkeypatch):
         ds.sentence_records("sst2", n=2)
     with pytest.raises(UsageError, match=rf"^Missing file {tmp_path / 'trec' / 'train.txt'}: copy the dataset there"):
         ds.load_sentences("trec", tmp_path)
+    (tmp_path / "file").touch()
+    monkeypatch.setenv("ICL_DATA_DIR", str(tmp_path / "file"))
+    with pytest.raises(UsageError, match=f"^Data directory {tmp_path / 'file'} is a file, not a folder: pass a directory"):
+        ds.sentence_records("sst2", n=2)
 
 
 @pytest.mark.parametrize("name, content, line, what", [
@@ -195,6 +199,15 @@ def test_where_the_loader_looks(small_copies, tmp_path, monkeypatch):
     monkeypatch.setenv("ICL_DATA_DIR", str(small_copies))
     assert ds.resolve_data_dir() == small_copies
     assert ds.resolve_data_dir(tmp_path) == tmp_path
+
+
+@pytest.mark.parametrize("name", list(SMALL))
+def test_a_byte_order_mark_is_no_text(name):
+    """A copy saved by a Windows editor reads as the copy without the mark (SST-2's first label,
+    AG News's header, would otherwise be malformed)."""
+    file, text = next(iter(SMALL[name].items()))
+    source = ds.SOURCES[name]
+    assert ds.parse_examples(b"\xef\xbb\xbf" + text.encode(), source, file) == ds.parse_examples(text.encode(), source, file)
 
 
 def test_a_file_that_is_not_utf8(tmp_path):

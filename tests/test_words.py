@@ -24,6 +24,12 @@ def test_word_lists_are_large_distinct_and_disjoint():
     assert len(lowered) == len(set(lowered))  # no duplicate within a list, no word in two lists
 
 
+def test_a_word_list_is_read_as_an_editor_writes_it(tmp_path):
+    """A byte-order mark, CRLF line ends and invisible characters are no part of a word."""
+    (tmp_path / "animal.txt").write_bytes("\ufeffcat\r\n\u200bdog \r\n\r\nowl\u200d\r\n".encode("utf-8"))
+    assert read_word_list("animal", tmp_path) == ["cat", "dog", "owl"]
+
+
 def test_duplicate_word_is_refused(tmp_path):
     (tmp_path / "animal.txt").write_text("cat\ndog\nCat\n")
     with pytest.raises(UsageError, match=r"animal\.txt: 'Cat' is listed twice; each word once\.$"):

@@ -24,7 +24,7 @@ from typing import Callable
 
 from .. import hub
 from ..errors import UsageError
-from ..paths import cache_root, checksum_of
+from ..paths import absent, cache_root, checksum_of
 from .prompts import Record, check_size, demos_per_class
 
 MAX_CHARS = 400
@@ -149,9 +149,9 @@ def resolve_data_dir(path: str | Path | None = None) -> Path | None:
     chosen = path or os.environ.get("ICL_DATA_DIR")
     if chosen:
         chosen = Path(chosen).expanduser()
-        if not chosen.is_dir():
+        if why := absent(chosen, folder=True):
             raise UsageError(
-                f"Data directory {chosen} does not exist: pass a directory holding "
+                f"Data directory {chosen} {why}: pass a directory holding "
                 f"{', '.join(f'{n}/' for n in SOURCES)} (argument or ICL_DATA_DIR), or unset ICL_DATA_DIR to use the hub."
             )
         return chosen
@@ -178,7 +178,7 @@ def parse_examples(data: bytes, source: Source, shown: str) -> list[Example]:
     """The examples in a file's bytes; a BadCopy naming the file as `shown` where they are
     not UTF-8 text, the header or a row is malformed, or there is no example."""
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte-order mark, as a Windows editor may save a copy, is no text
     except UnicodeDecodeError as err:
         raise BadCopy(f"{shown} is not UTF-8 text (byte {err.start:,})") from None
     first = 1

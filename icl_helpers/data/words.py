@@ -12,7 +12,7 @@ import argparse
 import random
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import UsageError, clean_text
 from ..paths import DATA, write_text_atomically
 from .prompts import Record, demos_per_class
 
@@ -25,11 +25,12 @@ STORED = 1000  # records a stored dataset
 
 
 def read_word_list(name: str, directory: Path = DATA / "words") -> list[str]:
-    """The words of class `name` (data/words/<name>.txt, one a line), checked for duplicates."""
+    """The words of class `name` (data/words/<name>.txt, one a line, each as `clean_text` reads it),
+    checked for duplicates."""
     path = Path(directory) / f"{name}.txt"
     if not path.is_file():
         raise UsageError(f"No word list {path}: the word classes are {', '.join(WORD_CLASSES)}.")
-    words = [w.strip() for w in path.read_text(encoding="utf-8").splitlines() if w.strip()]
+    words = [w for w in (clean_text(line).strip() for line in path.read_text(encoding="utf-8").splitlines()) if w]
     seen: set[str] = set()
     for w in words:
         if w.lower() in seen:
@@ -83,7 +84,7 @@ def load_word_records(name: str, directory: Path = DATA) -> list[Record]:
     if not path.is_file():
         raise UsageError(f"No file {path}: regenerate it with `python -m icl_helpers.data.words`.")
     records = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for i, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1):
         try:
             records.append(Record.from_json(line))
         except ValueError as err:

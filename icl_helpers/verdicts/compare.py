@@ -10,17 +10,24 @@ import json
 from pathlib import Path
 
 from ..errors import UsageError
+from ..paths import same_file
 
 VERDICT_MARK = {"replicates": "yes", "partly": "partly", "does not replicate": "no", "not tested": "not tested"}
 
 
 def read_reports(paths: list[str | Path]) -> list[dict]:
-    """The reports at `paths`, in that order; a UsageError naming the first that is not one,
-    or two reports that do not share a size and seed (their verdicts would not be comparable)."""
+    """The reports at `paths`, in that order; a UsageError naming a file given twice (the same
+    column twice would make every claim agree), the first that is not a report, or two reports
+    that do not share a size and seed (their verdicts would not be comparable)."""
+    for i, path in enumerate(paths):
+        again = next((p for p in paths[i + 1:] if same_file(path, p)), None)
+        if again is not None:
+            also = "" if Path(again) == Path(path) else f" (the second time as {again})"
+            raise UsageError(f"{path} is given twice{also}: give each report once.")
     reports = []
     for path in map(Path, paths):
         try:
-            r = json.loads(path.read_text(encoding="utf-8"))
+            r = json.loads(path.read_text(encoding="utf-8-sig"))
         except (OSError, ValueError) as err:
             raise UsageError(f"{path} cannot be read as a report ({err}): give files `report --json` wrote.") from None
         if not isinstance(r, dict) or not {"model", "n", "sentence_n", "seed", "claims"} <= r.keys():
