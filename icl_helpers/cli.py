@@ -182,7 +182,7 @@ def cmd_report(args: argparse.Namespace) -> None:
     import torch  # torch and transformers load only now
 
     from .model.loading import load_model
-    from .verdicts import markdown, report
+    from .verdicts import intro, markdown, report
 
     start = time.perf_counter()
     m = load_model(args.model, device=args.device, dtype=args.dtype)
@@ -206,15 +206,9 @@ def cmd_report(args: argparse.Namespace) -> None:
     write_output(out, json.dumps({"model": args.model, "n": args.n, "sentence_n": sentence_n, "seed": args.seed,
                                   **given, **run, "claims": [f.to_dict() for f in findings], **robust}, indent=1))
     if md:
-        intro = (f"# {args.model}: the paper's claims, tested\n\n{args.n} prompts a word dataset, "
-                 + (f"{sentence_n} a sentence dataset" if sentence_n else "no sentence dataset (none could be had)")
-                 + f", seed {args.seed}; 95% bootstrap intervals over prompts. The last two "
-                 "columns judge the label-flow claims again: on the prompts the model answers correctly (top-1 "
-                 "the true label on the balanced prompt, as the paper's Appendix A), in the heads located on all "
-                 "prompts; and held out, on the even records in heads located on the odd ones, so that no head is "
-                 "judged on the prompts that selected it (the claims that measure located heads on prompts)."
-                 + (f" Heads analysed: {given['heads']} in every dataset, instead of each one's top 20." if heads else ""))
-        write_output(md, intro + "\n\n" + markdown(findings) + section, "--markdown")
+        header = (f"# {args.model}: the paper's claims, tested\n\n{intro(args.n, sentence_n, args.seed)}"
+                  + (f" Heads analysed: {given['heads']} in every dataset, instead of each one's top 20." if heads else ""))
+        write_output(md, header + "\n\n" + markdown(findings) + section, "--markdown")
     counts = {v: sum(f.verdict == v for f in findings) for v in dict.fromkeys(f.verdict for f in findings)}
     print(f"{len(findings)} claims in {_clock(start)}: " + ", ".join(f"{c} {v}" for v, c in counts.items())
           + f"; wrote {out}" + (f" and {md}" if md else ""))

@@ -213,7 +213,25 @@ def test_a_report_without_sentence_data_records_no_sentence_size(saved, no_sente
     out, md = tmp_path / "out.json", tmp_path / "out.md"
     assert main(["report", "--model", saved, "--device", "cpu", "--n", "2", "--json", str(out), "--markdown", str(md)]) == 0
     assert json.loads(out.read_text())["sentence_n"] is None
-    assert "2 prompts a word dataset, no sentence dataset (none could be had), seed 0;" in md.read_text()
+    assert "2 prompts a word dataset, no sentence dataset (none could be had), seed 0." in md.read_text()
+
+
+def test_a_reports_header_says_what_its_intervals_and_views_do(saved, tmp_path, monkeypatch):
+    """The header is written from the code that makes the table: the bootstrap's level, draws and unit (distinct
+    inputs), and each view column's own description (`View.about`), so it changes with them."""
+    from icl_helpers.stats import DRAWS, MIN_CLUSTERS
+    from icl_helpers.verdicts.evidence import HeldOut
+
+    monkeypatch.setattr("icl_helpers.verdicts.report", lambda m, *a, **k: [])
+    monkeypatch.setattr(HeldOut, "about", "judged on the records a stand-in picks")
+    md = tmp_path / "out.md"
+    assert main(["report", "--model", saved, "--device", "cpu", "--n", "12", "--json", str(tmp_path / "o.json"),
+                 "--markdown", str(md)]) == 0
+    header = md.read_text().split("\n\n")[1]
+    assert header.startswith("12 prompts a word dataset, ") and "95% percentile bootstrap" in header
+    assert f"{DRAWS:,} draws over the distinct inputs" in header and f"fewer than {MIN_CLUSTERS} distinct inputs" in header
+    assert "*held out*: judged on the records a stand-in picks." in header
+    assert "*correct prompts only*: the prompts the model answers correctly" in header
 
 
 def test_compare_checks_its_files_before_torch_loads(tmp_path):

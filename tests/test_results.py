@@ -44,6 +44,14 @@ def test_a_committed_reports_markdown_is_its_json(path: Path):
     assert path.with_suffix(".md").read_text().endswith(claims.markdown(findings) + section)
 
 
+@pytest.mark.parametrize("path", RESULTS, ids=lambda p: p.name)
+def test_a_committed_reports_header_says_what_the_code_does(path: Path):
+    """Its header is the one the code writes (`claims.intro`: the bootstrap and the views as they are)."""
+    report = json.loads(path.read_text())
+    header = path.with_suffix(".md").read_text().split("\n\n")[1]
+    assert header.startswith(claims.intro(report["n"], report["sentence_n"], report["seed"]))
+
+
 @pytest.mark.parametrize("path", [p for p in RESULTS if "robustness" in json.loads(p.read_text())], ids=lambda p: p.name)
 def test_a_committed_robustness_section_judges_every_claim_under_the_five_factors(path: Path):
     report = json.loads(path.read_text())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 
 _WHERE = {  # public name -> module that defines it
-    **dict.fromkeys(["CLAIMS", "Claim", "Finding", "claims_of", "markdown", "table"], "claims"),
+    **dict.fromkeys(["CLAIMS", "Claim", "Finding", "claims_of", "intro", "markdown", "table"], "claims"),
     **dict.fromkeys(["Evidence", "FIRST", "SENTENCE", "WORD"], "evidence"),
     "report": "findings", **dict.fromkeys(["K", "RANDOM_DRAWS", "TOP"], "rules"),
 }

@@ -10,7 +10,7 @@ import copy
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 import torch
 
@@ -72,6 +72,8 @@ class Correct(View):
     """The records whose balanced prompt the model answers correctly, in heads located on them (as
     the paper's Appendix A locates on the correct cases)."""
 
+    about: ClassVar[str] = ("the prompts the model answers correctly (top-1 the true label on the balanced prompt), in "
+                            "heads located on those prompts, as the paper's Appendix A locates on the correct cases")
     relocates: bool = True
 
     def rows(self, s: Evidence, dataset: str) -> torch.Tensor:
@@ -86,6 +88,9 @@ class HeldOut(View):
     """Half the distinct inputs of each class, drawn with the seed (the evidence's `halves`), in heads
     located on the other half, so that no head is judged on the prompts (or the inputs) that selected it."""
 
+    about: ClassVar[str] = ("in each class of input, the prompts of half its distinct inputs (drawn with the seed), "
+                            "in heads located on the other half's prompts, so that no head is judged on the inputs "
+                            "that selected it (where heads are located; not where they are given)")
     relocates: bool = True
 
     def rows(self, s: Evidence, dataset: str) -> torch.Tensor:

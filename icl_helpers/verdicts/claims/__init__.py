@@ -12,6 +12,6 @@ from __future__ import annotations
 
 from . import accuracy, location, vocabulary, label_ranks, attention, variants, appendices, interventions  # noqa: F401  isort: skip
 from .claim import CLAIMS, EMNLP, V1, Claim, Finding, claims_of, register
-from .tables import VIEWS, markdown, table, view_text
+from .tables import VIEWS, intro, markdown, table, view_text
 
-__all__ = ["CLAIMS", "EMNLP", "V1", "VIEWS", "Claim", "Finding", "claims_of", "markdown", "register", "table", "view_text"]
+__all__ = ["CLAIMS", "EMNLP", "V1", "VIEWS", "Claim", "Finding", "claims_of", "intro", "markdown", "register", "table", "view_text"]

@@ -6,10 +6,13 @@ from typing import Sequence
 
 import pandas as pd
 
+from ...stats import DRAWS, LEVEL, MIN_CLUSTERS
+from ..evidence import CORRECT, HELD_OUT
 from ..judgement import Judgement, ours_text
 from .claim import CLAIMS, Finding
 
 VIEWS = {"correct_only": "correct prompts only: ours, N, verdict", "held_out": "held out: ours, N, verdict"}
+VIEW_OF = {"correct_only": CORRECT, "held_out": HELD_OUT}  # the view each column judges in (`evidence.View`)
 
 
 def table(findings: Sequence[Finding]) -> pd.DataFrame:
@@ -27,6 +30,17 @@ def table(findings: Sequence[Finding]) -> pd.DataFrame:
 def view_text(j: Judgement | None) -> str:
     """A view's judgement as a table cell: ours, N and verdict, "- (why)" where not tested, "-" where none."""
     return "-" if j is None else f"{ours_text(j)}, N={j.n}: {j.verdict}" if j.ours is not None else f"- ({j.why})"
+
+
+def intro(n: int, sentence_n: int | None, seed: int) -> str:
+    """What a report's table holds, written from the code that makes it: the sizes, the bootstrap
+    (`stats`) and, for each view's column, what its view judges (`View.about`)."""
+    data = f"{sentence_n} a sentence dataset" if sentence_n else "no sentence dataset (none could be had)"
+    views = "; ".join(f"*{VIEWS[key].split(':')[0]}*: {view.about}" for key, view in VIEW_OF.items())
+    return (f"{n} prompts a word dataset, {data}, seed {seed}. Intervals: {LEVEL:.0%} percentile bootstrap, "
+            f"{DRAWS:,} draws over the distinct inputs, each drawn with all its prompts (a word dataset's prompts share "
+            f"inputs); a claim on fewer than {MIN_CLUSTERS} distinct inputs is not tested. The last two columns judge "
+            f"the label-flow claims again ({len(VIEW_OF)} views): {views}.")
 
 
 def markdown(findings: Sequence[Finding]) -> str:
