@@ -112,7 +112,7 @@ def fig9_control(s: Evidence) -> Judgement:
 
 register(Claim(id="fig9_control", claim="Our control: a label gets more attention for being nearest the input, at equal "
                                         "truth (the recency family)",
-               paper="the paper's account of the order effect: labels also take in adjacent tokens (l. 421-437)",
+               paper="the paper's account of the order effect: labels also take in adjacent tokens (l. 549-551)",
                rule="replicates: the distance effect (nearest minus farthest label position, at equal truth) has its 95% CI "
                     "above 0; does not replicate: below 0; partly: otherwise",
                source=f"ours, beside {V1} Section 5.2", set_on=RECENCY_CONTROL, unit="attention a label position: distance effect", find=fig9_control,
