@@ -17,8 +17,15 @@ EMNLP = "the EMNLP 2024 version (arXiv 2402.02872v3)"
 ABSTRACT_ONLY = ("only its abstract is at hand: the heads, the ablation and the bias measures are our reconstruction "
                  "(METHOD, Section 8)")
 # When each rule was set, and whether the data it judges had been read then (git history).
-FIRST_RULES = "2026-11-23 (7261f91), before the first report (22d7730) was made"
+FIRST_RULES = ("2026-11-23 (7261f91), before the first report (22d7730) was made, but after the committed notebooks "
+               "had shown the bundled model's numbers (from a9d4783, ten hours before; notebook 08's bias reductions "
+               "and causal check in 2a4f1e8)")
 RECENCY_CONTROL = "2026-11-23 (2d54f5d), before the recency family's data were seen"
+CAUSAL_REBUILT = (f"{FIRST_RULES}; the protocol it judges (mean ablation, {rules.RANDOM_DRAWS} layer-matched random draws) was "
+                  "rebuilt after the first report (a414400)")
+FIG7_REMEASURED = (f"the rule {FIRST_RULES}; the measure it reads became the "
+                   "paper's (each label position's weight against its subvalue's increase) after that report had been "
+                   "read (70c66ee)")
 OVER_N = "2026-11-25 (d919c15): over every prompt where it read one, before those data were seen"
 ISSUE_44 = ("2026-11-26 (issue 44), after the reports at 64 and 1,000 prompts of the earlier rules had been read: "
             "its thresholds are ours, not tuned to pass")
