@@ -183,6 +183,7 @@ def cmd_report(args: argparse.Namespace) -> None:
 
     from .model.loading import load_model
     from .verdicts import intro, markdown, report
+    from .verdicts.compare import OURS
 
     start = time.perf_counter()
     m = load_model(args.model, device=args.device, dtype=args.dtype)
@@ -209,8 +210,10 @@ def cmd_report(args: argparse.Namespace) -> None:
         header = (f"# {args.model}: the paper's claims, tested\n\n{intro(args.n, sentence_n, args.seed)}"
                   + (f" Heads analysed: {given['heads']} in every dataset, instead of each one's top 20." if heads else ""))
         write_output(md, header + "\n\n" + markdown(findings) + section, "--markdown")
-    counts = {v: sum(f.verdict == v for f in findings) for v in dict.fromkeys(f.verdict for f in findings)}
-    print(f"{len(findings)} claims in {_clock(start)}: " + ", ".join(f"{c} {v}" for v, c in counts.items())
+    def counted(ours: bool) -> str:
+        verdicts = [f.verdict for f in findings if f.claim.startswith(OURS) == ours]
+        return ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts)) or "none"
+    print(f"{len(findings)} claims in {_clock(start)}: the paper's {counted(False)}; ours {counted(True)}"
           + f"; wrote {out}" + (f" and {md}" if md else ""))
 
 

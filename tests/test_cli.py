@@ -261,12 +261,18 @@ def test_a_cut_model_folder_is_one_line_naming_it(saved, tmp_path, capsys):
 
 def test_report_logs_each_step_with_the_time_since_it_started(saved, tmp_path, monkeypatch, capsys):
     """The log is the run's profile: every step and the end carry the elapsed time (m:ss)."""
+    from icl_helpers.verdicts import CLAIMS
+    from icl_helpers.verdicts.judgement import PARTLY, REPLICATES, Judgement
+
     def fake(m, *a, announce, **k):
         announce("fig2: a claim")
-        return []
+        return [CLAIMS["fig2"].finding(Judgement(0.5, None, 12, REPLICATES, "w")),
+                CLAIMS["fig6_control"].finding(Judgement(0.1, None, 12, PARTLY, "w"))]
     monkeypatch.setattr("icl_helpers.verdicts.report", fake)
-    assert main(["report", "--model", saved, "--device", "cpu", "--n", "2", "--json", str(tmp_path / "out.json")]) == 0
-    assert re.fullmatch(r"\.\.\. 0:0\d fig2: a claim\n0 claims in 0:0\d: ; wrote .*out.json\n", capsys.readouterr().out)
+    assert main(["report", "--model", saved, "--device", "cpu", "--n", "12", "--json", str(tmp_path / "out.json")]) == 0
+    # the paper's claims and our rows counted apart
+    assert re.fullmatch(r"\.\.\. 0:0\d fig2: a claim\n2 claims in 0:0\d: the paper's 1 replicates; ours 1 partly; "
+                        r"wrote .*out.json\n", capsys.readouterr().out)
 
 
 def test_the_console_script_is_named_for_the_package():

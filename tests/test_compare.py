@@ -18,7 +18,8 @@ def finding(id: str, verdict: str, ours) -> dict:
 def a_report(model: str, fig2: str, top1: float, n: int = 64) -> dict:
     return {"model": model, "n": n, "sentence_n": 16, "seed": 0, "claims": [
         finding("table2", "partly", top1), finding("fig2", fig2, -13.1 if fig2 != "replicates" else 2.61),
-        finding("app_d", "not tested", None), finding("fig8_9_sentences", "partly", "imbalanced: partly")]}
+        finding("app_d", "not tested", None),
+        finding("fig8_9_sentences", "partly", "imbalanced: partly") | {"claim": "Our extension: Figs. 8 and 9 on sentences"}]}
 
 
 def test_a_cell_is_the_short_verdict_and_the_headline_number():
@@ -42,7 +43,8 @@ def test_the_table_has_a_row_a_claim_a_column_a_model_and_names_what_differs():
     assert "| claim | smollm2-135m | qwen |" in lines
     assert "| fig2: claim fig2 | no: -13.1 | yes: 2.61 |" in lines
     assert "| app_d: claim app_d | not tested | not tested |" in lines
-    assert "| verdicts (yes / partly / no / not tested) | 0 / 2 / 1 / 1 | 1 / 2 / 0 / 1 |" in lines
+    assert "| verdicts of the paper's claims (yes / partly / no / not tested) | 0 / 1 / 1 / 1 | 1 / 1 / 0 / 1 |" in lines
+    assert "| verdicts of our controls and extensions (yes / partly / no / not tested) | 0 / 1 / 0 / 0 | 0 / 1 / 0 / 0 |" in lines
     assert "| pooled top-1 on the word datasets (table2) | 83.2% | 94.9% |" in lines
     assert lines[-1] == "Verdicts that differ between the models: fig2."
     same = markdown([a_report("a", "replicates", 0.9), a_report("b", "replicates", 0.8)])

@@ -13,6 +13,16 @@ from ..errors import UsageError
 from ..paths import same_file
 
 VERDICT_MARK = {"replicates": "yes", "partly": "partly", "does not replicate": "no", "not tested": "not tested"}
+OURS = "Our "  # how a row of ours (a control, an extension, our row) begins its claim, where a claim of the paper does not
+
+
+def counts_row(reports: list[dict], ours: bool) -> str:
+    """The verdict counts of each report's claims of the paper (ours False) or of our rows (ours True), as a table row."""
+    counts = [{v: sum(f["verdict"] == v for f in r["claims"] if f["claim"].startswith(OURS) == ours) for v in VERDICT_MARK}
+              for r in reports]
+    what = "our controls and extensions" if ours else "the paper's claims"
+    return (f"| verdicts of {what} (yes / partly / no / not tested) | "
+            + " | ".join(" / ".join(str(c[v]) for v in VERDICT_MARK) for c in counts) + " |")
 
 
 def read_reports(paths: list[str | Path]) -> list[dict]:
@@ -78,9 +88,7 @@ def markdown(reports: list[dict]) -> str:
     rows = [header, "|---|" + "---|" * len(reports)]
     rows += [f"| {id}: {claims[id]} | " + " | ".join(cell(found.get(id)) for found in by_model) + " |" for id in ids]
     top1 = [found.get("table2", {}).get("ours") for found in by_model]
-    counts = [{v: sum(f["verdict"] == v for f in r["claims"]) for v in VERDICT_MARK} for r in reports]
-    summary = ["| verdicts (yes / partly / no / not tested) | "
-               + " | ".join(" / ".join(str(c[v]) for v in VERDICT_MARK) for c in counts) + " |"]
+    summary = [counts_row(reports, ours=False), counts_row(reports, ours=True)]
     if any(isinstance(t, (int, float)) for t in top1):
         summary.append("| pooled top-1 on the word datasets (table2) | "
                        + " | ".join(f"{t:.1%}" if isinstance(t, (int, float)) else "-" for t in top1) + " |")
