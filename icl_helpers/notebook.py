@@ -131,5 +131,5 @@ def verdict_sizes(p: Params, notebook: str) -> None:
     short = [id for id, need in needs.items() if any(given[kind][1] < n for kind, n in need.items())]
     if short:
         low = [f"{name} = {n}" for kind, (name, n) in given.items() if n < most[kind]]
-        print(f"Note: {', '.join(low)} {'is' if len(low) == 1 else 'are'} too few for {len(short)} of its {len(ids)} verdicts ({', '.join(short)}): they will "
-              "read 'not tested: too few prompts'.")
+        print(f"Note: {', '.join(low)} {'is' if len(low) == 1 else 'are'} too few for {len(short)} of its {len(ids)} "
+              f"verdicts ({', '.join(short)}): they will read 'not tested: too few prompts'.")
