@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import os
 import sys
+import uuid
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
@@ -24,26 +25,30 @@ from tqdm import tqdm
 
 class NotebookBar(tqdm):
     """tqdm drawn as plain text in one display output of the running cell, redrawn in place, and
-    emptied when the bar closes (tqdm draws "" on closing a bar that does not stay)."""
+    emptied when the bar closes (tqdm draws "" on closing a bar that does not stay). It publishes
+    through the kernel's own display publisher (what IPython.display.display calls), so that this
+    floor of the package imports no presentation library."""
 
     def __init__(self, *args, **kwargs) -> None:
-        self._output = None  # the display handle, made by the first draw (tqdm's __init__ draws)
+        self._output = None  # the display id, set by the first draw (tqdm's __init__ draws)
         super().__init__(*args, file=io.StringIO(), **kwargs)  # tqdm's own writes (a closing "\r") go nowhere
 
     def display(self, msg: str | None = None, pos: int | None = None) -> None:
-        from IPython.display import display
-
         data = {"text/plain": str(self) if msg is None else msg}  # "" on closing: an output that shows nothing
-        if self._output is None:
-            self._output = display(data, raw=True, display_id=True)
-        else:
-            self._output.update(data, raw=True)
+        shown = self._output is not None
+        self._output = self._output or uuid.uuid4().hex
+        _shell().display_pub.publish(data, {}, transient={"display_id": self._output}, update=shown)
+
+
+def _shell():
+    """The running IPython shell, or None."""
+    ipython = sys.modules.get("IPython")
+    return ipython.get_ipython() if ipython else None
 
 
 def in_notebook() -> bool:
     """Whether this runs in a notebook's kernel (where tqdm.auto would draw a widget)."""
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython else None
+    shell = _shell()
     return shell is not None and "IPKernelApp" in shell.config
 
 
