@@ -13,6 +13,8 @@ from .model.loading import ICLModel, load_model
 from .paths import REPO_ROOT
 from .studies.accuracy import prompt_accuracy
 from .studies.runner import PromptSet
+from .verdicts.claims import claims_of
+from .verdicts.findings import fewest_prompts
 
 # parameter -> environment variable that overrides it
 ENV = {
@@ -122,3 +124,19 @@ def no_sentence_data(data_dir: Path | None) -> None:
     """In place of a section on the sentence datasets where none can be had on this machine:
     one line saying why it shows nothing, and how to get them."""
     print(f"Nothing to show here: {missing_note(data_dir)}")
+
+
+def verdict_sizes(p: Params, notebook: str) -> None:
+    """Print the fewest prompts a dataset that the notebook's verdicts need (`verdicts.findings.fewest_prompts`
+    of its claims) and, where p gives fewer, once, which of them will read "not tested: too few prompts"."""
+    ids = claims_of(notebook)
+    given = {"word": ("N_PROMPTS", p.n_prompts), "sentence": ("N_SENTENCE_PROMPTS", p.n_sentence_prompts)}
+    needs = {id: fewest_prompts(id, p.seed) for id in ids}
+    most = {kind: max(need.get(kind, 0) for need in needs.values()) for kind in given}
+    print("The verdicts at the end need at least " + " and ".join(
+        f"{n} {kind} prompts a dataset ({given[kind][0]})" for kind, n in most.items() if n) + ".")
+    short = [id for id, need in needs.items() if any(given[kind][1] < n for kind, n in need.items())]
+    if short:
+        low = [f"{name} = {n}" for kind, (name, n) in given.items() if n < most[kind]]
+        print(f"Note: {', '.join(low)} {'is' if len(low) == 1 else 'are'} too few for {len(short)} of its {len(ids)} "
+              f"verdicts ({', '.join(short)}): they will read 'not tested: too few prompts'.")

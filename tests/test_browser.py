@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -141,3 +142,43 @@ def test_a_slider_moved_with_the_keyboard_redraws_the_new_head(lab):
     assert (after["layer"], after["head"]) == (before["layer"] + step, before["head"])
     assert f"head {after['layer']}-{after['head']}" in after["title"] and after["title"] != before["title"]
     assert hashlib.sha256(shown.removeprefix("data:image/png;base64,").encode()).hexdigest() == after["png"]
+
+
+def test_a_run_saved_and_reopened_shows_no_broken_widget_or_bar(lab):
+    """Issue 60: 01 run in JupyterLab and saved (as its autosave does) showed, reopened with a new
+    kernel, "Error displaying widget: model not found" where each progress bar and transformers'
+    loading bar had been. 01 at 8 prompts, up to its first explorer (whose live widget cannot
+    outlive its kernel: notebooks/README.md), run, saved, its kernel shut down, and opened again
+    in a new page: no widget error and no bar; the figures are there."""
+    nb = json.loads((NOTEBOOKS / "01_locate.ipynb").read_text())
+    del nb["cells"][next(i for i, c in enumerate(nb["cells"]) if "widgets.layer_explorer(" in "".join(c["source"])):]
+    for cell in nb["cells"]:
+        cell["source"] = "".join(cell["source"]).replace("N_PROMPTS = 32", "N_PROMPTS = 8")
+    (Path(lab.root) / "01_saved.ipynb").write_text(json.dumps(nb))
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM)
+        page = browser.new_page(viewport={"width": 1290, "height": 900})
+        page.goto(f"{lab.url}/lab/workspaces/saved/tree/01_saved.ipynb")
+        page.get_by_text("| Idle").wait_for(timeout=120_000)
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_text("Run All Cells", exact=True).click()
+        page.locator(".jp-Notebook .jp-CodeCell").last.locator(".jp-OutputArea-output img").wait_for(timeout=600_000)
+        page.keyboard.press("Control+s")
+        page.wait_for_timeout(2000)
+        page.get_by_role("menuitem", name="Kernel", exact=True).click()
+        page.get_by_text("Shut Down Kernel", exact=True).click()
+        page.wait_for_timeout(3000)
+        page.close()
+        page = browser.new_page(viewport={"width": 1290, "height": 900})
+        page.goto(f"{lab.url}/lab/workspaces/reopened/tree/01_saved.ipynb")
+        page.get_by_text("| Idle").wait_for(timeout=120_000)  # a new kernel, as the issue's reader had
+        page.wait_for_timeout(3000)
+        cells = page.locator(".jp-Notebook .jp-CodeCell")
+        for i in range(cells.count()):  # each cell's outputs, for a reader of the test's record
+            cells.nth(i).screenshot(path=str(Path(lab.root) / f"01_saved_reopened_{i:02d}.png"))
+        outputs = page.locator(".jp-Notebook .jp-OutputArea-output").all_inner_texts()
+        images = page.locator(".jp-Notebook .jp-OutputArea-output img").count()
+        browser.close()
+    assert not [o for o in outputs if "Error displaying widget" in o], outputs
+    assert not [o for o in outputs if re.search(r"\d+%\||\d+/\d+ \[|it/s", o)], outputs
+    assert images == 2  # Fig. 2 and the word datasets' heatmaps

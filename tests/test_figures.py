@@ -4,7 +4,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.font_manager import findfont, get_font
+from matplotlib.text import Text
 
 from icl_helpers.studies.ablation import IN_CONTEXT, RANDOM
 from icl_helpers.studies.biases import BiasCount, BiasEffect
@@ -95,3 +98,58 @@ def test_neuron_table_shows_every_neuron_with_its_tokens_decoded():
     image = figures.table_image(styled.data)
     texts = {c.get_text().get_text() for c in image.axes[0].tables[0].get_celld().values()}
     assert "↵  ␣bar  \\u7684" in texts
+
+
+DISPLAY = 1290  # px: the width of the page a notebook's figure is shown on (GitHub, JupyterLab)
+MANY = [(layer, head) for layer in range(19, 30) for head in (1, 7)][:20]  # a notebook's 20 in-context heads
+VARIANTS = [f"{d}\n{v}" for d in ("sentiment_number", "animal_country", "sst2", "trec", "agnews", "ethos")
+            for v in ("balanced", "imbalanced")]
+AT_SCALE = {  # the figures as a notebook draws them, at its sizes
+    "Figs. 8-9, 20 heads": lambda: figures.variant_attention(MANY, {v: (r(N, 20), r(N, 20)) for v in ("balanced", "imbalanced")}, "t"),
+    "top-1 accuracy, 12 variants": lambda: figures.accuracy_change(dict(zip(VARIANTS, [1.0, 0.344, 0.875, 0.031] * 3)), "t"),
+    "Figs. 12-15, 4 panels": lambda: figures.head_heatmaps({d: (r(30, 9) - 0.5, MANY[:5]) for d in "abcd"}, "t"),
+    "ablation, 2 panels": FIGURES["ablation_curves"],
+    "biases, 2 panels": FIGURES["bias_change"],
+}
+
+
+def digit_height(text: Text) -> float:
+    """How many px high a digit of `text` is drawn at its figure's dpi (a 10-point DejaVu Sans "0": 10.1)."""
+    font = get_font(findfont(text.get_fontproperties()))
+    font.set_size(text.get_fontsize(), text.figure.dpi)
+    return font.load_char(ord("0")).height / 64  # FreeType's 26.6 fixed point
+
+
+def illegible(fig: Figure) -> list[str]:
+    """What of `fig` would be hard to read shown DISPLAY px wide (as the inline backend saves it,
+    cut to its tight box, at its dpi; a wider one shrunk to fit): text whose digits are under 10 px
+    high, tick labels that overlap, value labels outside their frame."""
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    width = fig.get_tightbbox(renderer).width * fig.dpi
+    scale = min(1, DISPLAY / width)
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and t.figure is fig]
+    small = sorted({f"{t.get_text()!r}: {digit_height(t) * scale:.1f} px" for t in texts if digit_height(t) * scale < 10})
+    problems = [f"digits under 10 px high at {DISPLAY} px wide (the figure is {width:.0f}): {', '.join(small)}"] if small else []
+    for ax in fig.axes:
+        for axis, limits in ((ax.xaxis, sorted(ax.get_xlim())), (ax.yaxis, sorted(ax.get_ylim()))):
+            boxes = [(label.get_text(), label.get_window_extent(renderer)) for loc, label in
+                     zip(axis.get_majorticklocs(), axis.get_ticklabels())
+                     if label.get_visible() and label.get_text() and limits[0] <= loc <= limits[1]]
+            problems += [f"tick labels {a!r} and {b!r} overlap" for (a, box), (b, other) in zip(boxes, boxes[1:])
+                         if box.overlaps(other)]
+        frame = ax.get_window_extent(renderer)
+        for t in ax.texts:
+            box = t.get_window_extent(renderer)
+            if t.get_visible() and t.get_text() and not (frame.contains(*box.min) and frame.contains(*box.max)):
+                problems.append(f"value label {t.get_text()!r} outside its frame")
+    return problems
+
+
+@pytest.mark.parametrize("name", AT_SCALE)
+def test_a_figure_at_a_notebooks_scale_reads_at_github_width(name):
+    """Issue 60: 05 and 06's accuracy chart printed twelve two-line labels over each other and
+    "100.0%" on its frame; the Fig. 8/9 two-panel figures were 1,611 px wide, their text shrunk on
+    a page. No tick labels overlap, value labels lie inside their frame, and every text is at least
+    10 px high shown on a page 1,290 px wide."""
+    assert not illegible(AT_SCALE[name]()), name

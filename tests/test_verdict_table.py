@@ -2,9 +2,15 @@
 colour, and each claim's whole reason and rule under the table."""
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 from icl_helpers.verdicts.claims import CLAIMS, Finding
 from icl_helpers.verdicts.judgement import Judgement, not_tested
-from icl_helpers.viz.verdict_table import COLOURS, VerdictTable, first_clause
+from icl_helpers.viz.verdict_table import COLOURS, VerdictTable, short_reason
+
+REPORTS = [path for n in (64, 1000) for path in sorted((Path(__file__).parents[1] / "results").glob(f"report-*-n{n}.json"))]
 
 
 def finding(id: str, judgement: Judgement) -> Finding:
@@ -21,11 +27,49 @@ def test_the_table_holds_each_claim_whole_and_each_reason_under_it():
     assert f"color: {COLOURS['partly']}" in page and f"color: {COLOURS['not tested']}" in page
     assert "<li><b>table2</b> (partly): pooled top-1 over 8 cells; lowest cell 12% &lt; 80% &amp; more." in page
     assert f"<i>Rule</i>: {CLAIMS['fig2'].rule}"[:60] in page
-    assert ">pooled top-1 over 8 cells<" in page  # the short reason: its first clause
+    assert ">lowest cell 12% &lt; 80% &amp; more<" in page  # the short reason: its first clause with a number
     assert repr(VerdictTable(shown)).startswith("| id | claim |")  # a terminal gets the markdown
 
 
-def test_first_clause_stops_at_a_semicolon_or_a_sentence_end():
-    assert first_clause("a, b; c. d") == "a, b"
-    assert first_clause("a. b; c") == "a"
-    assert first_clause("whole") == "whole"
+def test_a_short_reason_is_a_whole_clause_with_the_numbers():
+    assert short_reason("a, b; c. d") == "a, b"  # no numbers: the first clause
+    assert short_reason("ours: mean (true - false) summed attention; true 0.214, false 0.049; 20/20") == "true 0.214, false 0.049"
+    assert short_reason("mean of 20 heads (mean 0.06, 95th 0.09; ours 2.5x); 10/20 above") == \
+        "mean of 20 heads (mean 0.06, 95th 0.09; ours 2.5x)"  # a semicolon in brackets does not end it
+    assert short_reason("each weight (the paper's Fig. 7, cf. Figs. 8-9, e.g. here vs. there). Ours: 0.469") == "Ours: 0.469"
+    assert short_reason("run on qwen2.5-coder-0.5b, Fig. 7; head 29-1. sst2 MRR: 0.246 (0.23 to 0.26)") == \
+        "sst2 MRR: 0.246 (0.23 to 0.26)"  # a version or a head's name is not a number measured
+    assert short_reason("whole") == "whole"
+
+
+def committed_reasons() -> list[tuple[str, str]]:
+    """(report and claim, why) of every finding and view of the committed word-scale and paper-scale reports."""
+    reasons = []
+    for path in REPORTS:
+        for entry in json.loads(path.read_text())["claims"]:
+            f = Finding.from_dict(entry)
+            reasons += [(f"{path.name} {f.id} {view}", judgement.why) for view, judgement in
+                        (("", f), ("correct only", f.correct_only), ("held out", f.held_out)) if judgement is not None]
+    return reasons
+
+
+def test_every_committed_reason_in_short_ends_where_a_clause_ends_and_holds_its_numbers():
+    """Issue 60: the short reason stopped inside brackets ("(mean 0.0606, 95th percentile 0.0877"),
+    after "Fig." ("(the paper's Fig"), or only restated the metric ("ours: mean (true - false)
+    summed attention"). On every reason of the committed reports: the short reason is a piece of
+    it that closes every bracket it opens, ends neither on an abbreviation nor inside a number,
+    and holds a number wherever the reason does, other than in a leading "ours: ..." that names the metric."""
+    assert len(REPORTS) == 6
+    bad = []
+    NUMBER = re.compile(r"(?<![\w.-])\d")  # not a model's name (gemma3-270m)
+    for where, why in committed_reasons():
+        short = short_reason(why)
+        end = why.index(short) + len(short)
+        depth = [short[:i].count("(") - short[:i].count(")") for i in range(len(short) + 1)]
+        problems = [("unbalanced brackets", min(depth) < 0 or depth[-1] != 0),
+                    ("ends on an abbreviation", re.search(r"\b(Figs?|Tab|App|e\.g|i\.e|vs|cf)\.?$", short)),
+                    ("cut inside a number", end < len(why) and why[end - 1].isdigit() and why[end] in ".,0123456789"),
+                    ("only the metric", re.fullmatch(r"ours(:| is) [^0-9]*", short)),
+                    ("no number", NUMBER.search(why) and not NUMBER.search(short))]
+        bad += [f"{where}: {name}: {short!r}" for name, failed in problems if failed]
+    assert not bad, "\n".join(bad)

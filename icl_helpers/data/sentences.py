@@ -25,6 +25,7 @@ from typing import Callable
 from .. import hub
 from ..errors import UsageError
 from ..paths import absent, cache_root, checksum_of
+from ..progress import library_bars_off
 from .prompts import Record, check_size, demos_per_class
 
 MAX_CHARS = 400
@@ -249,7 +250,8 @@ def _read_hub(name: str, source: Source) -> dict[str, list[Example]]:
     import datasets as hf
 
     try:
-        loaded = hf.load_dataset(**source.hub)
+        with library_bars_off():  # in a notebook, datasets' own bars would leave widgets behind
+            loaded = hf.load_dataset(**source.hub)
         return {
             split: [Example(_clean(row["text"]), source.classes[row[source.hub_label]]) for row in loaded[hub_split]]
             for split, hub_split in source.hub_splits.items()

@@ -31,6 +31,7 @@ from ..paths import (
     try_write,
     write_atomically,
 )
+from ..progress import library_bars_off
 from .adapters import Arch, adapter_class, arch_for
 from .offline import OFFLINE_MODELS, assemble_gguf, check_gguf
 from .weights import execution_device, weights_hash
@@ -335,6 +336,7 @@ def damage_of(folder: Path) -> str | None:
     return None
 
 
+@library_bars_off()  # in a notebook, transformers' loading bar would leave a widget behind
 def load_model(
     name: str,
     device: str | torch.device | None = None,

@@ -4,6 +4,7 @@ main setting or another (`data.setting`, `robustness`). A notebook ends with
 `report(m, ..., ids=[its claims])`: the same code on its own prompts."""
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -15,7 +16,7 @@ from ..errors import Unjudgeable, UsageError
 from ..model.loading import ICLModel
 from ..stats import MIN_CLUSTERS
 from .claims import CLAIMS, Claim, Finding
-from .evidence import Evidence
+from .evidence import WORD, Evidence
 from .judgement import Judgement, not_tested
 
 CODE = source_hash()  # the package's source as this process loaded it: findings are kept under it
@@ -63,11 +64,45 @@ WORD_ONLY_NOTE = "judged on the word datasets alone: the paper's sentence datase
 
 
 def too_few(claim: Claim, s: Evidence) -> str | None:
-    """Why the claim cannot be judged at the report's sizes, before any study runs, or None: an
-    interval needs MIN_CLUSTERS distinct inputs a dataset it reads (sentence datasets where any is at hand)."""
-    sizes = {"word": s.n, "sentence": s.sentence_n if s.sentence else MIN_CLUSTERS}
-    short = [f"{sizes[kind]} {kind} prompts a dataset" for kind in sorted(claim.reads) if sizes[kind] < MIN_CLUSTERS]
-    return f"too few prompts: {', '.join(short)}; its intervals need at least {MIN_CLUSTERS}" if short else None
+    """Why the claim cannot be judged at the report's sizes, before any study runs, or None: fewer prompts
+    a dataset than `fewest_prompts` (sentence datasets where any is at hand)."""
+    need = fewest_prompts(claim.id, s.seed, s.setting)
+    sizes = {"word": s.n, "sentence": s.sentence_n if s.sentence else need.get("sentence", 0)}
+    short = [kind for kind in sorted(need) if sizes[kind] < need[kind]]
+    if not short:
+        return None
+    return (f"too few prompts: {', '.join(f'{sizes[kind]} {kind} prompts a dataset' for kind in short)}; its intervals "
+            f"need at least {max(need[kind] for kind in short)}")
+
+
+BY_CLASS = {"table2"}  # claims judged on each class of input apart (Table 2's cells: a direction each)
+MOST_PROMPTS = 1000  # the paper's prompts a dataset: the fewest sought no further
+
+
+def fewest_prompts(id: str, seed: int = 0, setting: Setting = MAIN) -> dict[str, int]:
+    """The fewest prompts a dataset at which claim `id` can be judged on all its prompts, for each
+    kind of dataset it reads ("word", "sentence"): an interval needs MIN_CLUSTERS distinct inputs
+    (`stats.bootstrap_ci`) in each dataset, in each class of input for a claim of BY_CLASS. A word
+    dataset's inputs repeat, so its fewest is counted on the records the seed draws; a sentence
+    dataset's is MIN_CLUSTERS. Its correct-only and held-out views judge fewer records and may need more."""
+    need = {kind: MIN_CLUSTERS for kind in CLAIMS[id].reads}
+    if "word" in need:
+        need["word"] = _fewest_word_prompts(id in BY_CLASS, seed, setting)
+    return need
+
+
+@functools.cache
+def _fewest_word_prompts(by_class: bool, seed: int, setting: Setting) -> int:
+    """The fewest n at which both word datasets' n records hold MIN_CLUSTERS distinct inputs (in each class where by_class)."""
+    def enough(n: int) -> bool:
+        for dataset in WORD:
+            inputs: dict[str, set[str]] = {}
+            for r in setting.records(dataset, n, seed):
+                inputs.setdefault(r.true_class if by_class else "", set()).add(r.input)
+            if min(map(len, inputs.values())) < MIN_CLUSTERS:
+                return False
+        return True
+    return next((n for n in range(MIN_CLUSTERS, MOST_PROMPTS) if enough(n)), MOST_PROMPTS)
 
 
 def kept_finding(id: str, s: Evidence) -> Finding:

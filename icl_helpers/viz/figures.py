@@ -7,6 +7,7 @@ with it. Heads are (layer, head) pairs, S of them; N is the number of prompts.
 from __future__ import annotations
 
 import functools
+import textwrap
 from typing import Sequence
 
 import numpy as np
@@ -26,6 +27,7 @@ from ..studies.biases import BiasEffect
 from ..studies.subvalues import POSITION_KINDS
 
 MAX_HEIGHT = 6.8  # inches: 680 px at 100 dpi, a laptop screen's height whole
+MAX_WIDTH = 12.5  # inches: 1,250 px at 100 dpi, shown unshrunk (text at full size) on a page 1,290 px wide
 TRUE, FALSE = "#1f77b4", "#d62728"  # true labels blue, false labels red, in every figure
 PALETTE = {IN_CONTEXT: "#d62728", RANDOM: "#7f7f7f"}  # ablation curves
 
@@ -54,7 +56,7 @@ def head_heatmaps(panels: dict[str, tuple[torch.Tensor, Sequence[Head]]], title:
     its own colour scale, symmetric about 0."""
     L, H = next(iter(panels.values()))[0].shape
     n = len(panels)
-    fig, axes = _fig(min((2 + 0.3 * H) * n, 14), min(1.8 + 0.15 * L, MAX_HEIGHT), ncols=n)
+    fig, axes = _fig(min((2 + 0.3 * H) * n, MAX_WIDTH), min(1.8 + 0.15 * L, MAX_HEIGHT), ncols=n)
     for ax, (name, (scores, top)) in zip(np.atleast_1d(axes), panels.items()):
         _heatmap_on(ax, scores, top, "mean increase" if ax is np.atleast_1d(axes)[-1] else None)
         ax.set_title(name)
@@ -249,7 +251,7 @@ def variant_attention(heads: Sequence[Head], attention: dict[str, tuple[torch.Te
     """Figs. 8-11: mean summed attention on true and false labels per head, one bar group per
     prompt variant; attention maps variant -> (true [N, S], false [N, S])."""
     names = [head_name(h) for h in heads]
-    fig, axes = _fig(max(8, 0.7 * len(heads) + 2), 3.8, ncols=2)
+    fig, axes = _fig(min(max(8, 0.7 * len(heads) + 2), MAX_WIDTH), 3.8, ncols=2)
     for ax, which, color in zip(axes, (0, 1), (TRUE, FALSE)):
         df = pd.concat([_long(pair[which], names, variant) for variant, pair in attention.items()])
         sns.barplot(df, x="head", y="attention", hue="labels", errorbar=None, ax=ax,
@@ -290,12 +292,14 @@ def order_increase(increase: torch.Tensor, title: str) -> Figure:
 
 
 def accuracy_change(accuracy: dict[str, float], title: str) -> Figure:
-    """Accuracy of each prompt variant (e.g. balanced, imbalanced), in [0, 1]."""
-    fig, ax = _fig(4, 3.2)
-    sns.barplot(x=list(accuracy), y=list(accuracy.values()), ax=ax, color="#7f7f7f")
-    for i, v in enumerate(accuracy.values()):
-        ax.text(i, v, f"{v:.1%}", ha="center", va="bottom")
-    ax.set(xlabel="prompts", ylabel="accuracy", ylim=(0, 1.1), title=title)
+    """Accuracy of each prompt variant (e.g. "sst2, imbalanced"), in [0, 1]: one horizontal bar a
+    variant, its name beside it on one line and its value at its end, inside the frame."""
+    names = [name.replace("\n", ", ") for name in accuracy]
+    fig, ax = _fig(6, 1 + 0.3 * len(names))
+    bars = ax.barh(names, list(accuracy.values()), color="#7f7f7f")
+    ax.bar_label(bars, fmt="{:.1%}", padding=3)
+    ax.set(xlabel="accuracy", ylabel="prompts", xlim=(0, 1.25), xticks=np.linspace(0, 1, 5), title=title)
+    ax.invert_yaxis()  # the first variant on top
     return fig
 
 
@@ -352,8 +356,8 @@ def bias_change(effects: dict[str, BiasEffect]) -> Figure:
         part = effects[effects["bias"] == name]
         sns.barplot(data=part, x="measure", y="value", hue="condition", ax=ax, palette=["#7f7f7f", "#1f77b4"])
         for bars in ax.containers:
-            ax.bar_label(bars, fmt="{:.0%}", fontsize=8)
-        ax.set(title=name, xlabel="measure", ylabel="share of prompts", ylim=(0, 1.12))
-        ax.tick_params(axis="x", labelsize=8)
+            ax.bar_label(bars, fmt="{:.0%}")
+        ax.set(title=name, xlabel="measure", ylabel="share of prompts", ylim=(0, 1.15))
+        ax.set_xticks(ax.get_xticks(), [textwrap.fill(t.get_text(), 16) for t in ax.get_xticklabels()])
     fig.suptitle("Label biases before and after each intervention")
     return fig

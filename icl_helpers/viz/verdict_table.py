@@ -1,9 +1,10 @@
 """A notebook's verdicts as one readable table: each claim whole and wrapped, the paper's
-number, ours with its interval and unit, N and the verdict, the first clause of why; then, under the
+number, ours with its interval and unit, N and the verdict, why in short (`short_reason`); then, under the
 table, each claim's whole reason and the rule its verdict follows, as prose."""
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -14,11 +15,31 @@ COLOURS = {REPLICATES: "#1a7f37", PARTLY: "#9a6700", FAILS: "#cf222e", NOT_TESTE
 CELL = "text-align: left; vertical-align: top; white-space: normal"
 
 
-def first_clause(why: str) -> str:
-    """The reason's opening clause (up to its first semicolon or sentence end)."""
-    for stop in ("; ", ". "):
-        why = why.split(stop)[0]
-    return why
+# A measured number: a decimal, a percentage, a count out of a total or a ratio (0.214, 16%, 18/20, 2.5x), not part
+# of a name (qwen2.5, 0.5b) or a reference (Fig. 7)
+MEASURED = re.compile(r"(?<![\w.])\d+(?:\.\d+(?![\w.])|%|/\d+|(?:\.\d+)?x\b)")
+ABBREVIATION = re.compile(r"(?:^|[\s(])(?:Fig|Figs|Tab|Eq|Sec|App|l|ll|cf|e\.g|i\.e|vs|al)$")
+
+
+def clauses(why: str) -> list[str]:
+    """A reason's top-level clauses: split at each "; " and each sentence end (". "), outside
+    brackets and not after an abbreviation (Fig., Figs., e.g., i.e., vs., App.)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(why):
+        depth += (ch in "([") - (ch in ")]" and depth > 0)
+        if depth == 0 and (why.startswith("; ", i) or why.startswith(". ", i) and not ABBREVIATION.search(why[start:i])):
+            parts.append(why[start:i])
+            start = i + 2
+    return [part for part in [*parts, why[start:]] if part] or [why]
+
+
+def short_reason(why: str) -> str:
+    """The reason in short: its first clause (`clauses`) that holds a measured number (`MEASURED`),
+    so that a leading clause that only names the metric ("ours: mean (true - false) summed
+    attention") or the heads ("the 17 heads in all 4 datasets' top 20") gives way to the numbers;
+    the first clause where no clause holds one ("too few prompts: ...")."""
+    parts = clauses(why)
+    return next((part for part in parts if MEASURED.search(part)), parts[0])
 
 
 @dataclass(frozen=True)
@@ -37,7 +58,7 @@ class VerdictTable:
                        f"{_cell(_ours(f))}"
                        f"{_cell('-' if f.n is None else str(f.n))}"
                        f"{_cell(f'<b>{html.escape(f.verdict)}</b>', f'color: {COLOURS[f.verdict]}')}"
-                       f"{_cell(html.escape(first_clause(f.why)))}"
+                       f"{_cell(html.escape(short_reason(f.why)))}"
                        + "".join(_cell(html.escape(view_text(getattr(f, k)))) for k in views) + "</tr>"
                        for f in self.findings)
         reasons = "".join(f"<li><b>{f.id}</b> ({html.escape(f.verdict)}): {html.escape(f.why)}. "
