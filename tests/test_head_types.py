@@ -5,6 +5,7 @@ prompt patched by hand; corruption breaks every mapping; the split is disjoint b
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import replace
 
 import pytest
 import torch
@@ -131,6 +132,9 @@ def test_sequences_skip_special_ids_and_begin_as_prompts_do():
     tok = vocab_tokenizer("llama-spm")
     m = ICLModel(small_model("llama-gqa", vocab_size=len(tok)), tok, name="llama-spm")
     prefix = ht.text_prefix(m)
+    pool = ht.ordinary_ids(m)  # 32,000 less <unk>, <s>, </s> and the 256 byte fallbacks <0x00>..<0xFF>
+    assert len(pool) == 32000 - 3 - 256 and not set(pool.tolist()) & set(tok.all_special_ids)
+    assert not any(n.startswith("<0x") for n in tok.convert_ids_to_tokens(pool.tolist()))
     assert prefix == tok("x")["input_ids"][:1] == [tok.bos_token_id]
     ids = ht.random_sequences(m, 4, 20, 2, seed=1)
     assert (ids[:, 0] == tok.bos_token_id).all() and torch.equal(ids[:, 1:21], ids[:, 21:])
@@ -244,6 +248,8 @@ def test_function_vectors_are_cached_and_need_a_correct_prompt(model, tmp_path, 
     exact(again.prob, first.prob)
     exact(again.cell_logprob, first.cell_logprob)
     assert not torch.equal(fv.function_vector_scores(model, ps, seed=1, correct_only=False).logprob, first.logprob)
+    pooled = replace(ps, directions=["number/sentiment"] * len(ps))  # the same texts in other cells: another key
+    assert fv.function_vector_scores(model, pooled, correct_only=False).counts.tolist() == [1, 4]  # not [2, 3]
     with pytest.raises(Exception, match="answered correctly"):  # a random model answers none: nothing to average
         fv.function_vector_scores(model, ps)
 
