@@ -214,10 +214,12 @@ def by_hand(m: ICLModel, texts: list[str], head: tuple[int, int], fill: torch.Te
     return torch.stack(zs).cpu(), torch.stack(logps).double().cpu()
 
 
+@pytest.mark.parametrize("reuse_keys", [True, False], ids=["one-token passes", "engine"])
 @pytest.mark.parametrize("head", [(0, 1), (2, 3)])
-def test_function_vector_score_equals_each_prompt_patched_by_hand(model, head):
+def test_function_vector_score_equals_each_prompt_patched_by_hand(model, head, reuse_keys):
     ps = fv_prompt_set(model)
-    got = fv.function_vector_scores(model, ps, seed=0, correct_only=False, batch_size=2, cache=False)
+    got = fv.function_vector_scores(model, ps, seed=0, correct_only=False, batch_size=2, reuse_keys=reuse_keys,
+                                    cache=False)
     cells = [fv.cell_of(p, d) for p, d in zip(ps.prompts, ps.directions)]
     assert got.cells == sorted(set(cells)) == ["number:bar sentiment:foo", "number:foo sentiment:bar"]
     # the mean a cell: each prompt's z by hand, averaged over its cell
@@ -273,3 +275,21 @@ def test_score_and_eval_halves_are_disjoint_by_input(model):
     assert not torch.equal(ht.input_halves(records, 1), halves)  # seeded
     # the held-out view of the verdicts locates on this half
     exact(evidence.Evidence(model, 60, 2, 0, None).halves("sentiment_number"), halves)
+
+
+@pytest.mark.parametrize("kind", ["gemma3", "qwen2", "llama-bias"])
+def test_one_token_passes_equal_the_engine(kind, gpt2_tokenizer):
+    """Every head, in families beyond the fixture's: Gemma 3's 4-token window (shorter than the
+    prompts), Qwen 2's biases, Llama's biases."""
+    m = ICLModel(small_model(kind), gpt2_tokenizer, name=kind)
+    ps = fv_prompt_set(m)
+    texts = [p.text for p in fv.corrupted_prompts(ps.prompts)]
+    gold = prompt_label_ids(m.tokenizer, ps.prompts)[0]
+    fill = torch.randn(len(texts), m.arch.n_layers, m.arch.n_heads, m.arch.d_head, generator=torch.Generator().manual_seed(0))
+    got = fv.patched_probs(m, texts, gold, fill, batch_size=3, reuse_keys=True)
+    want = fv.patched_probs(m, texts, gold, fill, batch_size=3, reuse_keys=False)
+    enc = m.encode(texts)
+    logits = m.model(**enc).logits[torch.arange(len(texts)), enc["attention_mask"].sum(1) - 1]
+    for g, w in zip(got, want):  # log-probabilities by two summation orders
+        close(g, w, scale=logprob_scale(logits))
+    assert (want[1] - want[0][:, None, None]).abs().amax() > 1e-2  # the patches do move the gold label
