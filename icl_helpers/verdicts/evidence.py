@@ -22,6 +22,7 @@ from ..data.setting import MAIN, Setting
 from ..errors import Unjudgeable
 from ..model.loading import ICLModel
 from ..studies import ablation, biases, recency
+from ..studies.head_types import input_halves
 from ..studies.in_context_heads import answered_correctly, in_context_heads, located, shared_heads
 from ..studies.runner import PromptSet, prompt_set
 from .rules import RANDOM_DRAWS
@@ -192,15 +193,9 @@ class Evidence:
     def _halves(self, dataset: str) -> torch.Tensor:
         """[N] bool: the held-out view's locating records (the same in every view): in each class of input, half of its
         distinct inputs drawn with the seed (rounded down), with all their records."""
-        records, ids = self.records(dataset), self.inputs(dataset)
-        g = torch.Generator().manual_seed(self.seed)
-        locate = torch.zeros(len(ids), dtype=torch.bool)
-        for cls in sorted({r.true_class for r in records}):
-            inputs = ids[torch.tensor([r.true_class == cls for r in records])].unique()
-            chosen = inputs[torch.randperm(len(inputs), generator=g)[: len(inputs) // 2]]
-            locate |= torch.isin(ids, chosen)
+        locate = input_halves(self.records(dataset), self.seed)  # the head-type scores' SCORE half too
         if locate.sum() < 2 or (~locate).sum() < 2:
-            raise Unjudgeable(f"{len(ids)} {dataset} prompts: held out needs at least 2 records to locate the heads "
+            raise Unjudgeable(f"{len(locate)} {dataset} prompts: held out needs at least 2 records to locate the heads "
                               "on and 2 others to judge them")
         return locate
 
