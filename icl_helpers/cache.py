@@ -48,11 +48,19 @@ def source_hash() -> str:
     return digest.hexdigest()[:12]
 
 
+NAME_MAX = 200  # a file name's length at most, so that its lock's and a writer's temporary names fit in 255 bytes
+
+
 def cache_file(kind: str, **key: object) -> Path:
     """The tensors' file for `kind` (e.g. "locate") and a key such as model=..., dataset=..., n=...
-    (`.with_suffix(".json")`: the same key's JSON file)."""
+    (`.with_suffix(".json")`: the same key's JSON file). A key too long for a file name (a model
+    named by a long local path) keeps its start and ends with a hash of the whole key."""
     parts = [kind] + [f"{k}={v}" for k, v in key.items()]
     name = re.sub(r"[^A-Za-z0-9=._-]+", "-", "__".join(parts))
+    room = NAME_MAX - len(".json")
+    if len(name) > room:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+        name = f"{name[: room - len(digest) - 2]}__{digest}"
     return cache_root() / "results" / f"{name}.pt"
 
 

@@ -429,6 +429,23 @@ def test_cache_files_take_the_users_umask(fresh, tmp_path):
     assert {p.stat().st_mode & 0o777 for p in (tmp_path / "results").iterdir()} == {0o644}
 
 
+def test_a_key_too_long_for_a_file_name_is_cut_and_hashed(tmp_path, monkeypatch):
+    """A model named by a long local path (a deep HOME) made names over 255 bytes: the OS refused them (errno 36).
+    Long keys end with a hash of the whole key; short ones are as they were (no cache entry moves)."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    short = results_cache.cache_file("locate", model="m", n=4)
+    assert short.name == "locate__model=m__n=4.pt"
+    deep = "/home/" + "a-long-folder/" * 20 + "gpt2-small-random-seed0"
+    one, other = (results_cache.cache_file("order-increase", model=deep, weights="0c80767bf0610aa2", seed=s) for s in (0, 1))
+    assert one != other and one.name.startswith("order-increase__model=-home-a-long-folder")
+    for path in (one, one.with_suffix(".json")):
+        assert len(path.name) <= results_cache.NAME_MAX
+        assert len(f".{path.name}.4194304.tmp") <= 255 and len(path.name + ".lock") <= 255  # a writer's and the lock's
+    want = {"x": torch.arange(3.0)}
+    exact(results_cache.cached(one, lambda: want)["x"], want["x"])
+    exact(results_cache.cached(one, lambda: {"x": torch.zeros(3)})["x"], want["x"])  # read back, not recomputed
+
+
 def test_an_unknown_variant_is_one_line_naming_the_choices(small):
     with pytest.raises(UsageError, match=r"^Unknown prompt variant 'balance': choose one of balanced, imbalanced, reordered, swapped, "
                                          r"order-ftft, order-fttf, order-tfft, order-tftf\.$"):
