@@ -13,6 +13,7 @@ TQDM_DISABLE=1 turns every bar of ours off: the main job sets it.
 """
 from __future__ import annotations
 
+import functools
 import io
 import os
 import sys
@@ -77,11 +78,16 @@ Switch = tuple[Callable[[], bool], Callable[[], None], Callable[[], None]]  # (i
 
 
 def _library_switches() -> list[Switch]:
-    """The progress-bar switches of transformers (which turns the hub's with its own) and, where
-    it is loaded, datasets."""
+    """The progress-bar switches of transformers (which turns the hub's with its own), of its GGUF
+    reader (whose bar, drawn as the bundled model is first converted, obeys no switch: its tqdm is
+    swapped for a disabled one) and, where it is loaded, datasets."""
+    from transformers import modeling_gguf_pytorch_utils as gguf
     from transformers.utils import logging
 
-    switches = [(logging.is_progress_bar_enabled, logging.disable_progress_bar, logging.enable_progress_bar)]
+    shown = gguf.tqdm
+    switches = [(logging.is_progress_bar_enabled, logging.disable_progress_bar, logging.enable_progress_bar),
+                (lambda: gguf.tqdm is shown, lambda: setattr(gguf, "tqdm", functools.partial(shown, disable=True)),
+                 lambda: setattr(gguf, "tqdm", shown))]
     if "datasets" in sys.modules:
         from datasets import utils
 

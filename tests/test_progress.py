@@ -52,6 +52,26 @@ def live_run_saved(path: Path) -> None:
     nbformat.write(nb, path)
 
 
+def test_library_bars_are_off_in_a_notebook_and_back_after(monkeypatch):
+    """Inside a kernel, transformers' bars are off around our calls, the GGUF reader's too (its bar, drawn as the
+    bundled model is first converted, obeys no switch: a fresh cache left it under 01's model cell), and each is
+    back as it was afterwards; outside a kernel nothing changes."""
+    from transformers import modeling_gguf_pytorch_utils as gguf
+    from transformers.utils import logging
+
+    from icl_helpers import progress
+
+    before = gguf.tqdm
+    with progress.library_bars_off():  # not in a kernel here
+        assert gguf.tqdm is before and logging.is_progress_bar_enabled()
+    monkeypatch.setattr(progress, "in_notebook", lambda: True)
+    with progress.library_bars_off():
+        assert not logging.is_progress_bar_enabled()
+        bar = gguf.tqdm(range(3), file=io.StringIO())
+        assert bar.disable
+    assert gguf.tqdm is before and logging.is_progress_bar_enabled()
+
+
 def test_a_saved_live_run_keeps_no_widget_and_no_bar(monkeypatch, tmp_path):
     """Issue 60: a live run saved kept every closed bar as a widget output ("Error displaying
     widget: model not found" reopened in JupyterLab, a bar frozen at 0% on GitHub) and
