@@ -29,6 +29,8 @@ FIG7_REMEASURED = (f"the rule {FIRST_RULES}; the measure it reads became the "
 OVER_N = "2026-11-25 (d919c15): over every prompt where it read one, before those data were seen"
 ISSUE_44 = ("2026-11-26 (issue 44), after the reports at 64 and 1,000 prompts of the earlier rules had been read: "
             "its thresholds are ours, not tuned to pass")
+# Issue 57 restated rules in the paper's words; each claim set then appends whether the data it judges had been seen.
+ISSUE_57 = "2026-11-27 (issue 57), after the reports of the earlier rules had been read"
 WORD_ONLY, SENTENCE_ONLY, BOTH = frozenset({"word"}), frozenset({"sentence"}), frozenset({"word", "sentence"})
 FLOW = {"label_flow": True, "held_out": True}  # a label-flow claim on located heads: judged in both views too
 
