@@ -6,12 +6,14 @@ import importlib.util
 import json
 import re
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from icl_helpers.core.heads import top_heads
 from icl_helpers.data.prompts import prompt_label_ids
+from icl_helpers.data.setting import Setting
 from icl_helpers.errors import Unjudgeable, UsageError
 from icl_helpers.stats import bootstrap_ci, mean_ci
 from icl_helpers.studies import label_attention, mrr, towers
@@ -379,16 +381,17 @@ def test_a_report_run_again_or_resumed_judges_only_what_it_had_not(small, tmp_pa
         monkeypatch.setitem(claims.CLAIMS, id, replace(c, find=lambda s, id=id, find=c.find: judged.append(id) or find(s)))
     run = lambda ids, sentence_n=2: findings.report(small, 12, sentence_n, announce=lambda step: None, ids=ids)  # noqa: E731
     first = run(["fig2", "table1"])  # then interrupted
-    assert judged == ["fig2", "fig2"] + ["table1"] * 3  # on all prompts, the correct ones, and table1 held out
+    # on all prompts, the correct ones and the paper's share of heads, and table1 held out
+    assert judged == ["fig2"] * 3 + ["table1"] * 4
     judged.clear()
     resumed = run(["fig2", "table1", "fig3_4"])
-    assert judged == ["fig3_4", "fig3_4"] and resumed[:2] == first
+    assert judged == ["fig3_4"] * 3 and resumed[:2] == first
     judged.clear()
     assert run(["fig2", "table1", "fig3_4"]) == resumed and judged == []
     run(["table1"], sentence_n=1)  # another size
     monkeypatch.setattr(findings, "CODE", "other code")
     run(["table1"])
-    assert judged == ["table1"] * 6
+    assert judged == ["table1"] * 8
 
 
 def test_appendices_b_and_d_judge_the_fig5_and_fig6_rules_dataset_by_dataset(small, tmp_path, monkeypatch):
@@ -532,18 +535,61 @@ def test_the_views_in_the_tables_and_the_json():
     f = claims.CLAIMS["fig6"].finding(rules.judge_fig6(torch.rand(10, 3), torch.rand(10, 3)))
     c = rules.judge_fig6(torch.rand(14, 3), torch.rand(14, 3))
     h = rules.judge_fig6(torch.rand(15, 3), torch.rand(15, 3))
-    both = replace(f, correct_only=c, held_out=h)
-    correct, held = claims.VIEWS.values()
+    both = replace(f, views={"correct_only": c, "held_out": h})
+    correct, held = evidence.CORRECT.title, evidence.HELD_OUT.title
     assert correct not in claims.table([f]).columns and held not in claims.table([f]).columns
     assert claims.table([both]).loc["fig6", correct] == f"{ours_text(c)}, N=14: {c.verdict}"
     assert claims.table([both]).loc["fig6", held] == f"{ours_text(h)}, N=15: {h.verdict}"
     d = json.loads(json.dumps(both.to_dict()))
-    assert d["correct_only"] == {"ours": c.ours, "ci": list(c.ci), "n": 14, "verdict": c.verdict, "why": c.why}
-    assert d["held_out"] == {"ours": h.ours, "ci": list(h.ci), "n": 15, "verdict": h.verdict, "why": h.why}
+    assert d["view"] == "all"
+    assert d["views"]["correct_only"] == {"ours": c.ours, "ci": list(c.ci), "n": 14, "verdict": c.verdict, "why": c.why}
+    assert d["views"]["held_out"] == {"ours": h.ours, "ci": list(h.ci), "n": 15, "verdict": h.verdict, "why": h.why}
     assert claims.Finding.from_dict(d) == both
     md = claims.markdown([both])
     assert f"N=14: {c.verdict} | {ours_text(h)}, N=15: {h.verdict} |" in md
-    assert "Correct prompts only" in md and f"Held out ({h.verdict}): {h.why}" in md
+    assert f"Correct prompts only ({c.verdict}): {c.why}" in md and f"Held out ({h.verdict}): {h.why}" in md
+    # A sentence claim's headline is its correct-only view: its "all prompts" column holds the other judgement.
+    app_b = claims.CLAIMS["app_b_mrr"].finding(c, {"all": h})
+    assert app_b.view == "correct_only" and claims.CLAIMS["app_b_mrr"].views[:2] == ("correct_only", "all")
+    row = claims.table([app_b, both]).loc["app_b_mrr"]
+    assert (row[correct], row[evidence.ALL.title]) == (claims.tables.HEADLINE, f"{ours_text(h)}, N=15: {h.verdict}")
+    assert claims.table([app_b, both]).loc["fig6", evidence.ALL.title] == claims.tables.HEADLINE
+
+
+def test_a_claim_is_headlined_on_the_correct_prompts_where_it_reads_the_sentence_datasets_alone():
+    """The paper's Appendix A judges "all the cases predicting the correct labels" (l. 1141)."""
+    for claim in claims.CLAIMS.values():
+        sentence_flow = claim.label_flow and claim.reads == {"sentence"}
+        assert claim.views[0] == ("correct_only" if sentence_flow else "all"), claim.id
+        assert len(set(claim.views)) == len(claim.views) and set(claim.views) <= set(evidence.VIEWS)
+        assert ("paper_share" in claim.views) == claim.label_flow and ("held_out" in claim.views) == claim.held_out
+
+
+@pytest.mark.parametrize(("layers", "heads", "share"), [(36, 20, 20), (30, 9, 8), (24, 14, 9), (18, 4, 2), (2, 4, 2)])
+def test_the_paper_share_of_heads_is_twenty_of_seven_hundred_and_twenty_at_least_two(layers, heads, share):
+    arch = SimpleNamespace(n_layers=layers, n_heads=heads)
+    assert evidence.paper_share_heads(arch) == share
+
+
+def test_the_paper_share_view_judges_every_record_in_the_top_heads_at_that_share(small, tmp_path, monkeypatch):
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    s = evidence.Evidence(small, 12, 2, 0, None)
+    view = s.paper_share()
+    k = evidence.paper_share_heads(small.arch)
+    assert view.setting.heads == k != s.setting.heads and s.setting == evidence.MAIN
+    assert view.loc is s.loc and view.prompts is s.prompts and view.heads is not s.heads
+    assert view.heads("sentiment_number") == s.loc("sentiment_number").top_heads(k)
+    assert torch.equal(view.rows("sentiment_number"), s.rows("sentiment_number"))
+    pairs = [label_attention.attention_on_labels(small, s.prompts(d)).at(view.heads(d)) for d in evidence.WORD]
+    true, false = (torch.cat(xs) for xs in zip(*pairs))
+    assert claims.CLAIMS["fig6"].find(view) == rules.judge_fig6(true, false, s.clusters(evidence.WORD))
+    found = findings.judged("fig6", s)
+    assert found.views["paper_share"] == claims.CLAIMS["fig6"].find(view) and found.view == "all"
+    assert list(found.views) == ["correct_only", "paper_share", "held_out"]
+    given = evidence.Evidence(small, 12, 2, 0, None, "2-3,1-0")
+    assert "given, not located" in findings.in_view(claims.CLAIMS["fig6"].find, given.paper_share).why
+    five = evidence.Evidence(small, 12, 2, 0, None, setting=Setting(heads=5))
+    assert "main setting only" in findings.in_view(claims.CLAIMS["fig6"].find, five.paper_share).why
 
 
 def test_figs_10_and_11_and_the_two_towers_judge_their_studies(small, tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ from icl_helpers.verdicts.compare import cell, differing, markdown, read_reports
 
 def finding(id: str, verdict: str, ours) -> dict:
     return {"id": id, "claim": f"claim {id}", "paper": "p", "ours": ours, "ci": None, "n": 4, "verdict": verdict,
-            "why": "w", "correct_only": None}
+            "why": "w", "view": "all", "views": {}}
 
 
 def a_report(model: str, fig2: str, top1: float, n: int = 64) -> dict:
@@ -29,10 +29,14 @@ def test_a_cell_is_the_short_verdict_and_the_headline_number():
     assert cell(finding("fig8_9_sentences", "partly", "imbalanced: partly")) == "partly: imbalanced: partly"
     assert cell(None) == "-"
     held = {"ours": 0.7, "ci": None, "n": 32, "verdict": "replicates", "why": "w"}
-    assert cell(finding("app_e", "does not replicate", 0.0) | {"held_out": held}) == "no: 0 (held out: yes)"
-    assert cell(finding("app_e", "replicates", 0.8) | {"held_out": held}) == "yes: 0.8"  # the same verdict
+    assert cell(finding("app_e", "does not replicate", 0.0) | {"views": {"held_out": held}}) == "no: 0 (held out: yes)"
+    assert cell(finding("app_e", "replicates", 0.8) | {"views": {"held_out": held}}) == "yes: 0.8"  # the same verdict
     untested = held | {"ours": None, "verdict": "not tested"}
-    assert cell(finding("app_e", "replicates", 0.8) | {"held_out": untested}) == "yes: 0.8"
+    assert cell(finding("app_e", "replicates", 0.8) | {"views": {"held_out": untested}}) == "yes: 0.8"
+    every = {"all": held, "correct_only": held | {"verdict": "partly"}, "held_out": untested,
+             "paper_share": held | {"verdict": "does not replicate"}}  # each view that flips, in the report's order
+    assert (cell(finding("app_b_mrr", "replicates", 0.3) | {"view": "correct_only", "views": every})
+            == "yes: 0.3 (correct only: partly; paper's share: no)")
 
 
 def test_the_table_has_a_row_a_claim_a_column_a_model_and_names_what_differs():

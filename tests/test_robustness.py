@@ -167,7 +167,7 @@ def test_settings_reach_the_studies_and_keep_their_own_cache_entries(small, word
     assert len(evidence.Evidence(small, 12, 2, 0, None, setting=Setting(heads=5)).heads(WORD)) == 5
     one = findings.report(small, 12, 2, announce=lambda step: None, ids=ids, setting=ONE)
     assert [f.verdict for f in one[1:]] == [NOT_TESTED, NOT_TESTED] and all("one demonstration a class" in f.why for f in one[1:])
-    assert one[1].correct_only is None and one[0].verdict != NOT_TESTED
+    assert one[1].views == {} and one[0].verdict != NOT_TESTED
     assert len({p.name for p in (word_only / "results").glob("finding__*setting=*.json")}) == 6
 
 

@@ -48,8 +48,7 @@ def committed_reasons() -> list[tuple[str, str]]:
     for path in REPORTS:
         for entry in json.loads(path.read_text())["claims"]:
             f = Finding.from_dict(entry)
-            reasons += [(f"{path.name} {f.id} {view}", judgement.why) for view, judgement in
-                        (("", f), ("correct only", f.correct_only), ("held out", f.held_out)) if judgement is not None]
+            reasons += [(f"{path.name} {f.id} {view}", judgement.why) for view, judgement in (("", f), *f.views.items())]
     return reasons
 
 

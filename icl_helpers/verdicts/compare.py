@@ -13,6 +13,8 @@ from ..errors import UsageError
 from ..paths import same_file
 
 VERDICT_MARK = {"replicates": "yes", "partly": "partly", "does not replicate": "no", "not tested": "not tested"}
+VIEW_MARK = {"all": "all prompts", "correct_only": "correct only", "held_out": "held out",
+             "paper_share": "paper's share"}  # each view of `verdicts.evidence.VIEWS` in a cell, by its JSON key
 OURS = "Our "  # how a row of ours (a control, an extension, our row) begins its claim, where a claim of the paper does not
 
 
@@ -55,7 +57,7 @@ def read_reports(paths: list[str | Path]) -> list[dict]:
 
 def cell(finding: dict | None) -> str:
     """A table cell: the verdict in short and the headline number (or the reason it is untested),
-    and the held-out verdict where it differs."""
+    and in brackets each other view's verdict where it differs from the headline's."""
     if finding is None:
         return "-"
     mark = VERDICT_MARK.get(finding["verdict"], finding["verdict"])
@@ -63,10 +65,9 @@ def cell(finding: dict | None) -> str:
     if ours is None:
         return mark
     text = f"{mark}: {ours:.3g}" if isinstance(ours, (int, float)) else f"{mark}: {ours}"
-    held = finding.get("held_out")
-    if held is not None and held["ours"] is not None and held["verdict"] != finding["verdict"]:
-        text += f" (held out: {VERDICT_MARK.get(held['verdict'], held['verdict'])})"
-    return text
+    flips = [f"{VIEW_MARK[key]}: {VERDICT_MARK.get(j['verdict'], j['verdict'])}" for key, j in finding["views"].items()
+             if j["ours"] is not None and j["verdict"] != finding["verdict"]]
+    return text + (f" ({'; '.join(flips)})" if flips else "")
 
 
 def differing(reports: list[dict]) -> list[str]:
@@ -94,9 +95,11 @@ def markdown(reports: list[dict]) -> str:
                        + " | ".join(f"{t:.1%}" if isinstance(t, (int, float)) else "-" for t in top1) + " |")
     size = reports[0]
     intro = (f"{size['n']} prompts a word dataset, {size['sentence_n']} a sentence dataset, seed {size['seed']}. "
-             "A cell is the verdict (yes: replicates; no: does not replicate) and our headline number, and in brackets "
-             "the held-out verdict (heads located on other records) where it differs; each model's own report gives "
-             "its interval, N and why.")
+             "A cell is the verdict (yes: replicates; no: does not replicate) and our headline number (on the correct "
+             "prompts for a claim on located heads that reads the sentence datasets alone, the paper's protocol there; "
+             "on all prompts for every other), and in brackets each other view's verdict where it differs: "
+             f"{', '.join(VIEW_MARK.values())} (heads at the paper's share of a model's heads); each model's own "
+             "report gives its interval, N, why and what each view judges.")
     diff = differing(reports)
     tail = ("Verdicts that differ between the models: " + ", ".join(diff) + "." if diff
             else "Every claim has the same verdict on every model.")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar, Sequence
 
@@ -20,6 +20,7 @@ from ..data.prompts import Record, build_prompt
 from ..data.sentences import sentence_datasets
 from ..data.setting import MAIN, Setting
 from ..errors import Unjudgeable
+from ..model.adapters.base import Arch
 from ..model.loading import ICLModel
 from ..studies import ablation, biases, recency
 from ..studies.head_types import input_halves
@@ -53,6 +54,9 @@ class View:
     the heads located on them all. `shares`: the caches of `Evidence` a view shares with the main
     one; it builds its own of the rest (heads, families, effects, bias runs: they depend on the records)."""
 
+    key: ClassVar[str] = "all"  # its name in a report's JSON
+    title: ClassVar[str] = "all prompts"  # its column's heading
+    about: ClassVar[str] = "every prompt, in the heads located on them all"
     relocates: bool = False  # its heads are located on `locating`'s records, not taken from the main view
     shares: frozenset[str] = EVERY_RECORD
 
@@ -64,6 +68,10 @@ class View:
         """[N] bool: the records the heads are located on: those judged."""
         return s.rows(dataset)
 
+    def setting(self, s: Evidence) -> Setting:
+        """The setting the view judges in: the evidence's own."""
+        return s.setting
+
     def check(self, s: Evidence) -> None:
         """Raise Unjudgeable where this view cannot judge `s` at all."""
 
@@ -73,6 +81,8 @@ class Correct(View):
     """The records whose balanced prompt the model answers correctly, in heads located on them (as
     the paper's Appendix A locates on the correct cases)."""
 
+    key: ClassVar[str] = "correct_only"
+    title: ClassVar[str] = "correct prompts only"
     about: ClassVar[str] = ("the prompts the model answers correctly (top-1 the true label on the balanced prompt), in "
                             "heads located on those prompts, as the paper's Appendix A locates on the correct cases")
     relocates: bool = True
@@ -89,6 +99,8 @@ class HeldOut(View):
     """Half the distinct inputs of each class, drawn with the seed (the evidence's `halves`), in heads
     located on the other half, so that no head is judged on the prompts (or the inputs) that selected it."""
 
+    key: ClassVar[str] = "held_out"
+    title: ClassVar[str] = "held out"
     about: ClassVar[str] = ("in each class of input, the prompts of half its distinct inputs (drawn with the seed), "
                             "in heads located on the other half's prompts, so that no head is judged on the inputs "
                             "that selected it (where heads are located; not where they are given)")
@@ -105,7 +117,38 @@ class HeldOut(View):
             raise Unjudgeable("the heads were given, not located: no prompt selected them")
 
 
-ALL, CORRECT, HELD_OUT = View(), Correct(), HeldOut()
+PAPER_HEADS = 36 * 20  # GPT-2 large's heads, of which the paper analyses its top MAIN.heads (l. 266, Figs. 3-4)
+
+
+def paper_share_heads(arch: Arch) -> int:
+    """The in-context heads a model of `arch`'s size has at the paper's share (20 of 720), rounded
+    half up (in integers: 7.5 is 8), at least 2."""
+    return max(2, (2 * MAIN.heads * arch.n_layers * arch.n_heads + PAPER_HEADS) // (2 * PAPER_HEADS))
+
+
+@dataclass(frozen=True)
+class PaperShare(View):
+    """Every record, in the top heads at the paper's share of the model's heads (`paper_share_heads`)
+    rather than its count: the main run's located heads, cut to that many (or widened)."""
+
+    key: ClassVar[str] = "paper_share"
+    title: ClassVar[str] = "the paper's share of heads"
+    about: ClassVar[str] = (f"every prompt, in the top heads at the paper's share of a model's heads ({MAIN.heads} of "
+                            "GPT-2 large's 720, rounded, at least 2) instead of its count")
+    shares: frozenset[str] = EVERY_RECORD - {"ablations"}  # the causal check ablates the setting's heads
+
+    def setting(self, s: Evidence) -> Setting:
+        return replace(s.setting, heads=paper_share_heads(s.m.arch))
+
+    def check(self, s: Evidence) -> None:
+        if s.given:
+            raise Unjudgeable("the heads were given, not located: no share of them is ranked")
+        if s.setting != MAIN:
+            raise Unjudgeable("judged in the main setting only (a setting of its own analyses its own number of heads)")
+
+
+ALL, CORRECT, HELD_OUT, PAPER_SHARE_VIEW = View(), Correct(), HeldOut(), PaperShare()
+VIEWS = {view.key: view for view in (ALL, CORRECT, HELD_OUT, PAPER_SHARE_VIEW)}  # a report's views, in its columns' order
 
 
 class Evidence:
@@ -150,10 +193,12 @@ class Evidence:
 
     def _in_view(self, view: View) -> Evidence:
         """The same evidence judging the records `view` picks (built once a view: the claims share
-        it): a copy sharing the caches the view names, with its own of the rest."""
+        it): a copy sharing the caches the view names, with its own of the rest; itself in its own view."""
+        if view == self.view:
+            return self
         view.check(self)
         other = copy.copy(self)
-        other.view = view
+        other.view, other.setting = view, view.setting(self)
         for name in set(CACHES) - view.shares:
             setattr(other, name, functools.cache(getattr(other, f"_{name}")))
         return other
@@ -163,6 +208,9 @@ class Evidence:
 
     def held_out(self) -> Evidence:
         return self.in_view(HELD_OUT)
+
+    def paper_share(self) -> Evidence:
+        return self.in_view(PAPER_SHARE_VIEW)
 
     def locating(self, dataset: str) -> torch.Tensor:
         """[N] bool: the records the heads are located on (`View.locating`)."""

@@ -16,7 +16,7 @@ from ..errors import Unjudgeable, UsageError
 from ..model.loading import ICLModel
 from ..stats import MIN_CLUSTERS
 from .claims import CLAIMS, Claim, Finding
-from .evidence import WORD, Evidence
+from .evidence import VIEWS, WORD, Evidence
 from .judgement import Judgement, not_tested
 
 CODE = source_hash()  # the package's source as this process loaded it: findings are kept under it
@@ -45,19 +45,19 @@ def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | 
 
 
 def judged(id: str, s: Evidence) -> Finding:
-    """The claim judged on all prompts, and where it applies, on the correct ones only and on
-    held-out records in heads located on others; not tested, saying why, where the setting
-    cannot build a prompt it needs."""
+    """The claim judged in each of its views (`Claim.views`: its headline's first, e.g. all prompts,
+    then where it applies the correct ones only, held-out records in heads located on others and the
+    paper's share of heads); not tested, saying why, where the setting cannot build a prompt it needs."""
     claim = CLAIMS[id]
     short = too_few(claim, s)
     if short:
         return claim.finding(not_tested(short))
-    ours = in_view(claim.find, lambda: s)
-    tested = ours.ours is not None
-    if tested and "sentence" in claim.reads and not s.sentence:
+    headline, *others = claim.views
+    ours = in_view(claim.find, lambda: s.in_view(VIEWS[headline]))
+    if ours.ours is not None and "sentence" in claim.reads and not s.sentence:
         ours = replace(ours, why=f"{ours.why}; {WORD_ONLY_NOTE}")
-    return claim.finding(ours, in_view(claim.find, s.correct) if claim.label_flow and tested else None,
-                         in_view(claim.find, s.held_out) if claim.held_out and tested else None)
+    return claim.finding(ours, {key: in_view(claim.find, lambda key=key: s.in_view(VIEWS[key])) for key in others}
+                         if ours.ours is not None else {})
 
 
 WORD_ONLY_NOTE = "judged on the word datasets alone: the paper's sentence datasets cannot be had on this machine"
@@ -120,8 +120,8 @@ def kept_finding(id: str, s: Evidence) -> Finding:
 
 
 def in_view(find: Callable[[Evidence], Judgement], view: Callable[[], Evidence]) -> Judgement:
-    """A claim's finder on a view of the evidence (`Evidence.correct`, `Evidence.held_out`, or
-    the evidence itself), or not tested, saying why, where the view cannot judge it."""
+    """A claim's finder on a view of the evidence (`Evidence.in_view`), or not tested, saying why,
+    where the view cannot judge it."""
     try:
         return find(view())
     except Unjudgeable as why:

@@ -8,7 +8,8 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..verdicts.claims import CLAIMS, VIEWS, Finding, markdown, view_text
+from ..verdicts.claims import CLAIMS, VIEWS, Finding, markdown
+from ..verdicts.claims.tables import columns, view_cell
 from ..verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES, ours_text
 
 COLOURS = {REPLICATES: "#1a7f37", PARTLY: "#9a6700", FAILS: "#cf222e", NOT_TESTED: "#57606a"}
@@ -52,14 +53,14 @@ class VerdictTable:
         return markdown(self.findings)
 
     def _repr_html_(self) -> str:
-        views = [key for key in VIEWS if any(getattr(f, key) is not None for f in self.findings)]
-        head = ["claim", "the paper", "ours (95% CI)", "N", "verdict", "why, in short", *(VIEWS[k] for k in views)]
+        views = columns(self.findings)
+        head = ["claim", "the paper", "ours (95% CI)", "N", "verdict", "why, in short", *(VIEWS[k].title for k in views)]
         rows = "".join(f"<tr>{_cell(f'<b>{f.id}</b>: ' + html.escape(f.claim))}{_cell(html.escape(f.paper))}"
                        f"{_cell(_ours(f))}"
                        f"{_cell('-' if f.n is None else str(f.n))}"
                        f"{_cell(f'<b>{html.escape(f.verdict)}</b>', f'color: {COLOURS[f.verdict]}')}"
                        f"{_cell(html.escape(short_reason(f.why)))}"
-                       + "".join(_cell(html.escape(view_text(getattr(f, k)))) for k in views) + "</tr>"
+                       + "".join(_cell(html.escape(view_cell(f, k))) for k in views) + "</tr>"
                        for f in self.findings)
         reasons = "".join(f"<li><b>{f.id}</b> ({html.escape(f.verdict)}): {html.escape(f.why)}. "
                           f"<i>Rule</i>: {html.escape(CLAIMS[f.id].rule)} (set {html.escape(CLAIMS[f.id].set_on)}). "

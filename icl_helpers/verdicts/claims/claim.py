@@ -52,18 +52,30 @@ class Claim:
     notebooks: tuple[str, ...]  # the notebooks that end with its verdict ("01" ... "08")
     reads: frozenset[str] = WORD_ONLY  # the datasets its judgement needs prompts of ("word", "sentence")
     thresholds: dict[str, float] = field(default_factory=dict)
-    label_flow: bool = False  # about the label flow in located heads: judged again on the correct records
+    label_flow: bool = False  # about the label flow in located heads: judged again on the correct records and in
+    # the paper's share of heads
     held_out: bool = False  # measures located heads on prompts: judged again in heads located on other inputs
+
+    @property
+    def views(self) -> tuple[str, ...]:
+        """The views (`evidence.VIEWS` keys) the claim is judged in, its headline's first: a claim on
+        located heads that reads the sentence datasets alone is headlined on the correctly predicted
+        prompts, the paper's protocol there ("We do experiments on all the cases predicting the correct
+        labels", l. 1141); every other claim on all prompts."""
+        others = (("correct_only", "paper_share") if self.label_flow else ()) + (("held_out",) if self.held_out else ())
+        if self.label_flow and self.reads == SENTENCE_ONLY:
+            return ("correct_only", "all", *others[1:])
+        return ("all", *others)
 
     def __post_init__(self):
         numbers = {**self.thresholds, "K": rules.K, "RANDOM_DRAWS": rules.RANDOM_DRAWS, "TOP": rules.TOP}
         for text in ("claim", "paper", "rule", "source"):
             object.__setattr__(self, text, getattr(self, text).format(**numbers))
 
-    def finding(self, ours: Judgement, correct_only: Judgement | None = None, held_out: Judgement | None = None
-                ) -> Finding:
+    def finding(self, ours: Judgement, views: dict[str, Judgement] | None = None) -> Finding:
+        """The finding of judgement `ours` in the claim's headline view, with its other views' judgements."""
         return Finding(self.id, self.claim, self.paper, self.source, ours.ours, ours.ci, ours.n, ours.verdict, ours.why,
-                       correct_only, held_out)
+                       self.views[0], views or {})
 
 
 CLAIMS: dict[str, Claim] = {}  # id -> claim, in the report's order: the order `register` saw them
@@ -84,7 +96,8 @@ def claims_of(notebook: str) -> list[str]:
 
 @dataclass
 class Finding:
-    """Our result for one claim: the claim's words and our judgement (`Judgement`'s fields)."""
+    """Our result for one claim: the claim's words and our judgement (`Judgement`'s fields) in its
+    headline view (`view`, an `evidence.VIEWS` key), and its judgements in its other views."""
 
     id: str
     claim: str
@@ -95,13 +108,13 @@ class Finding:
     n: int | None
     verdict: str
     why: str
-    correct_only: Judgement | None = None  # the same rule on the correctly answered prompts, where it applies
-    held_out: Judgement | None = None  # the same rule on held-out records, in heads located on the others
+    view: str = "all"  # the view the headline is judged in
+    views: dict[str, Judgement] = field(default_factory=dict)  # the same rule in the claim's other views, by key
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        for part in (d, d["correct_only"], d["held_out"]):  # JSON has lists, not tuples
-            if part is not None and part["ci"] is not None:
+        for part in (d, *d["views"].values()):  # JSON has lists, not tuples
+            if part["ci"] is not None:
                 part["ci"] = list(part["ci"])
         return d
 
@@ -110,8 +123,4 @@ class Finding:
         """The finding `to_dict` gave `d` for (a report's JSON entry)."""
         def ci(fields: dict) -> tuple[float, float] | None:
             return None if fields["ci"] is None else tuple(fields["ci"])
-
-        def judgement(key: str) -> Judgement | None:
-            extra = d.get(key)
-            return None if extra is None else Judgement(**{**extra, "ci": ci(extra)})
-        return cls(**{**d, "ci": ci(d), "correct_only": judgement("correct_only"), "held_out": judgement("held_out")})
+        return cls(**{**d, "ci": ci(d), "views": {key: Judgement(**{**j, "ci": ci(j)}) for key, j in d["views"].items()}})

@@ -1,5 +1,5 @@
 """Findings shown: `table` (a DataFrame, one row a claim) and `markdown` (the table, then each tested
-claim's why and rule), with the correct-only and held-out judgements beside ours."""
+claim's why and rule), with the judgements in each claim's other views (`evidence.VIEWS`) beside its headline."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -7,23 +7,28 @@ from typing import Sequence
 import pandas as pd
 
 from ...stats import DRAWS, LEVEL, MIN_CLUSTERS
-from ..evidence import CORRECT, HELD_OUT
+from ..evidence import VIEWS
 from ..judgement import Judgement, ours_text
 from .claim import CLAIMS, Finding
 
-VIEWS = {"correct_only": "correct prompts only: ours, N, verdict", "held_out": "held out: ours, N, verdict"}
-VIEW_OF = {"correct_only": CORRECT, "held_out": HELD_OUT}  # the view each column judges in (`evidence.View`)
+HEADLINE = "(the headline)"  # a view's cell where the claim's headline is judged in that view
+
+
+def columns(findings: Sequence[Finding]) -> list[str]:
+    """The views (`evidence.VIEWS` keys) any finding is judged in besides its headline, in VIEWS's order."""
+    return [key for key in VIEWS if any(key in f.views for f in findings)]
+
+
+def view_cell(f: Finding, key: str) -> str:
+    """Finding f's judgement in view `key` as a table cell (`view_text`), or HEADLINE where it is f's headline's view."""
+    return HEADLINE if key == f.view else view_text(f.views.get(key))
 
 
 def table(findings: Sequence[Finding]) -> pd.DataFrame:
-    """One row a claim: claim, paper, ours (CI), N, verdict, and where any finding has one,
-    the correct-only and the held-out judgement."""
+    """One row a claim: claim, paper, ours (CI), N, verdict in the claim's headline view, and a
+    column for each other view any finding is judged in (`VIEWS`)."""
     rows = [{"claim": f.claim, "paper": f.paper, "ours (95% CI)": ours_text(f), "N": f.n, "verdict": f.verdict}
-            for f in findings]
-    for key, column in VIEWS.items():
-        if any(getattr(f, key) is not None for f in findings):
-            for row, f in zip(rows, findings):
-                row[column] = view_text(getattr(f, key))
+            | {VIEWS[key].title: view_cell(f, key) for key in columns(findings)} for f in findings]
     return pd.DataFrame(rows, index=[f.id for f in findings])
 
 
@@ -34,24 +39,28 @@ def view_text(j: Judgement | None) -> str:
 
 def intro(n: int, sentence_n: int | None, seed: int) -> str:
     """What a report's table holds, written from the code that makes it: the sizes, the bootstrap
-    (`stats`) and, for each view's column, what its view judges (`View.about`)."""
+    (`stats`), which claims are headlined in which view (`Claim.views`) and what each view judges (`View.about`)."""
     data = f"{sentence_n} a sentence dataset" if sentence_n else "no sentence dataset (none could be had)"
-    views = "; ".join(f"*{VIEWS[key].split(':')[0]}*: {view.about}" for key, view in VIEW_OF.items())
+    views = "; ".join(f"*{view.title}*: {view.about}" for view in VIEWS.values())
     return (f"{n} prompts a word dataset, {data}, seed {seed}. Intervals: {LEVEL:.0%} percentile bootstrap, "
             f"{DRAWS:,} draws over the distinct inputs, each drawn with all its prompts (a word dataset's prompts share "
-            f"inputs); a claim on fewer than {MIN_CLUSTERS} distinct inputs is not tested. The last two columns judge "
-            f"the label-flow claims again ({len(VIEW_OF)} views): {views}.")
+            f"inputs); a claim on fewer than {MIN_CLUSTERS} distinct inputs is not tested. Ours, N and the verdict are "
+            f"the headline, judged on *{VIEWS['correct_only'].title}* for a claim on located heads that reads the "
+            f"sentence datasets alone (the paper's protocol there, l. 1141) and on *{VIEWS['all'].title}* for every "
+            f"other; the last columns judge a claim again in its other views, {HEADLINE} marking its headline's. The "
+            f"{len(VIEWS)} views: {views}.")
 
 
 def markdown(findings: Sequence[Finding]) -> str:
-    """The findings as one markdown table (claim, paper, ours (CI), N, verdict, the correct-only
-    and held-out judgements), then each tested claim's why and rule."""
-    rows = [f"| id | claim | paper | ours (95% CI) | N | verdict | {' | '.join(VIEWS.values())} |",
-            "|---|---|---|---|---|---|---|---|"]
+    """The findings as one markdown table (claim, paper, ours (CI), N, verdict, then each other view's
+    judgement), then each tested claim's why and rule, and its other views' whys."""
+    keys = columns(findings)
+    rows = [f"| id | claim | paper | ours (95% CI) | N | verdict | {' | '.join(VIEWS[k].title for k in keys)} |",
+            "|---|---|---|---|---|---|" + "---|" * len(keys)]
     rows += [f"| {f.id} | {f.claim} | {f.paper} | {ours_text(f)} | {f.n if f.n is not None else '-'} | {f.verdict} | "
-             + " | ".join(view_text(getattr(f, key)) for key in VIEWS) + " |" for f in findings]
-    why = [f"- **{f.id}** ({f.verdict}): {f.why}. Rule: {CLAIMS[f.id].rule} (set {CLAIMS[f.id].set_on}). Paper: {f.source}."
-           + (f" Correct prompts only ({f.correct_only.verdict}): {f.correct_only.why}." if f.correct_only else "")
-           + (f" Held out ({f.held_out.verdict}): {f.held_out.why}." if f.held_out else "")
+             + " | ".join(view_cell(f, key) for key in keys) + " |" for f in findings]
+    why = [f"- **{f.id}** ({f.verdict}{'' if f.view == 'all' else ', ' + VIEWS[f.view].title}): {f.why}. "
+           f"Rule: {CLAIMS[f.id].rule} (set {CLAIMS[f.id].set_on}). Paper: {f.source}."
+           + "".join(f" {VIEWS[key].title.capitalize()} ({j.verdict}): {j.why}." for key, j in f.views.items())
            for f in findings if f.ours is not None]
     return "\n".join(rows) + "\n\nWhy, claim by claim, with the rule each verdict follows:\n\n" + "\n".join(why) + "\n"
