@@ -54,6 +54,17 @@ def test_figure_has_title_and_labelled_axes(name):
         assert ax.get_title() or fig.get_suptitle(), name
 
 
+@pytest.mark.parametrize("name", ["mrr_bars", "head_by_dataset"])
+def test_an_mrr_log_axis_says_its_unit_and_writes_plain_decimals(name):
+    """Issue 60: 07's log axis read 6x10^-1 with no unit; its ticks are decimals, its label says what 1 is."""
+    fig = FIGURES[name]()
+    FigureCanvasAgg(fig).draw()
+    ax = fig.axes[0]
+    ticks = [t.get_text() for t in ax.get_yticklabels() + ax.get_yticklabels(minor=True) if t.get_text()]
+    assert ax.get_yscale() == "log" and "1 = ranked first" in ax.get_ylabel()
+    assert ticks and all(float(t) == float(t) and "10^" not in t and "times" not in t for t in ticks), ticks
+
+
 @pytest.mark.parametrize("L", [12, 30, 36, 60])
 def test_head_heatmaps_fit_a_laptop_screen(L):
     """Four datasets side by side, one screen: at most 700 px high and 1,400 wide."""

@@ -15,10 +15,11 @@ import pandas as pd
 import seaborn as sns
 import torch
 from matplotlib import font_manager
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Rectangle
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 from pandas.io.formats.style import Styler
 
 from ..core.heads import Head, head_name
@@ -85,6 +86,16 @@ def overlap_heatmap(overlap: torch.Tensor, names: Sequence[str], k: int) -> Figu
     return fig
 
 
+def log_mrr_axis(ax: Axes) -> None:
+    """A log y axis for an MRR (a reciprocal rank, 1 the top), its ticks written as plain decimals
+    (0.1, 0.2, 0.5), not powers of ten."""
+    ax.set_yscale("log")
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.set_ylabel("MRR of the label's own token\n(1 = ranked first; log scale)")
+
+
 def mrr_bars(heads: Sequence[Head], series: dict[str, torch.Tensor], title: str) -> Figure:
     """Fig. 5: label-value MRR [S] of each in-context head, one bar a series (e.g. the head,
     and a random head of its layer; or each label word in either)."""
@@ -93,9 +104,9 @@ def mrr_bars(heads: Sequence[Head], series: dict[str, torch.Tensor], title: str)
                        for h, v in zip(names, mrr)])
     fig, ax = _fig(min(12, max(6, 0.15 * len(heads) * len(series) + 2)), 3.8)
     sns.barplot(df, x="head", y="MRR", hue="which", palette="Paired" if len(series) > 2 else None, ax=ax)
-    ax.set_yscale("log")
+    log_mrr_axis(ax)
     sns.move_legend(ax, "upper left", bbox_to_anchor=(1, 1), title=None)  # clear of the bars
-    ax.set(xlabel="in-context head (layer-head)", ylabel="MRR of the label's own token (log)", title=title)
+    ax.set(xlabel="in-context head (layer-head)", title=title)
     ax.tick_params(axis="x", rotation=90)
     return fig
 
@@ -115,14 +126,14 @@ def head_by_dataset(head: Head, mrr: dict[str, tuple[torch.Tensor, torch.Tensor]
              label=f"random head of layer {head[0]} ({len(draws[0])} draws)")
     left.scatter(x + 0.2, [float(torch.quantile(d.double(), 0.95)) for d in draws], marker="_", s=300, color="black",
                  label="95th percentile of the draws", zorder=3)
-    left.set_yscale("log")
-    left.set(xticks=x, xticklabels=names, xlabel="dataset", ylabel="MRR of the label's own token (log)",
-             title="label-value MRR")
+    log_mrr_axis(left)
+    left.set(xticks=x, xticklabels=names, xlabel="dataset", title="label-value MRR")
     left.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2)  # clear of the bars
     df = pd.DataFrame([{"dataset": d, "attention": float(v), "labels": kind} for d, pair in attention.items()
                        for kind, values in zip(("true labels", "false labels"), pair) for v in values])
     sns.barplot(df, x="dataset", y="attention", hue="labels", palette=[TRUE, FALSE], errorbar="sd", ax=right)
-    right.set(xlabel="dataset", ylabel="summed attention weight", title="attention from the last position")
+    right.set(xlabel="dataset", ylabel="summed attention weight\n(bars: mean; lines: ±1 SD over prompts)",
+              title="attention from the last position")
     sns.move_legend(right, "upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, title=None, fontsize=8)
     fig.suptitle(f"{title}: head {head_name(head)}")
     return fig
