@@ -2,7 +2,8 @@
 
 Per head, the attention summed over the true-label positions and over the false-label
 positions (Fig. 6), against the head's increase (Fig. 7), and balanced prompts against a
-variant of the same records: imbalanced (Figs. 8, 10) or re-ordered (Figs. 9, 11).
+variant of the same records: imbalanced (Figs. 8, 10) or re-ordered (Figs. 9, 11), and which
+label each prompt's prediction names (the EMNLP abstract's prediction shift).
 Attention tensors over heads are [N, L, H] (every head) or [N, S] (listed heads).
 """
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """Section 5, Figs. 8-11: imbalanced and re-ordered prompts move the attention on the labels; our
-control, distance at equal truth; and our extension to the sentence datasets."""
+control, distance at equal truth; our extension to the sentence datasets; and the EMNLP abstract's
+prediction shift: where a prompt variant moves the prediction to the other label, the attention
+on the label it left falls and on the label it moved to rises."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -7,6 +9,7 @@ from typing import Sequence
 import torch
 
 from ...core.heads import Head
+from ...errors import Unjudgeable
 from ...stats import bootstrap_ci, mean_ci
 from ...studies import label_attention
 from ...studies.label_attention import label_shift
@@ -33,7 +36,7 @@ def judge_fig8(before: tuple[torch.Tensor, torch.Tensor], after: tuple[torch.Ten
                per_label: tuple[torch.Tensor, torch.Tensor], clusters: Clusters = None) -> Judgement:
     """Balanced (true, false) [N, S] against imbalanced prompts of the same records;
     per_label: the mean attention a true-label position gets, [N, S], balanced then imbalanced
-    (described: Fig. 10 judges it)."""
+    (described: our row fig10_per_label judges it in the shared heads)."""
     dt, df = _change(before, after)
     ci_t, ci_f = mean_ci(dt, clusters=clusters), mean_ci(df, clusters=clusters)
     least = FIG8["min_change"]
@@ -274,11 +277,14 @@ def judge_prediction_shift(change: torch.Tensor, moved: torch.Tensor, clusters: 
     least = PREDICTION_SHIFT["min_change"]
     inputs = lambda rows: None if clusters is None else clusters[rows]  # noqa: E731
     left, arrived = (float(c.mean()) for c in change[moved].T)
-    ci_left, ci_arrived = (mean_ci(c, clusters=inputs(moved)) for c in change[moved].T)
-    verdict = all_hold(ci_left[1] < 0 and left <= -least, ci_arrived[0] > 0 and arrived >= least)
     toward = change[:, 1] - change[:, 0]  # [M]: toward the other label
-    contrast = bootstrap_ci([toward[moved], toward[~moved]], lambda a, b: a.double().mean() - b.double().mean(),
-                            clusters=[inputs(moved), inputs(~moved)])
+    try:
+        ci_left, ci_arrived = (mean_ci(c, clusters=inputs(moved)) for c in change[moved].T)
+        contrast = bootstrap_ci([toward[moved], toward[~moved]], lambda a, b: a.double().mean() - b.double().mean(),
+                                clusters=[inputs(moved), inputs(~moved)])
+    except Unjudgeable as why:
+        raise Unjudgeable(f"{why} (of {len(moved)} pairs, {int(moved.sum())} moved)") from why
+    verdict = all_hold(ci_left[1] < 0 and left <= -least, ci_arrived[0] > 0 and arrived >= least)
     stay = change[~moved].mean(0)
     gap = float(toward[moved].mean() - toward[~moved].mean())
     return Judgement(left, ci_left, int(moved.sum()), verdict,
