@@ -50,7 +50,7 @@ from icl_helpers.verdicts import CLAIMS, report  # noqa: E402
 BATCH = 32  # prompts a batch at most, as every pass of the suite
 # How each step's work grows with the suite's size, for the extrapolation to paper scale:
 # with the sentence prompts a dataset, with none (one prompt), else with the word prompts.
-SENTENCE_STEPS = ("fig12_15", "fig8_9_sentences", "app_b_mrr", "app_b_attention", "app_d")
+SENTENCE_STEPS = ("fig12_15", "fig8_9_sentences", "prediction_shift", "app_b_mrr", "app_b_attention", "app_d")
 ONE_PROMPT_STEPS = ("table1", "table3")
 
 

@@ -30,11 +30,13 @@ from icl_helpers.verdicts.claims.location import judge_fig2, judge_fig3_4, judge
 from icl_helpers.verdicts.claims.variants import (
     FIG10,
     FIG11,
+    VARIANTS,
     judge_distance_control,
     judge_fig8,
     judge_fig8_9_sentences,
     judge_fig9,
     judge_per_head_drop,
+    judge_prediction_shift,
 )
 from icl_helpers.verdicts.claims.vocabulary import judge_keys, judge_label_values, judge_metric
 from icl_helpers.verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES, Judgement, not_tested, ours_text
@@ -79,12 +81,14 @@ def test_the_interval_resamples_distinct_inputs_and_needs_enough_of_them():
 
 def test_every_claim_of_the_paper_and_each_control_is_registered_with_a_rule():
     ids = ("table2 table2_control fig2 fig3_4 fig12_15 table1 table3 two_towers metric fig5 fig6 fig6_control fig7 fig8 fig9 "
-           "fig9_control fig10 fig11 fig8_9_sentences app_b_mrr app_b_attention app_d app_e causal causal_top "
+           "fig9_control fig10 fig10_per_label fig11 fig8_9_sentences prediction_shift prediction_shift_word app_b_mrr "
+           "app_b_attention app_d app_e causal causal_top "
            "majority_bias majority_cost recency_bias recency_cost").split()
     assert list(claims.CLAIMS) == ids
     assert all(c.claim and c.paper and c.rule and c.set_on and c.notebooks for c in claims.CLAIMS.values())
     assert all(n in ("01", "02", "03", "04", "05", "06", "07", "08") for c in claims.CLAIMS.values() for n in c.notebooks)
-    assert claims.claims_of("05") == ["fig8", "fig10", "fig8_9_sentences"]
+    assert claims.claims_of("05") == ["fig8", "fig10", "fig10_per_label", "fig8_9_sentences", "prediction_shift",
+                                      "prediction_shift_word"]
 
 
 def test_every_claim_cites_the_lines_of_the_text_it_rests_on():
@@ -212,6 +216,9 @@ def test_fig6_and_its_control_and_fig7():
     assert judge_truth_control(effects(-0.05, 0.1)).verdict == FAILS
     assert judge_distance_control(effects(0.05, 0.1)).verdict == REPLICATES
     assert judge_distance_control(effects(0.05, -0.1)).verdict == FAILS
+    assert judge_distance_control(Effects(0.05, (0.04, 0.06), 0.02, (-0.01, 0.05), 50)).verdict == PARTLY  # CI reaches 0
+    sure_but_tiny = judge_distance_control(Effects(0.05, (0.04, 0.06), 0.005, (0.003, 0.007), 50))
+    assert sure_but_tiny.verdict == FAILS and sure_but_tiny.ours == 0.005  # CI above 0, below the minimum effect
     increase = torch.rand(N, S, 4, generator=g)
     increase[:, :, 3] = torch.nan  # prompts of three labels: the padding is left out
     summed = (true, true + noise(N, S))
@@ -232,8 +239,11 @@ def test_fig8_fig9_and_their_sentence_extension():
     assert judge_fig8(before, (moved[0], before[1] + 0.005 + noise(N, S, scale=0.001)), per_label).verdict == PARTLY
     assert judge_fig8(before, (before[0] + 0.1, before[1] - 0.05), per_label).verdict == FAILS
     f9 = judge_fig9(before, moved)
-    assert f9.verdict == REPLICATES and "drops in 20/20 heads" in f9.why
-    assert judge_fig9(before, (before[0] - 0.005, before[1])).verdict == PARTLY  # in every head, but by too little
+    assert f9.verdict == REPLICATES and "drops by at least 0.01 in 20/20 heads" in f9.why
+    assert judge_fig9(before, (before[0] - 0.005, before[1])).verdict == FAILS  # in every head, by too little in each
+    uneven = before[0] - torch.tensor([0.03] * 10 + [0.005] * 10)  # a mean drop of 0.0175, by 0.01 in only 10 heads
+    few = judge_fig9(before, (uneven, before[1]))
+    assert few.verdict == PARTLY and "drops by at least 0.01 in 10/20 heads" in few.why
     no = judge_fig9(before, (before[0] + 0.1, before[1]))
     assert no.verdict == FAILS
     assert judge_fig8_9_sentences(f8, f9).verdict == REPLICATES
@@ -252,7 +262,31 @@ def test_figs_10_and_11_judge_each_shared_head():
     assert judge_per_head_drop(before, after, heads, FIG11, "x").verdict == PARTLY  # not in every head
     assert judge_per_head_drop(before, before - 0.05, heads, FIG11, "x").verdict == REPLICATES
     assert judge_per_head_drop(before, before + 0.05, heads, FIG10, "x").verdict == FAILS
+    slight = judge_per_head_drop(before, before - 0.005, heads, FIG11, "x")  # down in every head, CI below 0, too little
+    assert slight.ci[1] < 0 and slight.verdict == FAILS and "down in 0 (none)" in slight.why
+    partly = before - torch.tensor([0.05, 0.05, 0.05, 0.0, 0.0, 0.0])  # a mean drop of 0.025, in half the heads
+    assert judge_per_head_drop(before, partly, heads, FIG10, "x").verdict == PARTLY
     close(f.ours, (after - before).mean(), scale=float(after.abs().max()))
+
+
+def test_the_prediction_shift_judges_the_moved_pairs_with_the_unmoved_beside():
+    """Where the prediction moved, the attention on the label it left must fall and on the label it moved
+    to rise, each by the minimum effect; the unmoved pairs' change toward the other label is the contrast."""
+    moved = torch.arange(40) < 20
+    change = torch.tensor([[-0.1, 0.05]] * 20 + [[-0.02, -0.02]] * 20)  # [left, other] a pair
+    f = judge_prediction_shift(change, moved, which="w")
+    assert f.verdict == REPLICATES and f.n == 20 and f.why.startswith("ours: w. Where the prediction moved (20 of 40 pairs)")
+    close(f.ours, -0.1)
+    close(torch.tensor(f.ci), torch.tensor([-0.1, -0.1]))
+    assert ("on the label it left changed by -0.100, on the label it moved to by +0.050 (CI +0.050 to +0.050); where it did "
+            "not move, on the predicted label -0.020, on the other -0.020; the change toward the other label, moved minus "
+            "unmoved pairs, +0.150 (CI +0.150 to +0.150)") in f.why
+    weak = change.clone()
+    weak[:20, 1] = 0.005  # rises, CI above 0, by less than the minimum effect
+    assert judge_prediction_shift(weak, moved).verdict == PARTLY
+    assert judge_prediction_shift(change.flip(1), moved).verdict == FAILS  # the moved pairs' attention follows the old label
+    with pytest.raises(Unjudgeable, match=r"9 distinct inputs, .* \(of 40 pairs, 9 moved\)"):
+        judge_prediction_shift(change, torch.arange(40) < 9)
 
 
 def test_together():
@@ -593,16 +627,27 @@ def test_the_paper_share_view_judges_every_record_in_the_top_heads_at_that_share
 
 
 def test_figs_10_and_11_and_the_two_towers_judge_their_studies(small, tmp_path, monkeypatch):
-    """Figs. 10 and 11: the rule on the attention a true label gets in both word datasets' shared heads;
+    """Figs. 10 and 11: the rule on the summed attention on the true labels (and our row, each true label's) in both
+    word datasets' shared heads;
     the two towers: the keys part on the label keys' own and other words, a query part a dataset."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     s = evidence.Evidence(small, 12, 2, 0, None)
     heads, which = s.word_shared()
-    first = evidence.FIRST
-    for id, variant, rule in (("fig10", "imbalanced", FIG10), ("fig11", "reordered", FIG11)):
-        weight = [label_attention.true_label_weight(small, prompt_set(small, first, v, 12), heads) for v in ("balanced", variant)]
-        assert claims.CLAIMS[id].find(s) == judge_per_head_drop(*weight, heads, rule, f"{which}, balanced -> {variant}",
-                                                                      s.clusters([first]))
+    first, layers, hs = evidence.FIRST, *map(list, zip(*heads))
+    for id, variant, rule, per_label in (("fig10", "imbalanced", FIG10, False), ("fig10_per_label", "imbalanced", FIG10, True),
+                                         ("fig11", "reordered", FIG11, False)):
+        weight = []
+        for v in ("balanced", variant):
+            ps = prompt_set(small, first, v, 12)
+            att = label_attention.attention_on_labels(small, ps).per_label[:, layers, hs]  # [N, S, D]: each label position
+            is_true = ps.positions.is_true[:, None].expand_as(att)
+            on_true = att.where(is_true, 0.0)  # Fig. 8's sum over the true labels, or their mean a label position
+            weight.append(on_true.sum(-1) / is_true.sum(-1) if per_label else on_true.sum(-1))
+        what = "the attention a true-label position gets" if per_label else "the summed attention on the true labels"
+        found = claims.CLAIMS[id].find(s)
+        want = judge_per_head_drop(*weight, heads, rule, f"{what} ({which}, balanced -> {variant})", s.clusters([first]))
+        assert (found.verdict, found.n, found.why) == (want.verdict, want.n, want.why), id
+        close(torch.tensor([found.ours, *found.ci]), torch.tensor([want.ours, *want.ci]))
     f = claims.CLAIMS["two_towers"].find(s)
     own, others = [], []
     for d in evidence.WORD:
@@ -617,6 +662,41 @@ def test_figs_10_and_11_and_the_two_towers_judge_their_studies(small, tmp_path, 
     assert f.why.startswith(f"the word datasets, each in its top heads. keys: {ours_text(keys)}, {keys.verdict}")
     assert re.fullmatch(r"\d of 3 replicate, \d partly", f.ours) and f.n == 24
     assert "sentiment_number query: " in f.why and "animal_country query: " in f.why
+
+
+def test_the_prediction_shift_reads_each_records_two_prompts_in_its_datasets_heads(small, tmp_path, monkeypatch):
+    """The word row: a record and prompt variant whose two predictions both name a label is a pair; it moved where
+    they differ; its change is read on the label the balanced prompt predicts, then the other, in the dataset's heads
+    (predictions stubbed: a random model names no label)."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    stub = {"balanced": lambda i: i % 2, "imbalanced": lambda i: -1 if i % 6 == 5 else 1, "reordered": lambda i: 0}
+    monkeypatch.setattr(label_attention, "predicted_labels",
+                        lambda m, ps: torch.tensor([stub[ps.variant](i) for i in range(len(ps))]))
+    n = 24
+    s = evidence.Evidence(small, n, 2, 0, None)
+    change, moved, clusters = [], [], []
+    for v in VARIANTS:
+        for at, d in enumerate(evidence.WORD):
+            layers, hs = map(list, zip(*s.heads(d)))
+            summed = [torch.stack([label_attention.attention_on_labels(small, prompt_set(small, d, p, n)).true[:, layers, hs],
+                                   label_attention.attention_on_labels(small, prompt_set(small, d, p, n)).false[:, layers, hs]
+                                   ], -1).mean(1) for p in ("balanced", v)]  # [N, 2]: true, false
+            for i in range(n):
+                before, after = stub["balanced"](i), stub[v](i)
+                if after < 0:
+                    continue
+                change.append([float(summed[1][i, label] - summed[0][i, label]) for label in (before, 1 - before)])
+                moved.append(before != after)
+                clusters.append(int(s.clusters(evidence.WORD)[at * n + i]))
+    # imbalanced: the even records moved (0 -> 1), the odd unmoved but i % 6 == 5 left out; re-ordered: the odd moved
+    assert sum(moved) == 12 * 2 + 12 * 2 and len(moved) == 20 * 2 + 24 * 2
+    found = claims.CLAIMS["prediction_shift_word"].find(s)
+    want = judge_prediction_shift(torch.tensor(change), torch.tensor(moved), torch.tensor(clusters), "w")
+    assert (found.verdict, found.n) == (want.verdict, want.n) == (want.verdict, 48)
+    close(torch.tensor([found.ours, *found.ci]), torch.tensor([want.ours, *want.ci]))
+    assert found.why.startswith("ours: sentiment_number, animal_country, each in its in-context heads; pairs whose two "
+                                "prompts both predict a label: imbalanced: 24 of 40 moved, reordered: 24 of 48 moved. ")
+    assert found.why.split(". ", 1)[1][:80] == want.why.split(". ", 1)[1][:80]
 
 
 TOY_SECTION = '''"""A toy section: one claim with its thresholds, judge and finder, registered from this file alone."""

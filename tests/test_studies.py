@@ -315,6 +315,22 @@ def test_variant_change_counts_heads_that_move():
     close(got.true_after, 0.35)
 
 
+def test_predicted_labels_name_the_true_label_the_false_one_or_neither(small, ps, monkeypatch):
+    """0 where the top-1 prediction is the prompt's true label, 1 its false one, -1 any other token."""
+    true, false = prompt_label_ids(small.tokenizer, ps.prompts)
+    predictions = torch.stack([false[0], true[1], true[2] + 1])
+    monkeypatch.setattr(label_attention, "attention_on_labels", lambda m, ps: SimpleNamespace(predictions=predictions))
+    assert label_attention.predicted_labels(small, ps).tolist() == [1, 0, -1]
+
+
+def test_label_shift_reads_the_predicted_label_first():
+    """Summed attention (true, false) from before to after: the change on the predicted label's positions, then the other's."""
+    before = torch.tensor([[0.5, 0.2], [0.5, 0.2], [0.4, 0.4]])
+    after = torch.tensor([[0.3, 0.35], [0.3, 0.35], [0.4, 0.1]])
+    got = label_attention.label_shift(before, after, torch.tensor([0, 1, 1]))
+    close(got, torch.tensor([[-0.2, 0.15], [0.15, -0.2], [-0.3, 0.0]]), scale=0.5)
+
+
 def test_layer_range():
     assert in_context_heads.layer_range([(5, 0), (2, 1), (9, 3)]) == (2, 9)
 

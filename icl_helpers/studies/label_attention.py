@@ -2,7 +2,8 @@
 
 Per head, the attention summed over the true-label positions and over the false-label
 positions (Fig. 6), against the head's increase (Fig. 7), and balanced prompts against a
-variant of the same records: imbalanced (Figs. 8, 10) or re-ordered (Figs. 9, 11).
+variant of the same records: imbalanced (Figs. 8, 10) or re-ordered (Figs. 9, 11), and which
+label each prompt's prediction names (the EMNLP abstract's prediction shift).
 Attention tensors over heads are [N, L, H] (every head) or [N, S] (listed heads).
 """
 from __future__ import annotations
@@ -56,6 +57,21 @@ def true_label_weight(m: ICLModel, ps: PromptSet, heads: Sequence[Head]) -> torc
     prompts with two true labels and the imbalanced ones with one."""
     true, _ = attention_on_labels(m, ps).at(heads)
     return true / ps.positions.chosen(True).sum(1, keepdim=True)
+
+
+def predicted_labels(m: ICLModel, ps: PromptSet) -> torch.Tensor:
+    """[N] long: the label each prompt's top-1 prediction names: 0 its true label, 1 its false
+    one, -1 neither (from the prompt set's cached pass)."""
+    predictions = attention_on_labels(m, ps).predictions
+    true, false = prompt_label_ids(m.tokenizer, ps.prompts)
+    return torch.where(predictions == true, 0, torch.where(predictions == false, 1, -1))
+
+
+def label_shift(before: torch.Tensor, after: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
+    """[N, 2]: the change from `before` to `after` ([N, 2] each: the summed attention on the
+    true labels, then on the false ones) on the positions of the label `predicted` [N] names
+    (0 the true, 1 the false), then on the other label's."""
+    return (after - before).gather(1, torch.stack([predicted, 1 - predicted], 1))
 
 
 @cached_study("label-increase", "increase", "heads")
