@@ -108,9 +108,9 @@ def judge_app_e(increase: torch.Tensor, heads: Sequence[Head], positions: str, c
     k = max(1, len(heads) // 2)
     kept = len(set(top_heads(alone[None], k)) & set(top_heads(random[None], k)))
     return Judgement(ours, ci, len(increase), verdict,
-                     f"ours is the median over the top {len(heads)} heads of how far a head's mean increase moves, "
-                     f"relative to it, from added alone on x_l to added last (after the other heads of its layer); added "
-                     f"after the heads before it in a random order of its layer "
+                     f"ours is the median over the top {len(heads)} heads of |last - alone| / |alone|, each head's mean "
+                     f"increase added alone on x_l and added last (after the other heads of its layer); added after the "
+                     f"heads before it in a random order of its layer instead of last, "
                      f"{_relative_change(increase[..., :2]):.1%}; the head moving most, {head_name(heads[moved])}, "
                      f"{float(alone[moved]):+.3f} alone, {float(after_all[moved]):+.3f} last; mean increase alone "
                      f"{float(alone.mean()):+.3f}, random order {float(random.mean()):+.3f}, last {float(after_all.mean()):+.3f}; "
