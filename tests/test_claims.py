@@ -302,7 +302,7 @@ def test_fig7_judges_the_trend_and_the_paper_s_bins_on_true_labels():
            "high minus middle +0.500 (CI +0.500 to +0.500)" in f.why
     assert judge_fig7(*true_points(0.95, 0.5, (0.35, 0.3)), summed).verdict == PARTLY  # the rise under the minimum of 0.1
     empty = judge_fig7(*true_points(0.8, 0.5, (0.8, 0.3)), summed)  # no weight reaches 0.9: the bins cannot be compared
-    assert empty.verdict == PARTLY and "weights 0.9-1: mean increase +nan (0 positions)" in empty.why
+    assert empty.verdict == PARTLY and "weights 0.9-1: none (0 positions)" in empty.why and "high minus middle not comparable;" in empty.why
     weight, increase = true_points(0.95, 0.5, (0.3, 0.8))  # falls
     assert judge_fig7(weight, increase, summed).verdict == FAILS
     unrelated = torch.rand(N, S, 4, generator=g).where(~weight.isnan(), torch.nan)

@@ -2,6 +2,8 @@
 ones, and more to the positions that raise the label; and our control, truth at equal distance."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ...core.heads import at_heads
@@ -83,6 +85,14 @@ def _bin_gap(points: torch.Tensor) -> float:
     return float(increase[_in_bin(weight, "high")].mean() - increase[_in_bin(weight, "middle")].mean())
 
 
+def _bin_text(attention: torch.Tensor, increase: torch.Tensor, bin: str) -> str:
+    """A bin's mean increase and its count of positions, in words."""
+    inside = _in_bin(attention, bin)
+    low, high = BINS[bin]
+    mean = f"mean increase {float(increase[inside].mean()):+.3f}" if inside.any() else "none"
+    return f"weights {low:g}-{high:g}: {mean} ({int(inside.sum())} positions)"
+
+
 def judge_fig7(attention: torch.Tensor, increase: torch.Tensor, summed: tuple[torch.Tensor, torch.Tensor],
                clusters: Clusters = None) -> Judgement:
     """attention, increase: [N, S, D] each true label position's attention weight in each of S top
@@ -93,14 +103,13 @@ def judge_fig7(attention: torch.Tensor, increase: torch.Tensor, summed: tuple[to
     rho, rho_ci = _rho(points), bootstrap_ci([points], _rho, clusters=[clusters])
     gap, gap_ci = _bin_gap(points), bootstrap_ci([points], _bin_gap, clusters=[clusters])
     verdict = all_hold(rho >= FIG7["rho"] and rho_ci[0] > 0, gap >= FIG7["min_increase"] and gap_ci[0] > 0)
-    bins = "; ".join(f"weights {low:g}-{high:g}: mean increase {float(increase[_in_bin(attention, b)].mean()):+.3f} "
-                     f"({int(_in_bin(attention, b).sum())} positions)" for b, (low, high) in BINS.items())
+    bins = "; ".join(_bin_text(attention, increase, b) for b in BINS)
+    gap_text = "not comparable" if math.isnan(gap) else f"{gap:+.3f} (CI {gap_ci[0]:+.3f} to {gap_ci[1]:+.3f})"
     return Judgement(rho, rho_ci, len(points), verdict,
                      f"true label positions of the top {attention.shape[1]} heads: Spearman over "
                      f"{int((~attention.isnan()).sum())} (prompt, head, position) triples, each position's attention "
-                     f"weight against its subvalue's increase; {bins}; high minus middle {gap:+.3f} (CI {gap_ci[0]:+.3f} to "
-                     f"{gap_ci[1]:+.3f}); ours beside it, a head's summed true-label attention against the whole head's "
-                     f"increase: {spearman(*summed):.3f}")
+                     f"weight against its subvalue's increase; {bins}; high minus middle {gap_text}; ours beside it, a "
+                     f"head's summed true-label attention against the whole head's increase: {spearman(*summed):.3f}")
 
 
 def fig7(s: Evidence) -> Judgement:
