@@ -77,10 +77,3 @@ def judge_at_least(effect: float, ci: tuple[float, float], n: int, why: str, lea
     partly where it is at least `least` but its CI reaches 0; does not replicate where it is smaller."""
     verdict = (REPLICATES if ci[0] > 0 else PARTLY) if effect >= least else FAILS
     return Judgement(effect, ci, n, verdict, why)
-
-
-def judge_sign(effect: float, ci: tuple[float, float], n: int, why: str) -> Judgement:
-    """An effect judged by its sign: replicates where its 95% CI lies above 0, does not
-    replicate where it lies below 0, partly otherwise."""
-    verdict = REPLICATES if ci[0] > 0 else FAILS if ci[1] < 0 else PARTLY
-    return Judgement(effect, ci, n, verdict, why)
