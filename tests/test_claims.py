@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from icl_helpers.core.heads import top_heads
+from icl_helpers.core.heads import at_heads, top_heads
 from icl_helpers.data.prompts import prompt_label_ids
 from icl_helpers.data.setting import Setting
 from icl_helpers.errors import Unjudgeable, UsageError
@@ -26,7 +26,7 @@ from icl_helpers.verdicts.claims.accuracy import judge_table2, judge_table2_cont
 from icl_helpers.verdicts.claims.appendices import judge_app_e
 from icl_helpers.verdicts.claims.attention import judge_fig7, judge_truth_control
 from icl_helpers.verdicts.claims.interventions import MAJORITY_BIAS, judge_bias, judge_bias_cost, judge_causal
-from icl_helpers.verdicts.claims.location import judge_fig2, judge_fig3_4, judge_fig12_15
+from icl_helpers.verdicts.claims.location import judge_fig2, judge_fig3_4, judge_fig12_15, judge_fig12_15_largest
 from icl_helpers.verdicts.claims.variants import (
     FIG10,
     FIG11,
@@ -80,7 +80,7 @@ def test_the_interval_resamples_distinct_inputs_and_needs_enough_of_them():
 
 
 def test_every_claim_of_the_paper_and_each_control_is_registered_with_a_rule():
-    ids = ("table2 table2_control fig2 fig3_4 fig12_15 table1 table3 two_towers metric fig5 fig6 fig6_control fig7 fig8 fig9 "
+    ids = ("table2 table2_control fig2 fig3_4 fig12_15 fig12_15_largest table1 table3 two_towers metric fig5 fig6 fig6_control fig7 fig8 fig9 "
            "fig9_control fig10 fig10_per_label fig11 fig8_9_sentences prediction_shift prediction_shift_word app_b_mrr "
            "app_b_attention app_d app_e causal causal_top "
            "majority_bias majority_cost recency_bias recency_cost").split()
@@ -126,17 +126,27 @@ def effects(truth: float, distance: float) -> Effects:
     return Effects(truth, (truth - 0.01, truth + 0.01), distance, (distance - 0.01, distance + 0.01), 50)
 
 
-def test_fig2():
-    N, L = 30, 10
-    deep_attention = torch.zeros(N, L)
-    deep_attention[:, 7] = 2 + noise(N)
-    assert judge_fig2(deep_attention, noise(N, L)).verdict == REPLICATES
-    shallow = deep_attention.roll(-6, 1)  # the attention increase in layer 1: attention beats FFN, but not deep
-    assert judge_fig2(shallow, noise(N, L)).verdict == PARTLY
-    attention = noise(N, L)
-    f = judge_fig2(attention, deep_attention)  # the FFN layers carry it
-    assert f.verdict == FAILS and f.ci[1] < 0
-    close(f.ours, (attention.sum(1) - deep_attention.sum(1)).mean())
+def test_fig2_judges_the_deep_attention_layers_share_of_all_layers_increase():
+    """Shares of the summed increase of all layers, pooled over prompts; both at least 80% with CIs above
+    50% replicate, both at least 50% is partly, and a total under 1 a prompt shares nothing."""
+    N, L = 30, 10  # the deeper half: layers 5-9
+    attention, ffn = torch.zeros(N, L), torch.zeros(N, L)
+    attention[:, 7], attention[:, 1], ffn[:, 3] = 2.0, 0.5, 0.5  # total 3: attention 2.5 of it, deep attention 2
+    f = judge_fig2(attention, ffn)
+    assert f.verdict == PARTLY and f.n == N and "the attention layers' share 83% (83% to 83%)" in f.why
+    close(f.ours, 2 / 3)
+    close(torch.tensor(f.ci), torch.tensor([2 / 3, 2 / 3]))
+    assert "(>= 5 of 10)" in f.why and "all layers +3.00 a prompt (attention +2.50, FFN +0.50)" in f.why
+    attention[:, 1], ffn[:, 3] = 0.2, 0.1  # total 2.3: attention 96%, deep attention 87%
+    assert judge_fig2(attention + noise(N, L), ffn).verdict == REPLICATES
+    assert judge_fig2(attention * 0.4, ffn * 0.4).verdict == FAILS  # the same shares of 0.92 a prompt: under the minimum
+    assert judge_fig2(attention.roll(-6, 1), ffn).verdict == FAILS  # attention carries it, in layer 1: not deep
+    assert judge_fig2(ffn, attention).verdict == FAILS  # the FFN layers carry it
+    one = torch.zeros(12, L)
+    one[0, 8] = 60.0  # one prompt of twelve carries all the attention increase, the others an FFN increase of 1
+    rare = judge_fig2(one, (torch.arange(12) > 0).float()[:, None] * torch.eye(L)[2])
+    close(rare.ours, 5 / (5 + 11 / 12))  # 84%, both shares: but the interval reaches 0
+    assert rare.verdict == PARTLY and rare.ci[0] < 0.5
 
 
 def test_fig3_4_and_fig12_15():
@@ -148,10 +158,54 @@ def test_fig3_4_and_fig12_15():
     assert judge_fig3_4({"a": deep, "b": deep.flip(0)}, k).verdict == REPLICATES
     assert judge_fig3_4({"a": shallow}, k).verdict == FAILS
     mixed = judge_fig3_4({"a": deep, "b": shallow}, k)
-    assert mixed.verdict == PARTLY and mixed.ours == 0.5
+    assert mixed.verdict == FAILS and mixed.ours == 0.5  # as many deep as shallow: chance
+    most = noise(N, L, H)
+    most[:, 6:, :7] += 1  # 14 strong heads deep, 6 shallow
+    most[:, 0, :6] += 1
+    f = judge_fig3_4({"a": most}, k)
+    assert f.verdict == PARTLY and f.ours == 0.7 and "in layers >= 4 of 8" in f.why
     same = judge_fig12_15({"a": deep, "b": deep + noise(N, L, H, scale=0.001)}, k)
     assert same.verdict == REPLICATES and same.ours >= 0.9
     assert judge_fig12_15({"a": deep, "b": shallow}, k).verdict == FAILS
+
+
+def test_fig12_15_asks_twice_chance():
+    """Four top heads of ten: two random sets share 40%, so 75% shared is under the minimum of 80%."""
+    a, b = noise(12, 2, 5), noise(12, 2, 5)
+    a[:, 0, :4] += 1
+    b[:, 0, :3] += 1
+    b[:, 1, 0] += 1
+    f = judge_fig12_15({"a": a, "b": b}, 4)
+    assert f.verdict == FAILS and f.ours == 0.75 and "chance 40.0%" in f.why
+    assert judge_fig12_15({"a": a, "b": a.flip(0)}, 4).verdict == REPLICATES
+
+
+def largest(*tops: dict[int, float]) -> dict[str, torch.Tensor]:
+    """Datasets of 12 prompts, 2 x 3 heads: in each, the heads (numbered 0-5) given their mean increase, the others 0."""
+    out = {}
+    for i, means in enumerate(tops):
+        h = noise(12, 6, scale=0.001)
+        for head, x in means.items():
+            h[:, head] += x
+        out[f"d{i}"] = h.view(12, 2, 3)
+    return out
+
+
+def test_the_largest_head_differs_only_by_a_clear_lead():
+    """A pair of datasets differs where each one's largest head leads the other's by 10% of its own increase."""
+    own = judge_fig12_15_largest(largest({0: 1.0, 1: 0.5}, {1: 1.0, 0: 0.5}, {2: 1.0}, {3: 1.0}))
+    assert own.verdict == REPLICATES and own.ours == 1.0 and own.n == 48
+    assert own.why.startswith("largest head by mean increase: d0 0-0 (+1.000), d1 0-1 (+1.000), d2 0-2 (+1.000), d3 1-0 ")
+    assert "6 of 6 pairs of datasets differ clearly" in own.why
+    one = {0: 1.0, 1: 0.5}
+    assert judge_fig12_15_largest(largest(one, one, one, one)).verdict == FAILS
+    ties = largest({0: 1.0, 1: 0.95}, {1: 1.0, 0: 0.95}, {0: 1.0, 1: 0.95}, {1: 1.0, 0: 0.95})  # 5% leads
+    assert judge_fig12_15_largest(ties).ours == 0 and judge_fig12_15_largest(ties).verdict == FAILS
+    few = judge_fig12_15_largest(largest(one, {1: 1.0, 0: 0.5}, {0: 1.0, 1: 0.95}, {0: 1.0, 1: 0.95}))
+    assert few.verdict == PARTLY and "1 of 6 pairs" in few.why
+    close(few.ours, 1 / 6)
+    three = judge_fig12_15_largest(largest(one, one, one, {1: 1.0, 0: 0.5}))  # three pairs of six
+    assert three.verdict == REPLICATES and three.ours == 0.5
 
 
 def test_label_values():
@@ -178,7 +232,8 @@ def test_fig5():
     assert rules.judge_fig5(few, random, heads).verdict == PARTLY
     assert rules.judge_fig5(torch.rand(N, S, generator=g) * 0.002, random, heads).verdict == FAILS
     slight = rules.judge_fig5(0.0015 + noise(N, S, scale=0.0001), random, heads)  # above every draw, but 1.5x their mean
-    assert slight.verdict == PARTLY and "1.5x their mean" in slight.why
+    assert slight.verdict == FAILS and "1.5x their mean" in slight.why  # and no head at 2x its layer's random mean
+    assert "0/20 heads at least 2x their layer's random mean" in slight.why
 
 
 def test_the_two_towers_keys():
@@ -202,29 +257,56 @@ def test_metric():
     assert judge_metric(faint.repeat(10, 1, 1), similarity.repeat(10, 1)).verdict == PARTLY
 
 
-def test_fig6_and_its_control_and_fig7():
+def test_fig6_and_its_control():
     N, S = 40, 20
     true, false = 0.3 + noise(N, S), 0.1 + noise(N, S)
     f = rules.judge_fig6(true, false)
-    assert f.verdict == REPLICATES and "true > false in 20/20 heads" in f.why
+    assert f.verdict == REPLICATES and "true at least 0.05 above false in 20/20 heads" in f.why
     tiny = rules.judge_fig6(false + 0.008, false)  # true above false everywhere, by less than the minimum effect
-    assert tiny.verdict == PARTLY and tiny.ci[0] > 0
+    assert tiny.verdict == FAILS and tiny.ci[0] > 0
+    few = false.clone()
+    few[:, :5] += 0.3  # five heads far above, fifteen not: the mean clears 0.05, too few heads do
+    f = rules.judge_fig6(few, false)
+    assert f.verdict == PARTLY and "in 5/20 heads" in f.why
     assert rules.judge_fig6(false, true).verdict == FAILS
     assert judge_truth_control(effects(0.05, 0.1)).verdict == REPLICATES
-    near = judge_truth_control(effects(0.0, 0.1))  # true above false only because it is nearer
-    assert near.verdict == PARTLY and "truth effect +0.000 (-0.010 to +0.010)" in near.why
+    assert judge_truth_control(effects(0.02, 0.1)).verdict == FAILS  # its CI above 0, under the minimum of 0.025
+    unsure = judge_truth_control(Effects(0.03, (-0.01, 0.07), 0.1, (0.09, 0.11), 50))
+    assert unsure.verdict == PARTLY and "truth effect +0.030 (-0.010 to +0.070)" in unsure.why
+    assert judge_truth_control(effects(0.0, 0.1)).verdict == FAILS  # true above false only because it is nearer
     assert judge_truth_control(effects(-0.05, 0.1)).verdict == FAILS
     assert judge_distance_control(effects(0.05, 0.1)).verdict == REPLICATES
     assert judge_distance_control(effects(0.05, -0.1)).verdict == FAILS
     assert judge_distance_control(Effects(0.05, (0.04, 0.06), 0.02, (-0.01, 0.05), 50)).verdict == PARTLY  # CI reaches 0
     sure_but_tiny = judge_distance_control(Effects(0.05, (0.04, 0.06), 0.005, (0.003, 0.007), 50))
     assert sure_but_tiny.verdict == FAILS and sure_but_tiny.ours == 0.005  # CI above 0, below the minimum effect
-    increase = torch.rand(N, S, 4, generator=g)
-    increase[:, :, 3] = torch.nan  # prompts of three labels: the padding is left out
-    summed = (true, true + noise(N, S))
-    f = judge_fig7(increase * 0.5 + noise(N, S, 4), increase, summed)
-    assert f.verdict == REPLICATES and f"over {N * S * 3} (prompt, head, label position)" in f.why
-    f = judge_fig7(torch.rand(N, S, 4, generator=g).where(~increase.isnan(), torch.nan), increase, summed)
+
+
+def true_points(high: float, middle: float, increases: tuple[float, float], N: int = 40, S: int = 3
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fig. 7's inputs [N, S, 4]: label positions 0 and 1 true, weighted about `high` and `middle`, their
+    increases `increases`; positions 2 and 3 false (NaN weight), their increase 5 (which must not count)."""
+    weight = torch.full((N, S, 4), torch.nan)
+    weight[..., 0], weight[..., 1] = high + noise(N, S), middle + noise(N, S)
+    increase = torch.full((N, S, 4), 5.0)
+    increase[..., 0], increase[..., 1] = increases
+    return weight, increase
+
+
+def test_fig7_judges_the_trend_and_the_paper_s_bins_on_true_labels():
+    N, S = 40, 3
+    summed = (torch.rand(N, S, generator=g), torch.rand(N, S, generator=g))
+    f = judge_fig7(*true_points(0.95, 0.5, (0.8, 0.3)), summed)
+    assert f.verdict == REPLICATES and f.ours > 0.5 and f"Spearman over {N * S * 2} (prompt, head, position)" in f.why
+    assert "weights 0.9-1: mean increase +0.800 (120 positions); weights 0.4-0.6: mean increase +0.300 (120 positions); " \
+           "high minus middle +0.500 (CI +0.500 to +0.500)" in f.why
+    assert judge_fig7(*true_points(0.95, 0.5, (0.35, 0.3)), summed).verdict == PARTLY  # the rise under the minimum of 0.1
+    empty = judge_fig7(*true_points(0.8, 0.5, (0.8, 0.3)), summed)  # no weight reaches 0.9: the bins cannot be compared
+    assert empty.verdict == PARTLY and "weights 0.9-1: none (0 positions)" in empty.why and "high minus middle not comparable;" in empty.why
+    weight, increase = true_points(0.95, 0.5, (0.3, 0.8))  # falls
+    assert judge_fig7(weight, increase, summed).verdict == FAILS
+    unrelated = torch.rand(N, S, 4, generator=g).where(~weight.isnan(), torch.nan)
+    f = judge_fig7(unrelated, torch.rand(N, S, 4, generator=g), summed)
     assert f.verdict == FAILS and f.ci[0] < 0 < f.ci[1]
 
 
@@ -300,18 +382,23 @@ def test_together():
     assert rules.judge_together({"a": part(FAILS), "b": part(FAILS)}, 10, "").verdict == FAILS
 
 
-def test_app_e_judges_order_insensitivity():
-    """Each head's increase alone against added after the heads before it in a random order."""
+def test_app_e_judges_each_head_s_value_alone_against_added_last():
+    """The median over heads of how far a head's mean increase moves from alone to last, relative to it."""
     N, heads = 60, [(29, 1), (20, 0), (22, 3), (25, 8)]
-    alone = torch.randn(N, 4, generator=g)
-    same = torch.stack([alone, alone + noise(N, 4), alone + noise(N, 4)], -1)
-    f = judge_app_e(same, heads, "where: x")
-    assert f.verdict == REPLICATES and f.n == N and f.ci[0] > 0.8 and f.why.endswith("where: x")
-    assert "the top 2 by mean increase keep" in f.why
-    partial = torch.stack([alone, alone + torch.randn(N, 4, generator=g), alone], -1)  # rho about 0.7
-    assert judge_app_e(partial, heads, "").verdict == PARTLY
-    unrelated = torch.stack([alone, torch.randn(N, 4, generator=g), alone], -1)
-    assert judge_app_e(unrelated, heads, "").verdict == FAILS
+    alone = torch.tensor([1.0, 2.0, -0.5, 1.0]).expand(N, 4)
+    moved = lambda *changes: torch.stack([alone, alone, alone * (1 + torch.tensor(changes))], -1)  # noqa: E731
+    f = judge_app_e(moved(0.0, 0.1, -0.2, 0.6), heads, "where: x")  # moves 0%, 10%, 20%, 60%: median 15%
+    assert f.verdict == REPLICATES and f.n == N and f.why.endswith("where: x")
+    close(f.ours, 0.15)
+    close(torch.tensor(f.ci), torch.tensor([0.15, 0.15]))
+    assert "the head moving most, 25-8, +1.000 alone, +1.600 last" in f.why and "random order of its layer instead of last, 0.0%" in f.why
+    assert "the top 2 by mean increase keep 2 of 2" in f.why
+    close(judge_app_e(moved(0.2, 0.3, 0.5, -0.6), heads, "").ours, 0.4)
+    assert judge_app_e(moved(0.2, 0.3, 0.5, -0.6), heads, "").verdict == PARTLY
+    assert judge_app_e(moved(0.5, 0.6, 0.8, 1.0), heads, "").verdict == FAILS
+    noisy = moved(0.0, 0.1, -0.2, 0.6) + torch.stack([torch.zeros(N, 4)] * 2 + [noise(N, 4, scale=0.2)], -1)
+    unsure = judge_app_e(noisy, heads, "")
+    assert unsure.verdict == PARTLY and unsure.ours <= 0.2 < unsure.ci[1]  # the median within 20%, its CI not
 
 
 def test_bias():
@@ -456,6 +543,31 @@ def test_appendices_b_and_d_judge_the_fig5_and_fig6_rules_dataset_by_dataset(sma
         assert re.fullmatch(r"\d of 4 replicate, \d partly", d.ours)  # two datasets, the fig5 and fig6 rules
         ours, random = mrr.layer_matched_mrr(small, s.prompts("animal_country"), [best], rules.RANDOM_DRAWS, 0)
         assert f"animal_country MRR: {ours_text(rules.judge_fig5(ours, random, [best], s.clusters(['animal_country'])))}" in d.why
+
+
+def test_fig7_reads_the_true_labels_in_the_top_3_heads_and_appendix_a_each_sentence_dataset_s_largest_head(
+        small, tmp_path, monkeypatch):
+    """Fig. 7: each word dataset's top 3 heads, false labels left out; the largest heads: each sentence
+    dataset's located increases (the word datasets stand in), two datasets or more."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    s = evidence.Evidence(small, 12, 12, 0, None)
+    parts = []
+    for d in evidence.WORD:
+        ps, top = s.prompts(d), s.heads(d)[:3]
+        weight = label_attention.attention_on_labels(small, ps).per_label_at(top)
+        weight[~ps.positions.is_true[:, None].expand_as(weight)] = torch.nan
+        true, _ = label_attention.attention_on_labels(small, ps).at(top)
+        parts.append((weight, label_attention.label_increases(small, ps, top), true, at_heads(s.loc(d).head, top)))
+    weight, increase, true, head = (torch.cat(x) for x in zip(*parts))
+    assert int((~weight.isnan()).sum()) == 24 * 3 * 2  # two true labels a prompt
+    assert claims.CLAIMS["fig7"].find(s) == judge_fig7(weight, increase, (true, head), s.clusters(evidence.WORD))
+    s.__dict__["sentence"] = list(evidence.WORD)
+    found = claims.CLAIMS["fig12_15_largest"].find(s)
+    assert found == judge_fig12_15_largest({d: s.loc(d).head for d in evidence.WORD},
+                                           {d: s.clusters([d]) for d in evidence.WORD})
+    s.__dict__["sentence"] = ["sst2"]
+    alone = claims.CLAIMS["fig12_15_largest"].find(s)
+    assert alone.verdict == NOT_TESTED and alone.why.startswith("1 sentence dataset(s) at hand")
 
 
 def test_report_analyses_the_heads_given(small, tmp_path, monkeypatch):

@@ -36,10 +36,10 @@ def test_a_notebook_says_once_at_the_top_how_many_prompts_its_verdicts_need(monk
                                        f"and {MIN_CLUSTERS} sentence prompts a dataset (N_SENTENCE_PROMPTS).\n")
     verdict_sizes(notebook_params(n_prompts=8), "01")
     assert capsys.readouterr().out.splitlines()[1] == (
-        "Note: N_PROMPTS = 8 is too few for 5 of its 5 verdicts (table2, table2_control, fig2, fig3_4, fig12_15): they "
+        "Note: N_PROMPTS = 8 is too few for 5 of its 6 verdicts (table2, table2_control, fig2, fig3_4, fig12_15): they "
         "will read 'not tested: too few prompts'.")
     verdict_sizes(notebook_params(n_prompts=12, n_sentence_prompts=4), "01")
-    assert "N_PROMPTS = 12, N_SENTENCE_PROMPTS = 4 are too few for 2 of its 5 verdicts (table2, fig12_15)" in \
+    assert "N_PROMPTS = 12, N_SENTENCE_PROMPTS = 4 are too few for 3 of its 6 verdicts (table2, fig12_15, fig12_15_largest)" in \
         capsys.readouterr().out
 
 

@@ -23,9 +23,6 @@ FIRST_RULES = ("2026-11-23 (7261f91), before the first report (22d7730) was made
 RECENCY_CONTROL = "2026-11-23 (2d54f5d), before the recency family's data were seen"
 CAUSAL_REBUILT = (f"{FIRST_RULES}; the protocol it judges (mean ablation, {rules.RANDOM_DRAWS} layer-matched random draws) was "
                   "rebuilt after the first report (a414400)")
-FIG7_REMEASURED = (f"the rule {FIRST_RULES}; the measure it reads became the "
-                   "paper's (each label position's weight against its subvalue's increase) after that report had been "
-                   "read (70c66ee)")
 OVER_N = "2026-11-25 (d919c15): over every prompt where it read one, before those data were seen"
 ISSUE_44 = ("2026-11-26 (issue 44), after the reports at 64 and 1,000 prompts of the earlier rules had been read: "
             "its thresholds are ours, not tuned to pass")
