@@ -711,6 +711,19 @@ def test_a_claim_is_headlined_on_the_correct_prompts_where_it_reads_the_sentence
         assert ("paper_share" in claim.views) == claim.label_flow and ("held_out" in claim.views) == claim.held_out
 
 
+def test_a_headline_on_the_correct_prompts_that_cannot_be_judged_still_shows_all_prompts(small, monkeypatch):
+    def find(s):
+        if s.view == evidence.CORRECT:
+            raise Unjudgeable("1 of 12 sst2 prompts answered correctly")
+        return Judgement(0.5, (0.4, 0.6), 12, REPLICATES, f"in view {s.view.key}")
+    monkeypatch.setitem(claims.CLAIMS, "app_b_mrr", replace(claims.CLAIMS["app_b_mrr"], find=find))
+    monkeypatch.setattr(evidence, "sentence_datasets", lambda names, data_dir=None: [])
+    f = findings.judged("app_b_mrr", evidence.Evidence(small, 12, 12, 0, None))
+    assert (f.view, f.verdict, f.why) == ("correct_only", NOT_TESTED, "1 of 12 sst2 prompts answered correctly")
+    assert f.views["all"] == Judgement(0.5, (0.4, 0.6), 12, REPLICATES, "in view all")
+    assert f.views["paper_share"].why == "in view paper_share"
+
+
 @pytest.mark.parametrize(("layers", "heads", "share"), [(36, 20, 20), (30, 9, 8), (24, 14, 9), (18, 4, 2), (2, 4, 2)])
 def test_the_paper_share_of_heads_is_twenty_of_seven_hundred_and_twenty_at_least_two(layers, heads, share):
     arch = SimpleNamespace(n_layers=layers, n_heads=heads)

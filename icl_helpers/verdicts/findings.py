@@ -56,8 +56,9 @@ def judged(id: str, s: Evidence) -> Finding:
     ours = in_view(claim.find, lambda: s.in_view(VIEWS[headline]))
     if ours.ours is not None and "sentence" in claim.reads and not s.sentence:
         ours = replace(ours, why=f"{ours.why}; {WORD_ONLY_NOTE}")
+    judge_others = ours.ours is not None or headline != "all"  # a view's headline untested leaves all prompts to show
     return claim.finding(ours, {key: in_view(claim.find, lambda key=key: s.in_view(VIEWS[key])) for key in others}
-                         if ours.ours is not None else {})
+                         if judge_others else {})
 
 
 WORD_ONLY_NOTE = "judged on the word datasets alone: the paper's sentence datasets cannot be had on this machine"

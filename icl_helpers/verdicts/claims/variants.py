@@ -17,7 +17,7 @@ from ...studies.recency import Effects
 from ...studies.runner import PromptSet, prompt_set
 from ..evidence import FIRST, WORD, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, all_hold, not_tested, together
-from ..rules import Clusters
+from ..rules import Clusters, judge_at_least
 from .claim import ABSTRACT_ONLY, EMNLP, FLOW, ISSUE_44, ISSUE_57, SENTENCE_ONLY, V1, Claim, register
 
 
@@ -116,11 +116,8 @@ FIG9_CONTROL = {"min_attention": 0.01}  # attention a label position gets
 
 def judge_distance_control(effects: Effects) -> Judgement:
     """The recency family's distance effect: attention a label position gets for being nearest the
-    input, at equal truth; replicates where it is at least min_attention with its 95% CI above 0,
-    partly where it is at least min_attention, its CI reaching 0."""
-    big = effects.distance >= FIG9_CONTROL["min_attention"]
-    verdict = REPLICATES if big and effects.distance_ci[0] > 0 else PARTLY if big else FAILS
-    return Judgement(effects.distance, effects.distance_ci, effects.n, verdict, effects.text())
+    input, at equal truth, judged by its size (`rules.judge_at_least`, FIG9_CONTROL's minimum)."""
+    return judge_at_least(effects.distance, effects.distance_ci, effects.n, effects.text(), FIG9_CONTROL["min_attention"])
 
 
 def fig9_control(s: Evidence) -> Judgement:
