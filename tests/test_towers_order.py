@@ -70,10 +70,10 @@ def assert_ranks(got: torch.Tensor, vector: torch.Tensor, readout: Readout, spel
 
 def test_tower_ranks_are_the_ranks_in_the_full_projection(small, ps, tmp_path, monkeypatch):
     """Every text's rank (demonstrations, then the input) in the paper's label key (the key projection's
-    input), in the attention outputs at the label, in each head's last query unturned and turned by each
-    label's distance, counted over vocabulary chunks among the kept tokens, batched in twos, lies where
-    the full projection puts it; NaN past a prompt's demonstrations (4, 3, then 2 of them); the cached
-    result is the same."""
+    input) and in the attention outputs at the label, the input's in each head's last query unturned and
+    turned by each label's distance, counted over vocabulary chunks among the kept tokens, batched in
+    twos, lies where the full projection puts it; NaN past a prompt's demonstrations (4, 3, then 2 of
+    them); the cached result is the same."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     got = towers.tower_ranks(small, ps, HEADS, batch_size=2, cache=False)
     layers = sorted({l for l, _ in HEADS})
@@ -91,14 +91,14 @@ def test_tower_ranks_are_the_ranks_in_the_full_projection(small, ps, tmp_path, m
         for s, (l, h) in enumerate(HEADS):
             W_K = small.arch.W_K(l)[small.arch.kv_head(h)]
             vectors = [(got["query"][n, s], q[n, s])] + [(got["query_rotated"][n, s, k], turned[n, s, k]) for k in range(len(labels))]
-            for ranks, query in vectors:
+            for rank, query in vectors:  # the input's alone
                 scale = float((query.abs() @ W_K.abs() @ readout.G.abs().T).max())
-                assert_ranks(ranks, query @ W_K, readout, spelled, kept, scale)
+                assert_ranks(rank[None], query @ W_K, readout, spelled[-1:], kept, scale)
     N, F, S = len(ps), len(layers), len(HEADS)
-    assert got["key"].shape == got["key_attention"].shape == (N, F, 4, 5) and got["query"].shape == (N, S, 5)
-    assert got["query_rotated"].shape == (N, S, 4, 5)
+    assert got["key"].shape == got["key_attention"].shape == (N, F, 4, 5) and got["query"].shape == (N, S)
+    assert got["query_rotated"].shape == (N, S, 4)
     assert got["key"][1, :, 3].isnan().all() and got["key"][1, :, :3, 3].isnan().all() and not got["key"][1, :, :3, 4].isnan().any()
-    assert got["query_rotated"][2, :, 2:].isnan().all() and got["query"][2, :, 2:4].isnan().all()
+    assert got["query_rotated"][2, :, 2:].isnan().all() and not got["query_rotated"][2, :, :2].isnan().any()
     stored, read = towers.tower_ranks(small, ps, HEADS), towers.tower_ranks(small, ps, HEADS)  # computed, then a cache read
     for kind in got:
         exact(read[kind], stored[kind])

@@ -140,8 +140,8 @@ def tower_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: i
     the prompt set (cached on disk), F the distinct layers of `heads` in order:
     "key" [N, F, D, J]: in layer f's label key at label position k (the key projection's input);
     "key_attention" [N, F, D, J]: the same in the attention outputs written there (ours);
-    "query" [N, S, J]: in head s's last query, unturned;
-    "query_rotated" [N, S, D, J]: in head s's last query turned by label k's distance.
+    "query" [N, S]: the input's alone, in head s's last query, unturned;
+    "query_rotated" [N, S, D]: the input's, in head s's last query turned by label k's distance.
     NaN past a prompt's demonstrations."""
     heads = [tuple(h) for h in heads]
     layers = sorted({l for l, _ in heads})
@@ -162,15 +162,13 @@ def tower_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: i
         W_K = torch.stack([m.arch.W_K(l)[m.arch.kv_head(h)] for l, h in heads]).float().to(device)  # [S, dh, d]
         distance = ps.positions.last[:, None] - ps.positions.labels.clamp(min=0)  # [N, D]
         turned = rotated_queries(m.arch, q.to(device), heads, distance).flatten(1, 2)  # [N, S * D, dh]
-        out = {"key": key, "key_attention": key_attention, "query": word_ranks(readout, q.to(device), words, kept, W_K),
-               "query_rotated": word_ranks(readout, turned, words, kept, W_K).view(N, len(heads), D, J)}
+        given = words[:, -1:]  # [N, 1, C]: the input's tokens
         real = torch.cat([ps.positions.valid, torch.ones(N, 1, dtype=torch.bool)], 1)  # [N, J]
-        label = ps.positions.valid[:, None, :, None]
-        for name in out:
-            out[name] = out[name].cpu().masked_fill(~real.view(N, *[1] * (out[name].dim() - 2), J), torch.nan)
-        for name in ("key", "key_attention", "query_rotated"):
-            out[name] = out[name].masked_fill(~label, torch.nan)
-        return out
+        pair = ps.positions.valid[:, None, :, None] & real[:, None, None, :]  # [N, 1, D, J]
+        return {"key": key.masked_fill(~pair, torch.nan), "key_attention": key_attention.masked_fill(~pair, torch.nan),
+                "query": word_ranks(readout, q.to(device), given, kept, W_K)[..., 0].cpu(),
+                "query_rotated": word_ranks(readout, turned, given, kept, W_K).view(N, len(heads), D).cpu()
+                .masked_fill(~ps.positions.valid[:, None], torch.nan)}
 
     return study_result("tower-ranks", m, ps, compute, cache, heads=heads)
 
@@ -219,7 +217,7 @@ def tower_table(m: ICLModel, ps: PromptSet, heads: Sequence[Head], draws: int = 
     key = ranks["key"][..., :-1].reciprocal()  # [N, F, D, D]: the demonstrations
     eye = torch.eye(key.shape[-1], dtype=torch.bool)
     own, others = key[..., eye].nanmean((0, 2)), key[..., ~eye].nanmean((0, 2))  # [F]
-    query = ranks["query_rotated"][..., -1].reciprocal().nanmean(2).mean(0)  # [pool]
+    query = ranks["query_rotated"].reciprocal().nanmean(2).mean(0)  # [pool]
     column = {h: i for i, h in enumerate(pool)}
     random = torch.stack([query[[column[h] for h in same_layer_random_heads(heads, m.arch.n_heads, seed + d)]]
                           for d in range(draws)]).mean(0)  # [S]

@@ -1,5 +1,7 @@
 """Section 3.2, Tables 1 and 3: what a top head's label values, label keys and last query project to
-in the vocabulary; and our extension, the similarity metric the two towers learn."""
+in the vocabulary (the two towers, with our rows beside them: the attention-only key, the unturned
+query); Section 5.2's adjacent tokens in label keys (l. 642); and our extension, the similarity metric
+the two towers learn."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -101,7 +103,7 @@ register(Claim(id="table3", claim="The same on a correctly predicted AG News pro
 # share: most of the vectors; ratio: an own word's MRR at least twice the other demonstrations' (keys)
 TOWERS = {"top": 15, "share": 0.5, "ratio": 2.0}
 SEEN = " among the top {top} tokens (stop words, punctuation and special tokens left out, as the paper's lists)"
-TOWERS_AGAINST = ("by two criteria each: ranks a reader can see (replicates: in a prompt's vectors the share where its "
+TOWERS_CRITERIA = ("by two criteria each: ranks a reader can see (replicates: in a prompt's vectors the share where its "
                   "word ranks" + SEEN + ", averaged over prompts, has its 95% CI above {share:.0%}) and a contrast")
 KEYS_RULE = ("the label key ranks its own demonstration's word above the other demonstrations' words in the same key "
              "(MRR at least {ratio:g}x theirs and the difference's 95% CI above 0), at the layer of each in-context head")
@@ -151,20 +153,20 @@ def key_parts(key: torch.Tensor, clusters: Clusters = None) -> dict[str, Judgeme
 
 def query_parts(query: torch.Tensor, random: torch.Tensor, heads: Sequence[Head], name: str,
                 clusters: Clusters = None) -> dict[str, Judgement]:
-    """query: [N, S, ..., D + 1] each text's rank in the last query of S in-context heads (one a label,
-    turned to its distance, or one alone); random: [draws, N, S, ..., D + 1] in layer-matched random
-    heads. The input word's top-`top` share, and its MRR against the random heads (`rules.judge_fig5`)."""
+    """query: [N, S, ...] the input's rank in the last query of S in-context heads (one a label, turned
+    to its distance, or one alone); random: [draws, N, S, ...] in layer-matched random heads. Its
+    top-`top` share, and its MRR against the random heads (`rules.judge_fig5`)."""
     def per_head(ranks: torch.Tensor, lead: int) -> torch.Tensor:
-        return ranks[..., -1].reciprocal().reshape(*ranks.shape[:lead], -1).nanmean(-1)
-    return {f"{name} query, seen": judge_top(query[..., -1], "last queries whose input word is", clusters),
+        return ranks.reciprocal().reshape(*ranks.shape[:lead], -1).nanmean(-1)
+    return {f"{name} query, seen": judge_top(query, "last queries whose input word is", clusters),
             f"{name} query against random heads": rules.judge_fig5(per_head(query, 2), per_head(random, 3), heads, clusters,
                                                                    "reciprocal rank of the input word in the last query")}
 
 
 def heads_ranks(s: Evidence, dataset: str, rows: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """The dataset's tower ranks (`towers.tower_ranks`) of the records `rows` in its S in-context heads,
-    a key at its head's layer: "key", "key_attention" [N, S, D, J], "query" [N, S, J], "query_rotated"
-    [N, S, D, J]; and the queries' in RANDOM_DRAWS draws of a random head of each one's layer
+    a key at its head's layer: "key", "key_attention" [N, S, D, J], "query" [N, S], "query_rotated"
+    [N, S, D]; and the queries' in RANDOM_DRAWS draws of a random head of each one's layer
     [draws, N, S, ...]."""
     heads = s.heads(dataset)
     layers = sorted({l for l, _ in heads})
@@ -208,7 +210,7 @@ register(Claim(id="two_towers", claim="Query and key are two towers: label keys 
                rule="the label key as the paper builds it, what the key projection reads at the label (the layer's normed "
                     "input, the same in every head of a layer), and each in-context head's last query mapped into that "
                     "space, turned by each label's distance (q R(t - p) W_K: the vector the label's key input is scored "
-                    "against on a rotary model; q W_K on GPT-2), judged " + TOWERS_AGAINST + ": keys: " + KEYS_RULE +
+                    "against on a rotary model; q W_K on GPT-2), judged " + TOWERS_CRITERIA + ": keys: " + KEYS_RULE +
                     "; query: " + QUERY_RULE + ", on each word dataset; " + TOGETHER + ". " + FUNCTION,
                source=f"{V1}, Section 3.2 and Table 1 (l. 331-351): label keys are 'their inputs before multiplying the key "
                       "matrix', the query its 'reverse projection ... by multiplying QK^T' (l. 279); 'Label keys' top words ... are related to their "
@@ -227,7 +229,7 @@ register(Claim(id="two_towers_attention_key", claim="Our row: the label keys as 
                                                     "label position alone carry their own demonstration",
                paper="the paper's label key is the key projection's input (l. 279); this row takes x_l less the embedding "
                      "and every earlier FFN output, the reading the earlier reports judged",
-               rule="the keys of the two_towers rule, on that vector: " + TOWERS_AGAINST + ": " + KEYS_RULE + "; " + TOGETHER,
+               rule="the keys of the two_towers rule, on that vector: " + TOWERS_CRITERIA + ": " + KEYS_RULE + "; " + TOGETHER,
                source=f"ours, beside {V1} Section 3.2 (l. 279, l. 389)",
                set_on=f"{ISSUE_57}; its MRR contrast had been shown by the earlier reports (two_towers' keys), its ranks "
                       "among the kept tokens had not been computed",
@@ -241,7 +243,7 @@ def two_towers_unrotated(s: Evidence) -> Judgement:
 register(Claim(id="two_towers_unrotated", claim="Our row: the last query as it is, unturned, carries the input",
                paper="the paper's GPT-2 turns no query (l. 279's q W_K); on a rotary model the vector a label's key is "
                      "scored against is the query turned by the label's distance (two_towers' reading)",
-               rule="the query parts of the two_towers rule on q W_K, one vector a head: " + TOWERS_AGAINST + ": " +
+               rule="the query parts of the two_towers rule on q W_K, one vector a head: " + TOWERS_CRITERIA + ": " +
                     QUERY_RULE + ", on each word dataset; " + TOGETHER,
                source=f"ours, beside {V1} Section 3.2 (l. 279, l. 389)",
                set_on=f"{ISSUE_57}; its MRR against random heads had been shown by the earlier reports (two_towers' "
@@ -270,7 +272,7 @@ register(Claim(id="two_towers_agnews", claim="The same on a correctly predicted 
                      "12th of 16) from its demonstration; the last query iverpool (6th of 14) from the input",
                rule="the two_towers rule (the paper's key, the query turned to each label) on the AG News prompts the "
                     "model answers correctly, in AG News's top heads, a text's tokens its content tokens (a text ranks as "
-                    "its best one), judged " + TOWERS_AGAINST + ": keys: " + KEYS_RULE + "; query: " + QUERY_RULE + "; " +
+                    "its best one), judged " + TOWERS_CRITERIA + ": keys: " + KEYS_RULE + "; query: " + QUERY_RULE + "; " +
                     TOGETHER,
                source=f"{V1}, Appendix C, Table 3 (l. 1272-1298): 'the labels correspond to business demonstrations "
                       "extract the concepts about business ... The top tokens of true labels are related to places such as "
