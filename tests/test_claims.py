@@ -638,7 +638,8 @@ def test_table3s_towers_judge_the_ag_news_prompts_answered_correctly(small, tmp_
     own = key.diagonal(dim1=-2, dim2=-1)  # [12, S, D]
     share = (own <= 15).sum((1, 2)) / own.isfinite().sum((1, 2))
     assert f.n == 12 and re.fullmatch(r"\d of 4 replicate, \d partly", f.ours)
-    assert f.why.startswith(f"the AG News prompts answered correctly, AG News's top heads. keys, seen: {float(share.mean()):.3g}")
+    where = "the AG News prompts answered correctly, AG News's top heads"
+    assert f.why.startswith(f"{where}. keys, seen: {float(share.mean()):.3g}")
     assert "agnews query, seen: " in f.why and "agnews query against random heads: " in f.why
     monkeypatch.setattr(vocabulary, "answered_correctly", lambda m, ps: torch.arange(len(ps)) == 0)
     assert claims.CLAIMS["two_towers_agnews"].find(s).verdict == NOT_TESTED

@@ -87,7 +87,8 @@ def test_the_key_input_is_what_the_key_projection_reads(small, full):
     projects the keys (`KEY_PROJECTIONS`), caught by a hook of this test on the model's own pass."""
     path, seen = KEY_PROJECTIONS.get(small.model.config.model_type, "self_attn.k_proj"), {}
     modules = [small.arch.blocks()[l].get_submodule(path) for l in range(small.arch.n_layers)]
-    hooks = [module.register_forward_pre_hook(lambda mod, args, l=l: seen.update({l: args[0]})) for l, module in enumerate(modules)]
+    hooks = [module.register_forward_pre_hook(lambda mod, args, l=l: seen.update({l: args[0]}))
+             for l, module in enumerate(modules)]
     try:
         with torch.no_grad():
             small.model(**small.encode(PROMPTS))

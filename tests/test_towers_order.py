@@ -56,9 +56,10 @@ def terms(readout: Readout, v: torch.Tensor) -> float:
     return float((v.abs() @ readout.G.abs().T).max())
 
 
-def assert_ranks(got: torch.Tensor, vector: torch.Tensor, readout: Readout, spelled: list[list[int]], kept: torch.Tensor,
-                 scale: float) -> None:
-    """got [J]: each text's rank in bs(vector [d]) lies where the full projection puts it; NaN for a text with no token."""
+def assert_ranks(got: torch.Tensor, vector: torch.Tensor, readout: Readout, spelled: list[list[int]],
+                 kept: torch.Tensor, scale: float) -> None:
+    """got [J]: each text's rank in bs(vector [d]) lies where the full projection puts it; NaN for a
+    text with no token."""
     logits = readout.direct(vector[None], torch.ones(1))[0]
     for j, spelling in enumerate(spelled):
         if not spelling:
@@ -86,18 +87,21 @@ def test_tower_ranks_are_the_ranks_in_the_full_projection(small, ps, tmp_path, m
         labels = ps.positions.labels[n][ps.positions.valid[n]].tolist()
         for f, layer in enumerate(layers):
             for k, p in enumerate(labels):
-                for kind, key in (("key", dec.key_input[n, layer, p]), ("key_attention", dec.attention_sums(layer)[n, p])):
+                keys = (("key", dec.key_input[n, layer, p]), ("key_attention", dec.attention_sums(layer)[n, p]))
+                for kind, key in keys:
                     assert_ranks(got[kind][n, f, k], key, readout, spelled, kept, terms(readout, key))
         for s, (l, h) in enumerate(HEADS):
             W_K = small.arch.W_K(l)[small.arch.kv_head(h)]
-            vectors = [(got["query"][n, s], q[n, s])] + [(got["query_rotated"][n, s, k], turned[n, s, k]) for k in range(len(labels))]
+            vectors = [(got["query"][n, s], q[n, s])]
+            vectors += [(got["query_rotated"][n, s, k], turned[n, s, k]) for k in range(len(labels))]
             for rank, query in vectors:  # the input's alone
                 scale = float((query.abs() @ W_K.abs() @ readout.G.abs().T).max())
                 assert_ranks(rank[None], query @ W_K, readout, spelled[-1:], kept, scale)
     N, F, S = len(ps), len(layers), len(HEADS)
     assert got["key"].shape == got["key_attention"].shape == (N, F, 4, 5) and got["query"].shape == (N, S)
     assert got["query_rotated"].shape == (N, S, 4)
-    assert got["key"][1, :, 3].isnan().all() and got["key"][1, :, :3, 3].isnan().all() and not got["key"][1, :, :3, 4].isnan().any()
+    assert got["key"][1, :, 3].isnan().all() and got["key"][1, :, :3, 3].isnan().all()  # three demonstrations
+    assert not got["key"][1, :, :3, 4].isnan().any()  # the input
     assert got["query_rotated"][2, :, 2:].isnan().all() and not got["query_rotated"][2, :, :2].isnan().any()
     stored, read = towers.tower_ranks(small, ps, HEADS), towers.tower_ranks(small, ps, HEADS)  # computed, then a cache read
     for kind in got:

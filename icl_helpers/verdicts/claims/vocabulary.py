@@ -158,12 +158,14 @@ def query_parts(query: torch.Tensor, random: torch.Tensor, heads: Sequence[Head]
     top-`top` share, and its MRR against the random heads (`rules.judge_fig5`)."""
     def per_head(ranks: torch.Tensor, lead: int) -> torch.Tensor:
         return ranks.reciprocal().reshape(*ranks.shape[:lead], -1).nanmean(-1)
+    contrast = rules.judge_fig5(per_head(query, 2), per_head(random, 3), heads, clusters,
+                                "reciprocal rank of the input word in the last query")
     return {f"{name} query, seen": judge_top(query, "last queries whose input word is", clusters),
-            f"{name} query against random heads": rules.judge_fig5(per_head(query, 2), per_head(random, 3), heads, clusters,
-                                                                   "reciprocal rank of the input word in the last query")}
+            f"{name} query against random heads": contrast}
 
 
-def heads_ranks(s: Evidence, dataset: str, rows: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+def heads_ranks(s: Evidence, dataset: str, rows: torch.Tensor
+                ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """The dataset's tower ranks (`towers.tower_ranks`) of the records `rows` in its S in-context heads,
     a key at its head's layer: "key", "key_attention" [N, S, D, J], "query" [N, S], "query_rotated"
     [N, S, D]; and the queries' in RANDOM_DRAWS draws of a random head of each one's layer
@@ -176,7 +178,8 @@ def heads_ranks(s: Evidence, dataset: str, rows: torch.Tensor) -> tuple[dict[str
     at = [layers.index(l) for l, _ in heads]
     ours = {k: ranks[k][:, at] for k in ("key", "key_attention")}
     ours |= {k: ranks[k][:, [column[h] for h in heads]] for k in ("query", "query_rotated")}
-    draws = [[column[h] for h in same_layer_random_heads(heads, s.m.arch.n_heads, s.seed + i)] for i in range(RANDOM_DRAWS)]
+    draws = [[column[h] for h in same_layer_random_heads(heads, s.m.arch.n_heads, s.seed + i)]
+             for i in range(RANDOM_DRAWS)]
     random = {k: torch.stack([ranks[k][:, d] for d in draws]) for k in ("query", "query_rotated")}
     return ours, random
 
@@ -263,7 +266,8 @@ def two_towers_agnews(s: Evidence) -> Judgement:
     ours, random = heads_ranks(s, "agnews", rows)
     parts = {**key_parts(ours["key"], clusters),
              **query_parts(ours["query_rotated"], random["query_rotated"], s.heads("agnews"), "agnews", clusters)}
-    return rules.judge_together(parts, int(rows.sum()), f"the AG News prompts answered correctly, {s.heads_named('AG News')}")
+    where = f"the AG News prompts answered correctly, {s.heads_named('AG News')}"
+    return rules.judge_together(parts, int(rows.sum()), where)
 
 
 register(Claim(id="two_towers_agnews", claim="The same on a correctly predicted AG News prompt: label keys carry their "
