@@ -17,14 +17,15 @@ from tests.test_decompose import (  # noqa: F401
     full,
     hf,
     test_attention_rows_match_models_attentions,
+    test_attention_sums_are_earlier_attention_outputs,
     test_batched_equals_one_prompt_at_a_time,
     test_final_scale_is_the_norm_the_model_used,
     test_heads_plus_bias_equal_attention_output,
-    test_key_inputs_are_earlier_attention_outputs,
     test_layer_inputs_match_models_hidden_states,
     test_neurons_sum_to_ffn_output,
     test_position_terms_sum_to_each_head,
     test_residual_stream_is_embeddings_plus_every_layer,
+    test_the_key_input_is_what_the_key_projection_reads,
 )
 from tests.test_interventions import (  # noqa: F401
     test_ablation_removes_exactly_the_heads_contribution,

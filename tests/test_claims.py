@@ -20,8 +20,9 @@ from icl_helpers.studies import label_attention, mrr, towers
 from icl_helpers.studies.ablation import AblationRuns
 from icl_helpers.studies.accuracy import Accuracy
 from icl_helpers.studies.recency import Effects
-from icl_helpers.studies.runner import prompt_set
+from icl_helpers.studies.runner import prompt_set, prompt_set_from_texts
 from icl_helpers.verdicts import claims, evidence, findings, rules
+from icl_helpers.verdicts.claims import vocabulary
 from icl_helpers.verdicts.claims.accuracy import judge_table2, judge_table2_control
 from icl_helpers.verdicts.claims.appendices import judge_app_e
 from icl_helpers.verdicts.claims.attention import judge_fig7, judge_truth_control
@@ -38,7 +39,13 @@ from icl_helpers.verdicts.claims.variants import (
     judge_per_head_drop,
     judge_prediction_shift,
 )
-from icl_helpers.verdicts.claims.vocabulary import judge_keys, judge_label_values, judge_metric
+from icl_helpers.verdicts.claims.vocabulary import (
+    judge_adjacent,
+    judge_keys,
+    judge_label_values,
+    judge_metric,
+    judge_top,
+)
 from icl_helpers.verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES, Judgement, not_tested, ours_text
 from tests.conftest import close
 
@@ -80,7 +87,8 @@ def test_the_interval_resamples_distinct_inputs_and_needs_enough_of_them():
 
 
 def test_every_claim_of_the_paper_and_each_control_is_registered_with_a_rule():
-    ids = ("table2 table2_control fig2 fig3_4 fig12_15 fig12_15_largest table1 table3 two_towers metric fig5 fig6 fig6_control fig7 fig8 fig9 "
+    ids = ("table2 table2_control fig2 fig3_4 fig12_15 fig12_15_largest table1 table3 two_towers two_towers_attention_key "
+           "two_towers_unrotated two_towers_agnews label_keys_adjacent metric fig5 fig6 fig6_control fig7 fig8 fig9 "
            "fig9_control fig10 fig10_per_label fig11 fig8_9_sentences prediction_shift prediction_shift_word app_b_mrr "
            "app_b_attention app_d app_e causal causal_top "
            "majority_bias majority_cost recency_bias recency_cost").split()
@@ -236,14 +244,37 @@ def test_fig5():
     assert "0/20 heads at least 2x their layer's random mean" in slight.why
 
 
-def test_the_two_towers_keys():
+def test_the_two_towers_keys_and_what_a_reader_sees():
     N, S = 40, 20
     own, others = 0.2 + noise(N, S), 0.02 + noise(N, S).abs()
     f = judge_keys(own, others)
     assert f.verdict == REPLICATES and f.ci[0] > 0
     close(f.ours, (own - others).mean(1).mean(), scale=float(own.abs().max()))
-    assert judge_keys(0.03 + noise(N, S).abs(), others).verdict == PARTLY  # above the others, under twice them
+    assert judge_keys(0.03 + noise(N, S).abs(), others).verdict == FAILS  # above the others, under twice them
     assert judge_keys(others, own).verdict == FAILS
+    # the share of a prompt's vectors whose word ranks in the top 15: 3 of 4 (prompts 0-19), 1 of 4, none known (40)
+    ranks = torch.tensor([[1.0, 15, 9, 16]] * 20 + [[16, 2, 300, 5000]] * 20 + [[torch.nan] * 4])
+    f = judge_top(ranks, "keys whose word is")
+    assert f.n == 40 and f.verdict == FAILS and "median rank 15" in f.why and "among the top 15 tokens" in f.why
+    close(f.ours, 0.5)
+    assert judge_top(ranks[:20], "keys whose word is").verdict == REPLICATES  # 75%
+    assert judge_top(torch.tensor([[1.0, 16]]).repeat(40, 1), "x").verdict == FAILS  # half exactly: not above it
+
+
+def test_the_adjacent_words_against_the_farther_ones():
+    """Two keys a prompt with an adjacent text and one farther (the key has four texts, all in one
+    head); the third key has neither. The adjacent words at rank 2 (MRR 0.5), the farther at 5 (0.2)."""
+    N = 40
+    ranks = torch.tensor([[2.0, 5, 1, 9], [3, 2, 5, 1], [2, 2, 2, 2]]).expand(N, 1, 3, 4).clone()
+    adjacent = torch.tensor([[True, False, False, False], [False, True, False, False], [False] * 4]).expand(N, 3, 4)
+    farther = torch.tensor([[False, True, False, False], [False, False, True, False], [False] * 4]).expand(N, 3, 4)
+    f = judge_adjacent(ranks, adjacent, farther, "the adjacent word")
+    assert f.verdict == REPLICATES and "0.5000 against" in f.why and "0.2000 in the same key (2.5x)" in f.why
+    close(f.ours, 0.3)
+    near = ranks.clone()
+    near[:, :, 0, 1], near[:, :, 1, 2] = 3.0, 3.0  # farther at rank 3: 2 against 3 is 1.5x
+    assert judge_adjacent(near, adjacent, farther, "x").verdict == FAILS
+    assert judge_adjacent(ranks, farther, adjacent, "x").verdict == FAILS
 
 
 def test_metric():
@@ -460,7 +491,7 @@ def test_report_covers_every_claim_and_its_numbers_are_the_studies(small, tmp_pa
     assert [f.id for f in found] == list(claims.CLAIMS)
     assert all(f.verdict in (REPLICATES, PARTLY, FAILS, NOT_TESTED) for f in found)
     by = {f.id: f for f in found}
-    assert by["fig8_9_sentences"].verdict == by["table3"].verdict == NOT_TESTED
+    assert by["fig8_9_sentences"].verdict == by["table3"].verdict == by["two_towers_agnews"].verdict == NOT_TESTED
     assert by["fig12_15"].why.endswith(findings.WORD_ONLY_NOTE) and "sst2" not in by["fig12_15"].why  # fewer than the paper's
     assert not by["fig6"].why.endswith(findings.WORD_ONLY_NOTE)  # a claim on the word datasets alone
     sets = {d: prompt_set(small, d, "balanced", 24) for d in evidence.WORD}
@@ -753,8 +784,8 @@ def test_the_paper_share_view_judges_every_record_in_the_top_heads_at_that_share
 
 def test_figs_10_and_11_and_the_two_towers_judge_their_studies(small, tmp_path, monkeypatch):
     """Figs. 10 and 11: the rule on the summed attention on the true labels (and our row, each true label's) in both
-    word datasets' shared heads;
-    the two towers: the keys part on the label keys' own and other words, a query part a dataset."""
+    word datasets' shared heads; the two towers: the keys parts on the label keys' own and other words (the share of
+    keys whose own word ranks in the top 15, by prompt, written out here), two query parts a dataset; the rows beside."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     s = evidence.Evidence(small, 12, 2, 0, None)
     heads, which = s.word_shared()
@@ -774,19 +805,59 @@ def test_figs_10_and_11_and_the_two_towers_judge_their_studies(small, tmp_path, 
         assert (found.verdict, found.n, found.why) == (want.verdict, want.n, want.why), id
         close(torch.tensor([found.ours, *found.ci]), torch.tensor([want.ours, *want.ci]))
     f = claims.CLAIMS["two_towers"].find(s)
-    own, others = [], []
+    keys = []
     for d in evidence.WORD:
         layers = sorted({l for l, _ in s.heads(d)})
         pool = [(l, h) for l in layers for h in range(small.arch.n_heads)]
-        key = towers.tower_ranks(small, s.prompts(d), pool)["key"].reciprocal()
-        diagonal = torch.eye(key.shape[-1], dtype=torch.bool)
-        at = [layers.index(l) for l, _ in s.heads(d)]
-        own.append(key[..., diagonal].nanmean(-1)[:, at])
-        others.append(key[..., ~diagonal].nanmean(-1)[:, at])
-    keys = judge_keys(torch.cat(own), torch.cat(others), s.clusters(evidence.WORD))
-    assert f.why.startswith(f"the word datasets, each in its top heads. keys: {ours_text(keys)}, {keys.verdict}")
-    assert re.fullmatch(r"\d of 3 replicate, \d partly", f.ours) and f.n == 24
-    assert "sentiment_number query: " in f.why and "animal_country query: " in f.why
+        key = towers.tower_ranks(small, s.prompts(d), pool)["key"][..., :-1]  # [N, F, D, D]: the demonstrations' words
+        keys.append(key[:, [layers.index(l) for l, _ in s.heads(d)]])  # at each head's layer
+    key = torch.cat(keys)  # [N, S, D, D]
+    own = key.diagonal(dim1=-2, dim2=-1)  # [N, S, D]
+    share = (own <= 15).sum((1, 2)) / own.isfinite().sum((1, 2))
+    diagonal = torch.eye(key.shape[-1], dtype=torch.bool)
+    contrast = judge_keys(key.reciprocal()[..., diagonal].nanmean(-1), key.reciprocal()[..., ~diagonal].nanmean(-1),
+                          s.clusters(evidence.WORD))
+    assert f.why.startswith(f"the word datasets, each in its top heads. keys, seen: {float(share.mean()):.3g} (")
+    assert f"keys against the other demonstrations: {ours_text(contrast)}, {contrast.verdict}" in f.why
+    assert re.fullmatch(r"\d of 6 replicate, \d partly", f.ours) and f.n == 24
+    for d in evidence.WORD:
+        assert f"{d} query, seen: " in f.why and f"{d} query against random heads: " in f.why
+    for id, parts in (("two_towers_attention_key", 2), ("two_towers_unrotated", 4), ("label_keys_adjacent", 2)):
+        row = claims.CLAIMS[id].find(s)
+        assert re.fullmatch(rf"\d of {parts} replicate, \d partly", row.ours) and row.n == 24, id
+    assert "before: " in row.why and "; after: " in row.why
+
+
+SPORTS = ["Liverpool signs a striker", "Chelsea wins the cup", "Arsenal beats Leeds at home", "Federer reaches the final"]
+BUSINESS = ["Stocks fall in Tokyo", "Oil prices climb again", "Profit rises at the bank", "Investors sell tech shares"]
+
+
+@pytest.mark.parametrize("small", ["gpt2", "qwen2"], indirect=True)  # no rotation, and a rotary family
+def test_table3s_towers_judge_the_ag_news_prompts_answered_correctly(small, tmp_path, monkeypatch):
+    """Table 3's keys and query: the two_towers parts on the AG News prompts answered correctly (here
+    every other one, as if the model had), a text's tokens its content tokens; short prompts of sports
+    and business news stand in for AG News's, which a small model's 64 positions cannot hold."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    texts = [f"{BUSINESS[i % 4]} : bar {SPORTS[i % 3]} : foo {BUSINESS[(i + 1) % 4]} : bar {SPORTS[(i + 1) % 4]} : foo "
+             f"{SPORTS[(i + 2) % 4]} today {i} :" for i in range(24)]
+    ps = prompt_set_from_texts(small, texts, name="agnews")
+    s = evidence.Evidence(small, 12, 24, 0, None)
+    s.__dict__["sentence"] = ["agnews"]
+    s.prompts, s.inputs = lambda d: ps, lambda d: torch.arange(24)
+    monkeypatch.setattr(vocabulary, "answered_correctly", lambda m, ps: torch.arange(len(ps)) % 2 == 0)
+    f = claims.CLAIMS["two_towers_agnews"].find(s)
+    heads = s.heads("agnews")
+    layers = sorted({l for l, _ in heads})
+    pool = [(l, h) for l in layers for h in range(small.arch.n_heads)]
+    key = towers.tower_ranks(small, ps, pool)["key"][::2, [layers.index(l) for l, _ in heads], :, :-1]
+    own = key.diagonal(dim1=-2, dim2=-1)  # [12, S, D]
+    share = (own <= 15).sum((1, 2)) / own.isfinite().sum((1, 2))
+    assert f.n == 12 and re.fullmatch(r"\d of 4 replicate, \d partly", f.ours)
+    where = "the AG News prompts answered correctly, AG News's top heads"
+    assert f.why.startswith(f"{where}. keys, seen: {float(share.mean()):.3g}")
+    assert "agnews query, seen: " in f.why and "agnews query against random heads: " in f.why
+    monkeypatch.setattr(vocabulary, "answered_correctly", lambda m, ps: torch.arange(len(ps)) == 0)
+    assert claims.CLAIMS["two_towers_agnews"].find(s).verdict == NOT_TESTED
 
 
 def test_the_prediction_shift_reads_each_records_two_prompts_in_its_datasets_heads(small, tmp_path, monkeypatch):

@@ -8,10 +8,14 @@ from icl_helpers import UsageError
 from icl_helpers.core.decompose import concat, decompose
 from tests.conftest import PROMPTS, close, exact
 
+# The module each family's attention projects its keys with, by model_type (written from the HF modeling files)
+KEY_PROJECTIONS = {"gpt2": "attn.c_attn", "gptj": "attn.k_proj", "gpt_neox": "attention.query_key_value",
+                   "phi3": "self_attn.qkv_proj"}  # every other family: self_attn.k_proj
+
 
 @pytest.fixture(scope="module")
 def full(small):
-    return decompose(small, PROMPTS, record=["pattern", "values", "attn_all", "queries", "neurons"])
+    return decompose(small, PROMPTS, record=["pattern", "values", "attn_all", "queries", "neurons", "key_input"])
 
 
 @pytest.fixture(scope="module")
@@ -72,10 +76,27 @@ def test_attention_rows_match_models_attentions(small, full, hf):
     assert full.pattern.permute(0, 3, 1, 2)[after_last].abs().max() == 0
 
 
-def test_key_inputs_are_earlier_attention_outputs(small, full):
+def test_attention_sums_are_earlier_attention_outputs(small, full):
     rows = torch.arange(len(PROMPTS))
     for l in range(small.arch.n_layers + 1):
-        close(full.key_inputs(l)[rows, full.last], full.attn[:, :l].sum(1))
+        close(full.attention_sums(l)[rows, full.last], full.attn[:, :l].sum(1))
+
+
+def test_the_key_input_is_what_the_key_projection_reads(small, full):
+    """At every position of every layer, the recorded key input is the first input of the module that
+    projects the keys (`KEY_PROJECTIONS`), caught by a hook of this test on the model's own pass."""
+    path, seen = KEY_PROJECTIONS.get(small.model.config.model_type, "self_attn.k_proj"), {}
+    modules = [small.arch.blocks()[l].get_submodule(path) for l in range(small.arch.n_layers)]
+    hooks = [module.register_forward_pre_hook(lambda mod, args, l=l: seen.update({l: args[0]}))
+             for l, module in enumerate(modules)]
+    try:
+        with torch.no_grad():
+            small.model(**small.encode(PROMPTS))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    for l in range(small.arch.n_layers):
+        exact(full.key_input[:, l], seen[l])  # the same forward pass of the same batch
 
 
 def test_query_in_key_space_rebuilds_the_attention_row(small, full, hf):

@@ -22,7 +22,7 @@ HEADS = [(0, 1), (2, 3), (1, 0)]
 
 @pytest.fixture(scope="module")
 def dec(small):
-    return decompose(small, PROMPTS, record=["pattern", "values", "attn_all", "queries"])
+    return decompose(small, PROMPTS, record=["pattern", "values", "key_input", "queries"])
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +87,6 @@ def test_project_head_lists_top_tokens(small, dec):
     logits = r.logits(dec.value_outputs(2, 1)[0, 8:9], one)[0]
     want = logits.masked_fill(~kept, -torch.inf).topk(5).indices
     assert tops["label value"][1] == small.tokenizer.batch_decode([[int(i)] for i in want])
-    key = r.logits(dec.key_inputs(2)[0, 2:3], one)[0].masked_fill(~kept, -torch.inf).topk(5).indices
+    key = r.logits(dec.key_input[0, 2, 2:3], one)[0].masked_fill(~kept, -torch.inf).topk(5).indices
     assert tops["label key"][0] == small.tokenizer.batch_decode([[int(i)] for i in key])
     assert tops["last query"][0] == top_tokens(r, small.tokenizer, dec.query_in_key_space(2, 1)[:1], 5)[0]

@@ -54,6 +54,8 @@ class Decomposition:
     pattern: torch.Tensor | None = _recorded(keep="last_row")  # [B, L, H, T]: attention of the last position
     values: torch.Tensor | None = _recorded(keep="all", heads="kv")  # [B, L, H_kv, T, dh]: every position
     attn_all: torch.Tensor | None = _recorded(site="attn", keep="all")  # [B, L, T, d]: ATTN_l at every position
+    # [B, L, T, d]: what the key projection reads at every position (the layer's normed input; x_l without a norm)
+    key_input: torch.Tensor | None = _recorded(keep="all")
     queries: torch.Tensor | None = _recorded(heads="q")  # [B, L, H, dh]: queries before any rotation, after any q_norm
     neurons: torch.Tensor | None = _recorded()  # [B, L, d_ffn]: FFN activations
 
@@ -69,7 +71,7 @@ class Decomposition:
 
     def at_positions(self, index: torch.Tensor) -> "Decomposition":
         """This decomposition with its every-position fields (input_ids, pattern, values,
-        attn_all) kept at positions `index` [B, P] only: position p of the result is
+        attn_all, key_input) kept at positions `index` [B, P] only: position p of the result is
         position index[:, p] of this one. Last-position fields are unchanged."""
         B, P = index.shape
 
@@ -80,7 +82,7 @@ class Decomposition:
             return t.gather(dim, at.expand(*t.shape[:dim], P, *t.shape[dim + 1 :]))
 
         return replace(self, input_ids=take(self.input_ids, 1), pattern=take(self.pattern, 3),
-                       values=take(self.values, 3), attn_all=take(self.attn_all, 2))
+                       values=take(self.values, 3), attn_all=take(self.attn_all, 2), key_input=take(self.key_input, 2))
 
     def select(self, rows: torch.Tensor) -> "Decomposition":
         """The prompts `rows` [n] of this decomposition, in that order."""
@@ -116,8 +118,9 @@ class Decomposition:
         alpha = self.require("pattern")[:, layer, head]
         return alpha.unsqueeze(-1) * self.value_outputs(layer, head)
 
-    def key_inputs(self, layer: int) -> torch.Tensor:
-        """[B, T, d]: sum_{j<l} ATTN_j at every position: x_l - x_0 - sum_{j<l} FFN_j."""
+    def attention_sums(self, layer: int) -> torch.Tensor:
+        """[B, T, d]: sum_{j<l} ATTN_j at every position: x_l - x_0 - sum_{j<l} FFN_j, what the
+        attention layers before `layer` wrote (needs attn_all)."""
         return self.require("attn_all")[:, :layer].sum(1)
 
     def query_in_key_space(self, layer: int, head: int) -> torch.Tensor:
@@ -152,7 +155,8 @@ def decompose(m: ICLModel, prompts: list[str], *, record: Iterable[str] = ()) ->
     """Run the prompts as one right-padded batch and decompose each last position.
 
     record: optional fields of `Decomposition` to record as well (pattern, values,
-    attn_all, queries, neurons); values and attn_all hold every position and cost memory.
+    attn_all, queries, neurons, key_input); values, attn_all and key_input hold every position
+    and cost memory.
     """
     record = tuple(record)
     unknown = sorted(set(record) - set(OPTIONAL))

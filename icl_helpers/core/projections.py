@@ -80,16 +80,17 @@ _BYTE_OF = _gpt2_byte_map()
 def project_head(readout: Readout, tokenizer, dec: Decomposition, prompt: int, head: Head, labels: list[int],
                  k: int = 10) -> dict[str, list[list[str]]]:
     """Tables 1 and 3 for one head of one prompt of `dec`: the top-k tokens of each label value,
-    each label key, and the last query, by kind ("label value", "label key", "last query").
+    each label key (the paper's: what the key projection reads, l. 279), and the last query
+    (unturned, q W_K), by kind ("label value", "label key", "last query").
 
     labels: indices of the prompt's label positions on dec's position axis. dec needs
-    decompose(..., record=["values", "attn_all", "queries"]) (or those fields at chosen
+    decompose(..., record=["values", "key_input", "queries"]) (or those fields at chosen
     positions, `Decomposition.at_positions`).
     """
     layer, h = head
     vectors = {
         "label value": dec.value_outputs(layer, h)[prompt, labels],
-        "label key": dec.key_inputs(layer)[prompt, labels],
+        "label key": dec.require("key_input")[prompt, layer, labels],
         "last query": dec.query_in_key_space(layer, h)[prompt : prompt + 1],
     }
     return {kind: top_tokens(readout, tokenizer, v, k) for kind, v in vectors.items()}

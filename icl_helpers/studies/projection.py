@@ -18,7 +18,7 @@ from ..core.projections import project_head, token_strings
 from ..model.loading import ICLModel
 from .runner import PromptSet, gathered
 
-RECORD = ("values", "attn_all", "queries")
+RECORD = ("values", "key_input", "queries")
 
 
 @dataclass
@@ -27,7 +27,7 @@ class Projections:
     prompt: its D label positions (as in `positions.labels`), then its last position."""
 
     ps: PromptSet
-    dec: Decomposition  # at the P positions: input_ids [N, P], values [N, L, H_kv, P, dh], attn_all [N, L, P, d]
+    dec: Decomposition  # at the P positions: input_ids [N, P], values [N, L, H_kv, P, dh], key_input [N, L, P, d]
     readout: Readout
     tokenizer: object
 

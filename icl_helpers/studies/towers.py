@@ -1,15 +1,17 @@
-"""The two towers (the title's claim; Table 1's key and query rows): label keys carry their own
+"""The two towers (the title's claim; Tables 1 and 3's key and query rows): label keys carry their own
 demonstration, the last position's query carries the input.
 
-For each prompt of a word dataset, the rank (1 = top) of a word in the vocabulary projection
-of a vector: in each label position's key (the paper's label key, the key's input, x_l minus
-the embedding and every earlier FFN output, `Decomposition.key_inputs`: the same for every
-head of a layer), the rank of every demonstration's word, its own and the others'; in each
-head's last query mapped into the key-input space (q_{l,h} W_K^{l,h},
-`Decomposition.query_in_key_space`), the rank of the input word and of every
-demonstration's word. A word's rank is that of the best of its first tokens written four
-ways (" word", "word", " Word", "Word").
-Shapes: N prompts, F layers, D label positions (= demonstrations), S heads.
+For each prompt, the rank (1 = top) of each text of the prompt (its demonstrations, then its input)
+in the vocabulary projection of a vector: in each label position's key, as the paper builds it (l.
+279: what the key projection reads, the layer's normed input, `Decomposition.key_input`; the same
+for every head of a layer) and as the attention outputs written into the label position alone (ours,
+x_l less the embedding and every earlier FFN output, `Decomposition.attention_sums`); in each head's
+last query mapped into the key-input space (q_{l,h} W_K^{l,h}), as it is and turned by each label's
+distance to the last position, the vector that label's key is scored against on a rotary model
+(`Arch.rotated`; the same on GPT-2). A word's tokens are its first token written four ways (" word",
+"word", " Word", "Word"), a sentence's its content tokens; a text ranks as its best token, among the
+tokens the paper's lists keep (stop words, punctuation and special tokens left out, `kept_tokens`).
+Shapes: N prompts, F layers, D label positions (= demonstrations), J = D + 1 texts, S heads.
 """
 from __future__ import annotations
 
@@ -19,9 +21,11 @@ import pandas as pd
 import torch
 
 from ..core.attribution import Readout, readout_of
-from ..core.decompose import Decomposition
 from ..core.heads import Head, head_name, same_layer_random_heads
+from ..core.projections import kept_tokens
 from ..data.prompts import Prompt, split_separator
+from ..data.sentences import SOURCES
+from ..model.adapters import Arch
 from ..model.loading import ICLModel
 from ..model.weights import weight
 from .runner import PromptSet, decomposed, study_result
@@ -42,45 +46,66 @@ def spellings(tokenizer, word: str) -> list[int]:
     return list(dict.fromkeys(ids))
 
 
+def content_tokens(tokenizer, text: str) -> list[int]:
+    """The distinct tokens of the text written after a space, stop words, punctuation and special
+    tokens left out (`kept_tokens`)."""
+    kept = kept_tokens(tokenizer)
+    return [i for i in dict.fromkeys(tokenizer(f" {text}", add_special_tokens=False)["input_ids"]) if kept[i]]
+
+
 def candidates(m: ICLModel, ps: PromptSet) -> torch.Tensor:
-    """[N, D + 1, SPELLINGS] long: each demonstration's and the input's tokens (-1 pads)."""
+    """[N, D + 1, C] long: the tokens of each demonstration and, last, of the input (-1 pads): a word's
+    `spellings` (word datasets), a sentence's `content_tokens` (sentence datasets)."""
     D = ps.positions.labels.shape[1]
-    out = torch.full((len(ps), D + 1, SPELLINGS), -1, dtype=torch.long)
-    for n, prompt in enumerate(ps.prompts):
-        words = words_of(prompt)
-        for k, word in enumerate(words[:-1] + [None] * (D - len(words) + 1) + words[-1:]):
-            if word:
-                ids = spellings(m.tokenizer, word)
-                out[n, k, : len(ids)] = torch.tensor(ids)
+    tokens = content_tokens if ps.dataset in SOURCES else spellings
+    found = [[tokens(m.tokenizer, w) for w in words_of(p)] for p in ps.prompts]
+    out = torch.full((len(ps), D + 1, max(1, *(len(t) for texts in found for t in texts))), -1, dtype=torch.long)
+    for n, texts in enumerate(found):
+        for k, ids in zip([*range(len(texts) - 1), D], texts):
+            out[n, k, : len(ids)] = torch.tensor(ids, dtype=torch.long)
     return out
 
 
-def word_ranks(readout: Readout, vectors: torch.Tensor, words: torch.Tensor, W: torch.Tensor | None = None
-               ) -> torch.Tensor:
-    """[B, M, J]: the rank of each of a prompt's J words in bs of each of its M vectors, counted over
+def kept_of(readout: Readout, tokenizer) -> torch.Tensor:
+    """[V] bool, on the readout's device: the vocabulary's tokens the ranks count (`kept_tokens`;
+    rows past the tokenizer's never)."""
+    kept, V = kept_tokens(tokenizer), readout.G.shape[0]
+    out = torch.zeros(V, dtype=torch.bool)
+    out[: min(V, len(kept))] = kept[:V]
+    return out.to(readout.G.device)
+
+
+def word_ranks(readout: Readout, vectors: torch.Tensor, words: torch.Tensor, kept: torch.Tensor,
+               W: torch.Tensor | None = None) -> torch.Tensor:
+    """[B, M, J]: the rank of each of a prompt's J texts in bs of each of its M vectors, counted over
     vocabulary chunks, a block of prompts at a time.
 
-    vectors: [B, M, e]; W: None (e = d: residual vectors) or [M, e, d] mapping vector m into the
-    residual space, folded into each readout chunk once for all the prompts (W @ G_c); words:
-    [B, J, SPELLINGS] token ids (-1 pads; a word with none gets NaN). The rank is 1 + the number of
-    tokens other than the word's spellings scoring strictly above its best spelling."""
+    vectors: [B, M, e]; W: None (e = d: residual vectors) or [G, e, d], G dividing M, mapping vector
+    m into the residual space by W[m // (M / G)] (consecutive vectors share a matrix), folded into
+    each readout chunk once for all the prompts (W @ G_c); words: [B, J, C] token ids (-1 pads; a
+    text with none gets NaN); kept: [V] bool, the tokens counted. A text's rank is 1 + the number of
+    kept tokens other than its own scoring strictly above its best token."""
     x = vectors.float()
     G = readout.G.to(x.device)
     W = None if W is None else W.float()
-    xd = x if W is None else per_vector(x, W)  # [B, M, d]
-    spelled = torch.einsum("bmd,bjcd->bmjc", xd, G[words.clamp(min=0)])
-    best = spelled.masked_fill((words < 0)[:, None], -torch.inf).amax(-1)  # [B, M, J]
+    words, kept = words.to(x.device), kept.to(x.device)
+    B, M, J = x.shape[0], x.shape[1], words.shape[1]
+    best = torch.empty(B, M, J, device=x.device)
+    for rows in readout.blocks(B, M * J):
+        xd = x[rows] if W is None else per_vector(x[rows], W)  # [b, M, d]
+        spelled = torch.einsum("bmd,bjcd->bmjc", xd, G[words[rows].clamp(min=0)])
+        best[rows] = spelled.masked_fill((words[rows] < 0)[:, None], -torch.inf).amax(-1)
+    counted = kept[words.clamp(min=0)] & (words >= 0)  # [B, J, C]: a text's own tokens that the count would hold
     higher = torch.zeros_like(best)
-    B, M, J = best.shape
     for start, G_c in readout.chunks():
         G_c = G_c.to(x.device)
-        WG = G_c if W is None else W @ G_c  # [d, Vc] or [M, e, Vc]
-        local = words - start  # [B, J, C]: each spelling's column in this chunk
+        WG = G_c if W is None else W @ G_c  # [d, Vc] or [G, e, Vc]
+        kept_c, local = kept[start : start + G_c.shape[1]], words - start  # local [B, J, C]: each token's column here
         for rows in readout.blocks(B, M * J):
             logits = x[rows] @ WG if W is None else per_vector(x[rows], WG)  # [b, M, Vc]
-            higher[rows] += (logits.unsqueeze(-2) > best[rows].unsqueeze(-1)).sum(-1)
-            # a spelling's own logit here is summed in another order than `best`: never counted above it
-            inside = (local[rows] >= 0) & (local[rows] < G_c.shape[1])  # [b, J, C]
+            higher[rows] += ((logits.unsqueeze(-2) > best[rows].unsqueeze(-1)) & kept_c).sum(-1)
+            # a text's own token here is summed in another order than `best`: never counted above it
+            inside = (local[rows] >= 0) & (local[rows] < G_c.shape[1]) & counted[rows]  # [b, J, C]
             index = local[rows].clamp(0, G_c.shape[1] - 1).flatten(1)[:, None].expand(-1, M, -1)  # [b, M, J * C]
             at = logits.gather(-1, index).view(len(index), M, J, -1)  # [b, M, J, C]
             higher[rows] -= ((at > best[rows].unsqueeze(-1)) & inside[:, None]).sum(-1)
@@ -88,64 +113,111 @@ def word_ranks(readout: Readout, vectors: torch.Tensor, words: torch.Tensor, W: 
 
 
 def per_vector(x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
-    """[B, M, f]: each vector x[:, m] [e] times its own matrix W[m] [e, f], one batched product over m
-    (a broadcast matmul would copy W for every prompt)."""
-    return torch.bmm(x.transpose(0, 1), W).transpose(0, 1)
+    """[B, M, f]: vector m of x [B, M, e] times its matrix W[m // P] [e, f], W [G, e, f] and P = M / G
+    consecutive vectors a matrix, one batched product over the G matrices (a broadcast matmul would
+    copy W for every prompt)."""
+    (B, M, e), G = x.shape, W.shape[0]
+    grouped = x.reshape(B, G, M // G, e).transpose(0, 1).reshape(G, B * (M // G), e)
+    return torch.bmm(grouped, W).view(G, B, M // G, -1).transpose(0, 1).reshape(B, M, -1)
+
+
+def rotated_queries(arch: Arch, queries: torch.Tensor, heads: Sequence[Head], distance: torch.Tensor) -> torch.Tensor:
+    """[N, S, D, dh]: each head's last query [N, S, dh] turned by each label's distance [N, D] to the
+    last position (`Arch.rotated`, one call a layer): the vector that label's unturned key is scored
+    against; the query itself, D times, where the family turns none (GPT-2)."""
+    out = queries[:, :, None].expand(-1, -1, distance.shape[1], -1).contiguous()
+    for layer in sorted({l for l, _ in heads}):
+        at = [s for s, (l, _) in enumerate(heads) if l == layer]
+        out[:, at] = arch.rotated(layer, out[:, at], distance.to(out.device))
+    return out
 
 
 @torch.no_grad()
 def tower_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 16,
                 cache: bool = True) -> dict[str, torch.Tensor]:
-    """The two towers' word ranks in the layers and heads given (e.g. the in-context heads and
-    every other head of their layers), from one pass of the prompt set (cached on disk):
-    "key" [N, F, D, D]: in layer f's label key at label position k, the rank of demonstration
-    j's word (own: j = k), F the distinct layers of `heads` in order; "query" [N, S, D + 1]:
-    in head s's last query, the rank of each demonstration's word and, last, the input's.
+    """The two towers' ranks of every text (the D demonstrations, then the input) in the layers and
+    heads given (e.g. the in-context heads and every other head of their layers), from one pass of
+    the prompt set (cached on disk), F the distinct layers of `heads` in order:
+    "key" [N, F, D, J]: in layer f's label key at label position k (the key projection's input);
+    "key_attention" [N, F, D, J]: the same in the attention outputs written there (ours);
+    "query" [N, S]: the input's alone, in head s's last query, unturned;
+    "query_rotated" [N, S, D]: the input's, in head s's last query turned by label k's distance.
     NaN past a prompt's demonstrations."""
     heads = [tuple(h) for h in heads]
     layers = sorted({l for l, _ in heads})
     readout = readout_of(m)
-    words = candidates(m, ps)
+    words, kept = candidates(m, ps), kept_of(readout, m.tokenizer)
 
     def compute() -> dict[str, torch.Tensor]:
-        D = ps.positions.labels.shape[1]
-        key = torch.full((len(ps), len(layers), D, D), torch.nan)
-        q = torch.zeros(len(ps), len(heads), m.arch.d_head)
-        for rows, dec in decomposed(m, ps, batch_size, record=["attn_all", "queries"]):
-            key[rows] = _key_ranks(readout, dec, ps.positions[rows].labels, words[rows], layers)
-            q[rows] = torch.stack([dec.require("queries")[:, l, h] for l, h in heads], 1).float().cpu()
-        W_K = torch.stack([m.arch.W_K(l)[m.arch.kv_head(h)] for l, h in heads]).float()  # [S, dh, d]
+        (N, D), J, F = ps.positions.labels.shape, words.shape[1], len(layers)
+        key, key_attention = torch.full((N, F, D, J), torch.nan), torch.full((N, F, D, J), torch.nan)
+        q = torch.zeros(N, len(heads), m.arch.d_head)
+        for rows, dec in decomposed(m, ps, batch_size, record=["attn_all", "key_input", "queries"]):
+            at = ps.positions[rows].labels.clamp(min=0)
+            key[rows] = _key_ranks(readout, dec.require("key_input")[:, layers], at, words[rows], kept)
+            sums = torch.stack([dec.attention_sums(l) for l in layers], 1)  # [b, F, T, d]
+            key_attention[rows] = _key_ranks(readout, sums, at, words[rows], kept)
+            q[rows] = dec.require("queries")[:, [l for l, _ in heads], [h for _, h in heads]].float().cpu()
         device = readout.G.device
-        query = word_ranks(readout, q.to(device), words.to(device), W_K.to(device)).cpu()
-        valid = ps.positions.valid
-        key = key.masked_fill(~(valid[:, None, :, None] & valid[:, None, None, :]), torch.nan)
-        return {"key": key, "query": query.masked_fill(~torch.cat([valid, valid[:, :1]], 1)[:, None], torch.nan)}
+        W_K = torch.stack([m.arch.W_K(l)[m.arch.kv_head(h)] for l, h in heads]).float().to(device)  # [S, dh, d]
+        distance = ps.positions.last[:, None] - ps.positions.labels.clamp(min=0)  # [N, D]
+        turned = rotated_queries(m.arch, q.to(device), heads, distance).flatten(1, 2)  # [N, S * D, dh]
+        given = words[:, -1:]  # [N, 1, C]: the input's tokens
+        real = torch.cat([ps.positions.valid, torch.ones(N, 1, dtype=torch.bool)], 1)  # [N, J]
+        pair = ps.positions.valid[:, None, :, None] & real[:, None, None, :]  # [N, 1, D, J]
+        return {"key": key.masked_fill(~pair, torch.nan), "key_attention": key_attention.masked_fill(~pair, torch.nan),
+                "query": word_ranks(readout, q.to(device), given, kept, W_K)[..., 0].cpu(),
+                "query_rotated": word_ranks(readout, turned, given, kept, W_K).view(N, len(heads), D).cpu()
+                .masked_fill(~ps.positions.valid[:, None], torch.nan)}
 
-    return study_result("towers", m, ps, compute, cache, heads=heads)
+    return study_result("tower-ranks", m, ps, compute, cache, heads=heads)
 
 
-def _key_ranks(readout: Readout, dec: Decomposition, labels: torch.Tensor, words: torch.Tensor, layers: list[int]
+def _key_ranks(readout: Readout, keys: torch.Tensor, at: torch.Tensor, words: torch.Tensor, kept: torch.Tensor
                ) -> torch.Tensor:
-    """One batch's "key" ranks [b, F, D, D] (`tower_ranks`)."""
-    at = labels.clamp(min=0).to(dec.resid.device)  # [b, D]
-    keys = torch.stack([dec.key_inputs(l).gather(1, at[..., None].expand(-1, -1, dec.resid.shape[-1]))
-                        for l in layers], 1)  # [b, F, D, d]
-    ranks = word_ranks(readout, keys.flatten(1, 2), words.to(dec.resid.device)[:, :-1])  # [b, F * D, D]
-    return ranks.view(len(keys), len(layers), -1, ranks.shape[-1]).cpu()
+    """One batch's key ranks [b, F, D, J] (`tower_ranks`) from keys [b, F, T, d] at every position and
+    the label positions at [b, D]."""
+    b, F, _, d = keys.shape
+    index = at.to(keys.device)[:, None, :, None].expand(-1, F, -1, d)
+    labelled = keys.gather(2, index)  # [b, F, D, d]
+    ranks = word_ranks(readout, labelled.flatten(1, 2), words, kept)  # [b, F * D, J]
+    return ranks.view(b, F, -1, ranks.shape[-1]).cpu()
+
+
+def adjacent_texts(ps: PromptSet, side: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """For label key k of each prompt: the text just `side` of its demonstration (-1: the demonstration
+    before it; +1: the text after it, the next demonstration or, after the last label, the input), and
+    the texts farther on that side that stand to the key's demonstration as that adjacent text does
+    (both of its class, or both of the other: the input is of the true class), so that class alone
+    makes no difference between them. ([N, D, J] bool adjacent, [N, D, J] bool farther), J's texts
+    as in `tower_ranks`; a key with either empty has neither."""
+    (N, D), valid = ps.positions.labels.shape, ps.positions.valid
+    real = torch.cat([valid, torch.ones(N, 1, dtype=torch.bool)], 1)  # [N, J]
+    order = torch.cat([torch.arange(D).expand(N, D), valid.sum(1, keepdim=True)], 1)  # [N, J]: each text's place
+    true = torch.tensor([[*p.is_true, *[False] * (D - len(p.is_true)), True] for p in ps.prompts])  # [N, J]
+    step = (order[:, None, :] - torch.arange(D)[None, :, None]) * side  # [N, D, J]: places away on that side
+    pair = real[:, None, :] & valid[:, :, None]
+    same = true[:, None, :] == true[:, :D, None]  # [N, D, J]: of the key's demonstration's class
+    adjacent = pair & (step == 1)
+    alike = same == (same & adjacent).any(-1, keepdim=True)  # stands to it as the adjacent text does
+    farther = pair & (step >= 2) & alike
+    both = (adjacent.any(-1) & farther.any(-1))[..., None]  # [N, D, 1]
+    return adjacent & both, farther & both
 
 
 def tower_table(m: ICLModel, ps: PromptSet, heads: Sequence[Head], draws: int = 20, seed: int = 0) -> pd.DataFrame:
-    """One row a head: the MRR over the prompts of its label keys' own demonstration word and of the
-    other demonstrations' words (its layer's key), of the input word in its last query, and in the
-    last queries of `draws` random other heads of its layer (`same_layer_random_heads`, seed, seed + 1, ...)."""
+    """One row a head: the MRR over the prompts of its layer's label keys' own demonstration and of the
+    other demonstrations (the paper's key), of the input in its last query turned to each label, and
+    in the last queries of `draws` random other heads of its layer (`same_layer_random_heads`,
+    seed, seed + 1, ...)."""
     heads = [tuple(h) for h in heads]
     layers = sorted({l for l, _ in heads})
     pool = [(l, h) for l in layers for h in range(m.arch.n_heads)]
     ranks = tower_ranks(m, ps, pool)
-    key = ranks["key"].reciprocal()  # [N, F, D, D]
+    key = ranks["key"][..., :-1].reciprocal()  # [N, F, D, D]: the demonstrations
     eye = torch.eye(key.shape[-1], dtype=torch.bool)
     own, others = key[..., eye].nanmean((0, 2)), key[..., ~eye].nanmean((0, 2))  # [F]
-    query = ranks["query"][..., -1].reciprocal().mean(0)  # [pool]
+    query = ranks["query_rotated"].reciprocal().nanmean(2).mean(0)  # [pool]
     column = {h: i for i, h in enumerate(pool)}
     random = torch.stack([query[[column[h] for h in same_layer_random_heads(heads, m.arch.n_heads, seed + d)]]
                           for d in range(draws)]).mean(0)  # [S]

@@ -110,11 +110,19 @@ class RotaryKeys(PositionFreeKeys):
     def __call__(self, key: torch.Tensor) -> torch.Tensor:
         T = key.shape[2]
         offset = self.target.to(key.device)[:, None] - torch.arange(T, device=key.device)  # [B, T]
-        cos, sin = self.angles(key, offset)
-        cos, sin = cos[:, None], sin[:, None]
-        r = cos.shape[-1]
-        turning = key[..., :r]
-        return torch.cat([turning * cos + self.rotate(turning) * sin, key[..., r:]], -1)
+        return turned(key, offset, self.angles, self.rotate)
+
+
+def turned(x: torch.Tensor, offset: torch.Tensor, angles: Angles,
+           rotate: Callable[[torch.Tensor], torch.Tensor] = rotate_half) -> torch.Tensor:
+    """x [B, n, P, dh] turned as a RoPE turns a vector at position offset [B, P] (any integer,
+    negative ones turning back): only its first r dimensions, r the width of the angles' cos, in
+    the pairing `rotate` gives (`RotaryKeys`)."""
+    cos, sin = angles(x, offset)
+    cos, sin = cos[:, None], sin[:, None]
+    r = cos.shape[-1]
+    turning = x[..., :r]
+    return torch.cat([turning * cos + rotate(turning) * sin, x[..., r:]], -1)
 
 
 class Arch:
@@ -125,7 +133,8 @@ class Arch:
     T], read from the attention module), z (input to the attention output projection, [B,
     T, H*dh], head-major), mlp (FFN_l, what the FFN branch adds [B, T, d]), neurons (FFN
     activations [B, T, d_ffn]), queries (the queries dotted with the keys, before any
-    rotation, [B, T, H*dh]), values ([B, T, H_kv*dh]). Sites that slice a fused projection
+    rotation, [B, T, H*dh]), values ([B, T, H_kv*dh]), key_input (what the key projection reads:
+    the layer's normed input, [B, T, d]). Sites that slice a fused projection
     depend on the sizes: such an adapter completes its table in `__init__`.
 
     Where a norm ends a residual branch (`branch_norm_paths`: Gemma 2 and 3, OLMo 2), ATTN_l
@@ -278,6 +287,14 @@ class Arch:
             self.model.set_attn_implementation(previous)
 
     # --- positions --------------------------------------------------------------------
+    def rotated(self, layer: int, x: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+        """x [B, n, P, dh], queries or keys as projected (after any query or key norm, before any
+        rotation), turned by offset [B, P] positions as `layer` turns them (`turned`): a query
+        turned by its distance to a key, q R(t - p), dots with the key unturned as the model's
+        turned pair do, (q R(t)) . (k R(p)) (up to the square of a RoPE's attention scaling, 1 in
+        plain RoPE). x itself where the family puts no position into queries and keys."""
+        raise NotImplementedError
+
     def position_free_keys(self, layer: int, target: torch.Tensor) -> PositionFreeKeys:
         """The keys of `layer` without their position term (`PositionFreeKeys`); target [B]:
         the one position every key is given, where the family encodes positions in the keys."""

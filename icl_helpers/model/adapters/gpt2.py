@@ -23,6 +23,7 @@ class GPT2Arch(Arch):
         "z": Site("attn.c_proj", "pre"),
         "mlp": Site("mlp", "post"),
         "neurons": Site("mlp.c_proj", "pre"),
+        "key_input": Site("attn.c_attn", "pre"),
     }
 
     def __init__(self, model: nn.Module):
@@ -41,6 +42,10 @@ class GPT2Arch(Arch):
     def W_K(self, layer):
         w = weight(self.attn(layer).c_attn)[:, self.d_model : 2 * self.d_model]  # [d, H*dh]
         return w.T.reshape(self.n_heads, self.d_head, self.d_model)
+
+    def rotated(self, layer, x, offset):
+        """x itself: the positions are in the residual stream (wpe), not turned into queries and keys."""
+        return x
 
     def position_free_keys(self, layer, target):
         """`AbsoluteKeys`: target is not used."""

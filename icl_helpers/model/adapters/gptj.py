@@ -9,7 +9,7 @@ from torch import nn
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.gptj.modeling_gptj import rotate_every_two
 
-from .base import Angles, RotaryKeys, Site
+from .base import Angles, Site
 from .llama import LlamaArch
 
 BASE = 10000.0  # GPT-J's rotary base, fixed in its code (create_sinusoidal_positions), not in its config
@@ -40,6 +40,7 @@ class GPTJArch(LlamaArch):
     final_norm_path = "transformer.ln_f"
     parallel = True
     block_returns_tuple = True
+    rotate = staticmethod(rotate_every_two)  # RoPE turns 2i with 2i + 1 (rotated, position-free keys)
     sites = {
         "resid": Site("", "pre"),
         "attn": Site("attn", "post", output=0),
@@ -49,6 +50,7 @@ class GPTJArch(LlamaArch):
         "neurons": Site("mlp.fc_out", "pre"),
         "queries": Site("attn.q_proj", "post"),
         "values": Site("attn.v_proj", "post"),
+        "key_input": Site("attn.k_proj", "pre"),
     }
 
     def __init__(self, model: nn.Module):
@@ -69,10 +71,6 @@ class GPTJArch(LlamaArch):
             return angle.cos().to(x.dtype), angle.sin().to(x.dtype)
 
         return at
-
-    def position_free_keys(self, layer, target):
-        """`RotaryKeys` turning interleaved pairs: every key rotated on to position target [B]."""
-        return RotaryKeys(self.angles(layer), target, rotate=rotate_every_two)
 
     @contextmanager
     def edited_attention(self, modules: list[nn.Module], implementation: str) -> Iterator[None]:

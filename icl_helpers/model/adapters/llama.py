@@ -1,8 +1,10 @@
 """The Llama family (Llama 1-3, Mistral, Qwen2, SmolLM): RMSNorm, RoPE, grouped-query attention."""
 from __future__ import annotations
 
+from transformers.models.llama.modeling_llama import rotate_half
+
 from ..weights import weight
-from .base import Angles, Arch, Branch, RotaryKeys, Site
+from .base import Angles, Arch, Branch, RotaryKeys, Site, turned
 
 # The norms that end the residual branches in Gemma 2, Gemma 3 and OLMo 2, and the sites read after them
 POST_NORMS: dict[Branch, str] = {"attn": "post_attention_layernorm", "mlp": "post_feedforward_layernorm"}
@@ -18,6 +20,7 @@ class LlamaArch(Arch):
     final_norm_path = "model.norm"
     rotary_path = "model.rotary_emb"
     k_norm_path: str | None = None  # a norm of the keys before the rotation (in the attention module), if any
+    rotate = staticmethod(rotate_half)  # how RoPE pairs the dimensions it turns: i with i + r/2
     sites = {
         "resid": Site("", "pre"),
         "attn": Site("self_attn", "post", output=0),
@@ -27,6 +30,7 @@ class LlamaArch(Arch):
         "neurons": Site("mlp.down_proj", "pre"),
         "queries": Site("self_attn.q_proj", "post"),
         "values": Site("self_attn.v_proj", "post"),
+        "key_input": Site("self_attn.k_proj", "pre"),
     }
 
     def _W_O(self, layer):
@@ -52,9 +56,13 @@ class LlamaArch(Arch):
         scale = getattr(rope, "attention_scaling", 1.0)
         return lambda x, positions: tuple(t / scale for t in rope(x, positions))
 
+    def rotated(self, layer, x, offset):
+        """`turned` by the layer's RoPE, in the family's pairing."""
+        return turned(x, offset, self.angles(layer), self.rotate)
+
     def position_free_keys(self, layer, target):
         """`RotaryKeys`: every key rotated on to position target [B]."""
-        return RotaryKeys(self.angles(layer), target)
+        return RotaryKeys(self.angles(layer), target, self.rotate)
 
 
 # model_type -> adapter: what the registry (`adapters.architectures`) finds here

@@ -45,6 +45,7 @@ class NeoXArch(LlamaArch):
             "neurons": Site("mlp.dense_4h_to_h", "pre"),
             "queries": Site("attention.query_key_value", "post", columns=(0, dh), groups=H),
             "values": Site("attention.query_key_value", "post", columns=(2 * dh, 3 * dh), groups=H),
+            "key_input": Site("attention.query_key_value", "pre"),
         }
 
     def W_K(self, layer):

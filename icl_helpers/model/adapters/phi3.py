@@ -32,7 +32,8 @@ class Phi3Arch(LlamaArch):
         super().__init__(model)
         q, kv = self.n_heads * self.d_head, self.n_kv_heads * self.d_head
         self.sites = {**self.sites, "queries": Site("self_attn.qkv_proj", "post", columns=(0, q)),
-                      "values": Site("self_attn.qkv_proj", "post", columns=(q + kv, q + 2 * kv))}
+                      "values": Site("self_attn.qkv_proj", "post", columns=(q + kv, q + 2 * kv)),
+                      "key_input": Site("self_attn.qkv_proj", "pre")}
 
     def W_K(self, layer):
         q, kv = self.n_heads * self.d_head, self.n_kv_heads * self.d_head
