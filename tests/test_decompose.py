@@ -162,5 +162,5 @@ def test_select_takes_prompts_in_the_order_given(full):
 
 
 def test_an_unknown_quantity_is_refused(small):
-    with pytest.raises(UsageError, match="cannot record keys; choose from pattern, values, attn_all, queries, neurons"):
+    with pytest.raises(UsageError, match="cannot record keys; choose from pattern, values, attn_all, key_input, queries, neurons"):
         decompose(small, PROMPTS, record=["keys"])
