@@ -146,7 +146,8 @@ def correct_agnews(s: Evidence) -> torch.Tensor:
 def table3(s: Evidence) -> Judgement:
     """The table1 rule on the AG News prompts predicted correctly (Appendix C), with the first of
     them as the illustration."""
-    ps, heads, rows = s.prompts("agnews"), s.heads("agnews"), correct_agnews(s)
+    rows = correct_agnews(s)
+    ps, heads = s.prompts("agnews"), s.heads("agnews")
     first = first_correct(s.m, ps)
     if first is None:
         shown = f"no AG News prompt of {len(ps)} is predicted correctly"
