@@ -308,6 +308,10 @@ def test_tables_judge_every_in_context_head_and_table3_the_correct_prompts(small
     assert f"{s.heads('agnews')[3][0]}-{s.heads('agnews')[3][1]}: 100%" in f.why  # its 10 wrong rows left out
     strict = claims.CLAIMS["table3_strict"].find(s)
     assert strict.n == 30 and "the 30 AG News prompts predicted correctly" in strict.why
+    monkeypatch.setattr(vocabulary, "answered_correctly", lambda m, ps: torch.arange(40) < 9)
+    with pytest.raises(Unjudgeable, match="^too few prompts: 9 of 40 AG News prompts predicted correctly; an interval "
+                                          "needs at least 10$"):
+        claims.CLAIMS["table3"].find(s)
 
 
 def test_fig5_labels_counts_the_heads_from_the_ranks(small, tmp_path, monkeypatch):

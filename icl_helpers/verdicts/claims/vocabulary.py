@@ -8,7 +8,7 @@ import torch
 
 from ...core.heads import Head, head_name, same_layer_random_heads
 from ...errors import Unjudgeable
-from ...stats import bootstrap_ci, mean_ci, spearman
+from ...stats import MIN_CLUSTERS, bootstrap_ci, mean_ci, spearman
 from ...studies import label_attention, mrr, projection, towers
 from ...studies.in_context_heads import answered_correctly, first_correct
 from ...studies.runner import PromptSet, prompt_set_from_texts
@@ -137,10 +137,15 @@ register(Claim(id="table1_strict", claim="Our row: Table 1's label values in the
 
 def correct_agnews(s: Evidence) -> torch.Tensor:
     """[N] bool: the AG News records judged that the model predicts correctly (Table 3's case is one).
-    Unjudgeable where no copy of AG News is at hand."""
+    Unjudgeable where no copy of AG News is at hand, or too few of them for an interval."""
     if "agnews" not in s.sentence:
         raise Unjudgeable("no copy of AG News here, and no hub")
-    return s.rows("agnews") & answered_correctly(s.m, s.prompts("agnews"))
+    judged = s.rows("agnews")
+    rows = judged & answered_correctly(s.m, s.prompts("agnews"))
+    if rows.sum() < MIN_CLUSTERS:
+        raise Unjudgeable(f"too few prompts: {int(rows.sum())} of {int(judged.sum())} AG News prompts predicted "
+                          f"correctly; an interval needs at least {MIN_CLUSTERS}")
+    return rows
 
 
 def table3(s: Evidence) -> Judgement:
