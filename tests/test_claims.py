@@ -22,7 +22,6 @@ from icl_helpers.studies.accuracy import Accuracy
 from icl_helpers.studies.recency import Effects
 from icl_helpers.studies.runner import prompt_set
 from icl_helpers.verdicts import claims, evidence, findings, rules
-from icl_helpers.verdicts.claims import vocabulary
 from icl_helpers.verdicts.claims.accuracy import judge_table2, judge_table2_control
 from icl_helpers.verdicts.claims.appendices import judge_app_e
 from icl_helpers.verdicts.claims.attention import judge_fig7, judge_truth_control
@@ -288,8 +287,8 @@ def fake_ranks(N: int, S: int, D: int, first: torch.Tensor) -> torch.Tensor:
 
 def test_tables_judge_every_in_context_head_and_table3_the_correct_prompts(small, tmp_path, monkeypatch):
     """Table 1 counts the heads of all 12 that pass (four: three everywhere, one on half its prompts);
-    Table 3 judges only the AG News prompts predicted correctly (here a word dataset stands in for
-    AG News, and the first 30 of its 40 prompts are said to be correct)."""
+    Table 3 is headlined on the AG News prompts predicted correctly (here a word dataset stands in for
+    AG News, and the first 30 of its 40 prompts are said to be correct), all prompts beside."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     s = evidence.Evidence(small, 40, 40, 0, None)
     s.__dict__["sentence"] = ["agnews"]
@@ -301,17 +300,22 @@ def test_tables_judge_every_in_context_head_and_table3_the_correct_prompts(small
     f = claims.CLAIMS["table1"].find(s)
     assert f.ours == 4 / 12 and f.n == 40 and "4 of 12 heads show" in f.why and f.verdict == PARTLY
     correct = torch.arange(40) < 30
-    monkeypatch.setattr(vocabulary, "answered_correctly", lambda m, ps: correct)
+    monkeypatch.setattr(evidence, "answered_correctly", lambda m, ps: correct)
     monkeypatch.setattr(mrr, "concept_ranks", lambda m, ps, heads: fake_ranks(len(ps), len(heads), 4, correct))
-    f = claims.CLAIMS["table3"].find(s)
-    assert f.n == 30 and f.ours == 4 / 12 and "the 30 AG News prompts predicted correctly" in f.why
-    assert f"{s.heads('agnews')[3][0]}-{s.heads('agnews')[3][1]}: 100%" in f.why  # its 10 wrong rows left out
-    strict = claims.CLAIMS["table3_strict"].find(s)
-    assert strict.n == 30 and "the 30 AG News prompts predicted correctly" in strict.why
-    monkeypatch.setattr(vocabulary, "answered_correctly", lambda m, ps: torch.arange(40) < 9)
-    with pytest.raises(Unjudgeable, match="^too few prompts: 9 of 40 AG News prompts predicted correctly; an interval "
-                                          "needs at least 10$"):
-        claims.CLAIMS["table3"].find(s)
+    assert claims.CLAIMS["table3"].views[:2] == claims.CLAIMS["table3_strict"].views[:2] == ("correct_only", "all")
+    right = s.correct()
+    f = claims.CLAIMS["table3"].find(right)
+    assert f.n == 30 and f.ours == 4 / 12 and f.why.startswith("30 AG News prompts, AG News's top heads: 4 of 12")
+    l, h = right.heads("agnews")[3]
+    assert f"{l}-{h}: 100%" in f.why  # its 10 wrong rows left out
+    every = claims.CLAIMS["table3"].find(s)
+    assert every.n == 40 and f"{s.heads('agnews')[3][0]}-{s.heads('agnews')[3][1]}: 75%" in every.why
+    assert claims.CLAIMS["table3_strict"].find(right).n == 30
+    monkeypatch.setattr(evidence.Evidence, "_prompts", lambda *a, **k: pytest.fail("built prompts"))
+    none = evidence.Evidence(small, 40, 40, 0, None)
+    none.__dict__["sentence"] = []
+    with pytest.raises(Unjudgeable, match="^no copy of AG News here"):  # said before any prompt is built
+        claims.CLAIMS["table3"].find(none)
 
 
 def test_fig5_labels_counts_the_heads_from_the_ranks(small, tmp_path, monkeypatch):
