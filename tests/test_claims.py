@@ -22,11 +22,11 @@ from icl_helpers.studies.accuracy import Accuracy
 from icl_helpers.studies.recency import Effects
 from icl_helpers.studies.runner import prompt_set, prompt_set_from_texts
 from icl_helpers.verdicts import claims, evidence, findings, rules
-from icl_helpers.verdicts.claims import vocabulary
 from icl_helpers.verdicts.claims.accuracy import judge_table2, judge_table2_control
 from icl_helpers.verdicts.claims.appendices import judge_app_e
 from icl_helpers.verdicts.claims.attention import judge_fig7, judge_truth_control
 from icl_helpers.verdicts.claims.interventions import MAJORITY_BIAS, judge_bias, judge_bias_cost, judge_causal
+from icl_helpers.verdicts.claims.label_ranks import false_ahead, judge_heads_that, one_label
 from icl_helpers.verdicts.claims.location import judge_fig2, judge_fig3_4, judge_fig12_15, judge_fig12_15_largest
 from icl_helpers.verdicts.claims.variants import (
     FIG10,
@@ -41,9 +41,10 @@ from icl_helpers.verdicts.claims.variants import (
 )
 from icl_helpers.verdicts.claims.vocabulary import (
     judge_adjacent,
+    judge_concepts,
     judge_keys,
-    judge_label_values,
     judge_metric,
+    judge_strict,
     judge_top,
 )
 from icl_helpers.verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES, Judgement, not_tested, ours_text
@@ -87,8 +88,9 @@ def test_the_interval_resamples_distinct_inputs_and_needs_enough_of_them():
 
 
 def test_every_claim_of_the_paper_and_each_control_is_registered_with_a_rule():
-    ids = ("table2 table2_control fig2 fig3_4 fig12_15 fig12_15_largest table1 table3 two_towers two_towers_attention_key "
-           "two_towers_unrotated two_towers_agnews label_keys_adjacent metric fig5 fig6 fig6_control fig7 fig8 fig9 "
+    ids = ("table2 table2_control fig2 fig3_4 fig12_15 fig12_15_largest table1 table1_strict table3 table3_strict "
+           "two_towers two_towers_attention_key two_towers_unrotated two_towers_agnews label_keys_adjacent metric fig5 "
+           "fig5_labels fig6 fig6_control fig7 fig8 fig9 "
            "fig9_control fig10 fig10_per_label fig11 fig8_9_sentences prediction_shift prediction_shift_word app_b_mrr "
            "app_b_attention app_d app_e causal causal_top "
            "majority_bias majority_cost recency_bias recency_cost").split()
@@ -217,17 +219,132 @@ def test_the_largest_head_differs_only_by_a_clear_lead():
 
 
 def test_label_values():
-    """Tables 1 and 3 over N prompts: the top head's share of prompts whose label values all rank
-    their label in the top 10, its interval above one half; partly where another top-5 head's is."""
+    """Tables 1 and 3 across the in-context heads: a head passes where at least half its label values
+    (every prompt and label position, padding left out) show a related concept in their top 10;
+    replicates where half the heads pass and the best head's interval lies above one half."""
+    heads = [(5, 0), (5, 1), (6, 0), (6, 1)]
+    N, odd = 40, torch.arange(40) % 2 == 1
+    hits = torch.zeros(N, 4, 3, dtype=torch.float64)
+    hits[:, 1] = 1  # every value
+    hits[:20, 2] = 1  # 50 of its 100 values: 40 of the first two positions, 10 of the third
+    hits[:10, 3] = 1  # 25 of 100
+    hits[~odd, :, 2] = torch.nan  # the even prompts have two labels
+    f = judge_concepts(hits, heads, "x", "the example: y")
+    assert f.verdict == REPLICATES and f.ours == 0.5 and f.n == N and "the example: y" in f.why
+    assert "2 of 4 heads show" in f.why and "the best, 5-1, of 100% (100% to 100%)" in f.why
+    assert "5-0: 0%, 5-1: 100%, 6-0: 50%, 6-1: 25%" in f.why
+    lone = torch.zeros(N, 4, 2, dtype=torch.float64)
+    lone[:, 2] = 1  # the top head at 0%, another at 100%: ours is 1 head of 4, not 0
+    f = judge_concepts(lone, heads, "x", "")
+    assert f.verdict == PARTLY and f.ours == 0.25 and "6-0, of 100%" in f.why
+    near = torch.zeros(N, 4, 2, dtype=torch.float64)
+    near[:18] = 1  # every head at 45%
+    f = judge_concepts(near, heads, "x", "")
+    assert f.verdict == FAILS and f.ours == 0 and f.ci[0] == 0 and "0 of 4 heads" in f.why
+
+
+def test_label_values_strictly():
+    """Our row: the top head's share of prompts whose label values all rank their own token in the
+    top 10, its interval above one half; partly where another top-5 head's is."""
     heads = [(5, 0), (5, 1), (6, 0), (6, 1), (7, 0)]
 
     def hits(*shares: float) -> torch.Tensor:
         return torch.stack([torch.arange(40) < 40 * x for x in shares], 1)  # [40, 5]
-    f = judge_label_values(hits(0.9, 0, 0, 0, 0), heads, "x", "the example: y")
-    assert f.verdict == REPLICATES and f.ours == 0.9 and f.n == 40 and f.ci[0] > 0.5 and "the example: y" in f.why
-    f = judge_label_values(hits(0.5, 0.2, 0.95, 0, 0), heads, "x", "")
+    f = judge_strict(hits(0.9, 0, 0, 0, 0), heads, "x")
+    assert f.verdict == REPLICATES and f.ours == 0.9 and f.n == 40 and f.ci[0] > 0.5
+    f = judge_strict(hits(0.5, 0.2, 0.95, 0, 0), heads, "x")
     assert f.verdict == PARTLY and "6-0: 95%" in f.why and f.ci[0] < 0.5 < f.ci[1]
-    assert judge_label_values(hits(0.55, 0.6, 0.5, 0, 0.6), heads, "x", "").verdict == FAILS  # no CI above 0.5
+    assert judge_strict(hits(0.55, 0.6, 0.5, 0, 0.6), heads, "x").verdict == FAILS  # no CI above 0.5
+
+
+def test_one_label_heads_and_the_false_label_ahead():
+    """Fig. 5 per label (l. 458, 666): bar, bar, foo, foo a prompt, foo the true label. Ahead: the false
+    label's MRR at least 1.5x the true's (2x, 1.2x, exactly 1.5x); one label only: one label's values
+    show it in at least half, the other's in at most a tenth (1 / 0, 0.5 / 0.1 exactly, 0.5 / 0.2,
+    0.05 / 0.6)."""
+    N, heads = 20, [(5, 0), (5, 1), (6, 0), (6, 1)]
+    is_true = torch.tensor([0.0, 0, 1, 1]).expand(N, 4, 4)  # [N, S, D]
+
+    def pairs(x: torch.Tensor) -> torch.Tensor:
+        return torch.stack([x, is_true], -1)
+    rr = torch.tensor([[0.5, 0.5, 0.25, 0.25], [0.3, 0.3, 0.25, 0.25], [0.375, 0.375, 0.25, 0.25], [0.1, 0.1, 0.5, 0.5]])
+    assert false_ahead(pairs(rr.expand(N, 4, 4))).tolist() == [True, False, True, False]
+    shown = torch.zeros(N, 4, 4, dtype=torch.float64)
+    shown[:, 0, 2:] = 1
+    shown[:10, 1, 2:], shown[:2, 1, :2] = 1, 1
+    shown[:10, 2, 2:], shown[:4, 2, :2] = 1, 1
+    shown[:1, 3, 2:], shown[:12, 3, :2] = 1, 1
+    assert one_label(pairs(shown)).tolist() == [True, True, False, True]
+    f = judge_heads_that(one_label, pairs(shown), heads, "one label")
+    assert f.verdict == REPLICATES and f.ours == 3 and f.n == N and f.ci[0] >= 1
+    assert f.why == "one label in 3 of 4 heads (5-0, 5-1, 6-1)"
+    f = judge_heads_that(false_ahead, pairs(rr[[1, 0, 3, 3]].expand(N, 4, 4)), heads, "ahead")
+    assert f.verdict == PARTLY and f.ours == 1 and f.why == "ahead in 1 of 4 heads (5-1)"
+    f = judge_heads_that(false_ahead, pairs(rr[[1, 1, 3, 3]].expand(N, 4, 4)), heads, "ahead")
+    assert f.verdict == FAILS and f.ours == 0 and f.why == "ahead in 0 of 4 heads"
+
+
+def fake_ranks(N: int, S: int, D: int, first: torch.Tensor) -> torch.Tensor:
+    """[N, S, D] ranks: 1 (in the top 10) in heads 0-2 everywhere and in head 3 on the rows `first` [N]
+    picks, 50 elsewhere; the last label position padding (nan)."""
+    ranks = torch.full((N, S, D), 50.0)
+    ranks[:, :3], ranks[first, 3] = 1, 1
+    ranks[:, :, -1] = torch.nan
+    return ranks
+
+
+def test_tables_judge_every_in_context_head_and_table3_the_correct_prompts(small, tmp_path, monkeypatch):
+    """Table 1 counts the heads of all 12 that pass (four: three everywhere, one on half its prompts);
+    Table 3 is headlined on the AG News prompts predicted correctly (here a word dataset stands in for
+    AG News, and the first 30 of its 40 prompts are said to be correct), all prompts beside."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    s = evidence.Evidence(small, 40, 40, 0, None)
+    s.__dict__["sentence"] = ["agnews"]
+    for name in ("prompts", "records"):
+        real = getattr(s, name)
+        setattr(s, name, lambda d, real=real: real("sentiment_number" if d == "agnews" else d))
+    monkeypatch.setattr(mrr, "concept_ranks", lambda m, ps, heads: fake_ranks(len(ps), len(heads), 4,
+                                                                              torch.arange(len(ps)) % 2 == 0))
+    f = claims.CLAIMS["table1"].find(s)
+    assert f.ours == 4 / 12 and f.n == 40 and "4 of 12 heads show" in f.why and f.verdict == PARTLY
+    correct = torch.arange(40) < 30
+    monkeypatch.setattr(evidence, "answered_correctly", lambda m, ps: correct)
+    monkeypatch.setattr(mrr, "concept_ranks", lambda m, ps, heads: fake_ranks(len(ps), len(heads), 4, correct))
+    assert claims.CLAIMS["table3"].views[:2] == claims.CLAIMS["table3_strict"].views[:2] == ("correct_only", "all")
+    right = s.correct()
+    f = claims.CLAIMS["table3"].find(right)
+    assert f.n == 30 and f.ours == 4 / 12 and f.why.startswith("30 AG News prompts, AG News's top heads: 4 of 12")
+    l, h = right.heads("agnews")[3]
+    assert f"{l}-{h}: 100%" in f.why  # its 10 wrong rows left out
+    every = claims.CLAIMS["table3"].find(s)
+    assert every.n == 40 and f"{s.heads('agnews')[3][0]}-{s.heads('agnews')[3][1]}: 75%" in every.why
+    assert claims.CLAIMS["table3_strict"].find(right).n == 30
+    monkeypatch.setattr(evidence.Evidence, "_prompts", lambda *a, **k: pytest.fail("built prompts"))
+    none = evidence.Evidence(small, 40, 40, 0, None)
+    none.__dict__["sentence"] = []
+    with pytest.raises(Unjudgeable, match="^no copy of AG News here"):  # said before any prompt is built
+        claims.CLAIMS["table3"].find(none)
+
+
+def test_fig5_labels_counts_the_heads_from_the_ranks(small, tmp_path, monkeypatch):
+    """Each part's count, head by head from the label ranks of the heads alone (not Fig. 5's pool) and
+    the concept ranks: the false label (bar) ahead of the true (foo), one label only."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    s = evidence.Evidence(small, 12, 2, 0, None)
+    ps, heads = s.prompts("sentiment_number"), s.heads("sentiment_number")
+    own, concepts = mrr.label_ranks(small, ps, heads), mrr.concept_ranks(small, ps, heads)
+    true = ps.positions.is_true & ps.positions.valid
+    false = ~ps.positions.is_true & ps.positions.valid
+    ahead = one = 0
+    for h in range(len(heads)):
+        mrr_true, mrr_false = own[:, h][true].reciprocal().mean(), own[:, h][false].reciprocal().mean()
+        ahead += int(mrr_false >= 1.5 * mrr_true)
+        shares = sorted([float((concepts[:, h][true] <= 10).double().mean()),
+                         float((concepts[:, h][false] <= 10).double().mean())])
+        one += int(shares[1] >= 0.5 and shares[0] <= 0.1)
+    f = claims.CLAIMS["fig5_labels"].find(s)
+    assert f"false label ahead (l. 458): {ahead:.3g} (" in f.why and f"one label only (l. 666): {one:.3g} (" in f.why
+    assert f.n == 12 and f"in {ahead} of 12 heads" in f.why
 
 
 def test_fig5():
@@ -834,9 +951,10 @@ BUSINESS = ["Stocks fall in Tokyo", "Oil prices climb again", "Profit rises at t
 
 @pytest.mark.parametrize("small", ["gpt2", "qwen2"], indirect=True)  # no rotation, and a rotary family
 def test_table3s_towers_judge_the_ag_news_prompts_answered_correctly(small, tmp_path, monkeypatch):
-    """Table 3's keys and query: the two_towers parts on the AG News prompts answered correctly (here
-    every other one, as if the model had), a text's tokens its content tokens; short prompts of sports
-    and business news stand in for AG News's, which a small model's 64 positions cannot hold."""
+    """Table 3's keys and query: the two_towers parts on the AG News prompts the view judges (here every
+    other one, as the correct-only headline would judge those answered correctly), a text's tokens its
+    content tokens; short prompts of sports and business news stand in for AG News's, which a small
+    model's 64 positions cannot hold."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     texts = [f"{BUSINESS[i % 4]} : bar {SPORTS[i % 3]} : foo {BUSINESS[(i + 1) % 4]} : bar {SPORTS[(i + 1) % 4]} : foo "
              f"{SPORTS[(i + 2) % 4]} today {i} :" for i in range(24)]
@@ -844,7 +962,7 @@ def test_table3s_towers_judge_the_ag_news_prompts_answered_correctly(small, tmp_
     s = evidence.Evidence(small, 12, 24, 0, None)
     s.__dict__["sentence"] = ["agnews"]
     s.prompts, s.inputs = lambda d: ps, lambda d: torch.arange(24)
-    monkeypatch.setattr(vocabulary, "answered_correctly", lambda m, ps: torch.arange(len(ps)) % 2 == 0)
+    s.rows = lambda d: torch.arange(24) % 2 == 0
     f = claims.CLAIMS["two_towers_agnews"].find(s)
     heads = s.heads("agnews")
     layers = sorted({l for l, _ in heads})
@@ -853,10 +971,10 @@ def test_table3s_towers_judge_the_ag_news_prompts_answered_correctly(small, tmp_
     own = key.diagonal(dim1=-2, dim2=-1)  # [12, S, D]
     share = (own <= 15).sum((1, 2)) / own.isfinite().sum((1, 2))
     assert f.n == 12 and re.fullmatch(r"\d of 4 replicate, \d partly", f.ours)
-    where = "the AG News prompts answered correctly, AG News's top heads"
+    where = "12 AG News prompts, AG News's top heads"
     assert f.why.startswith(f"{where}. keys, seen: {float(share.mean()):.3g}")
     assert "agnews query, seen: " in f.why and "agnews query against random heads: " in f.why
-    monkeypatch.setattr(vocabulary, "answered_correctly", lambda m, ps: torch.arange(len(ps)) == 0)
+    s.rows = lambda d: torch.arange(24) == 0
     assert claims.CLAIMS["two_towers_agnews"].find(s).verdict == NOT_TESTED
 
 

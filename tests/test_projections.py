@@ -8,14 +8,17 @@ from icl_helpers.core.attribution import Readout
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.projections import (
     STOP_WORDS,
+    concept_forms,
     kept_tokens,
     label_attention,
     label_value_ranks,
     project_head,
+    related_concepts,
     token_strings,
     top_tokens,
+    value_ranks,
 )
-from tests.conftest import PROMPTS, close, rank_slack
+from tests.conftest import EPS32, PROMPTS, ULPS, close, rank_slack, vocab_tokenizer
 
 HEADS = [(0, 1), (2, 3), (1, 0)]
 
@@ -53,6 +56,43 @@ def test_label_value_ranks_equal_a_full_sort(small, dec, labels):
         got = ranks[:, s][labels]
         assert ((got - want[labels]).abs() <= near[:, s][labels]).all()
         assert (got == want[labels]).float().mean() > 0.9
+
+
+def test_related_concepts_are_the_labels_case_forms_as_whole_tokens(gpt2_tokenizer):
+    """Tables 1 and 3's related concepts: bar, Bar, BAR, each alone or after a space, where the
+    vocabulary holds it as one token (GPT-2 has no 'BAR', 'FOO', ' FOO' or 'Foo'; Llama's SentencePiece
+    no upper case at all)."""
+    assert concept_forms(" Bar") == {"bar", "Bar", "BAR", " bar", " Bar", " BAR"}
+    got = {label: token_strings(gpt2_tokenizer, related_concepts(gpt2_tokenizer, label)) for label in ("bar", "foo")}
+    assert got == {"bar": [" bar", " Bar", "bar", "Bar", " BAR"], "foo": ["foo", " foo", " Foo"]}
+    assert related_concepts(gpt2_tokenizer, "bar") == [2318, 2409, 5657, 10374, 31597]
+    spm = vocab_tokenizer("llama-spm")
+    assert token_strings(spm, related_concepts(spm, "bar")) == ["bar", " Bar", " bar", "Bar"]
+
+
+def test_value_ranks_of_several_targets_equal_a_full_sort(small, dec, labels):
+    """The best of each position's targets, ranked among the counted tokens that are not targets,
+    against a float64 full sort: equal but where another token lies within rounding of the best."""
+    r = Readout(small.arch)
+    V = r.G.shape[0]
+    targets = torch.randint(V, (*dec.input_ids.shape, 3), generator=torch.Generator().manual_seed(1))
+    targets[..., 2] = -1  # room for a third target, none there
+    targets[0, 2] = torch.tensor([2318, 5657, -1])  # ' bar', 'bar' at the first label
+    counted = kept_tokens(small.tokenizer)[:V]
+    ranks, every = value_ranks(r, dec, HEADS, targets, counted), value_ranks(r, dec, HEADS, targets)
+    assert (ranks <= every).all()  # fewer tokens counted: never a lower rank
+    for s, (l, h) in enumerate(HEADS):
+        logits = dec.values[:, l, small.arch.kv_head(h)].double() @ small.arch.W_O(l)[h].double() @ r.G.double().T
+        at = logits.gather(-1, targets.clamp(min=0)).masked_fill(targets < 0, -torch.inf)  # [B, T, 3]
+        best = at.amax(-1, keepdim=True)
+        others = counted.clone().expand_as(logits).clone()
+        others.scatter_(-1, targets.clamp(min=0), False)  # no target counts (the -1 stand-in id 0 is a '!', not counted)
+        want = ((logits > best) & others).sum(-1) + 1
+        near = (((logits - best).abs() <= ULPS * EPS32 * logits.abs().amax(-1, keepdim=True)) & others).sum(-1)
+        got = ranks[:, s]
+        assert ((got - want).abs() <= near).all()
+        assert (got == want).float().mean() > 0.9
+    assert (ranks < value_ranks(r, dec, HEADS, targets[..., :1], counted)).any()  # the best of three beats the first
 
 
 def test_label_attention_sums_the_pattern(small, dec, labels):

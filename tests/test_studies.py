@@ -16,7 +16,7 @@ from icl_helpers.core.decompose import decompose
 from icl_helpers.core.heads import same_layer_random_heads
 from icl_helpers.core.interventions import ablated
 from icl_helpers.core.locate import LocateResult, locate
-from icl_helpers.core.projections import label_value_ranks
+from icl_helpers.core.projections import kept_tokens, label_value_ranks, value_ranks
 from icl_helpers.data.prompts import prompt_label_ids
 from icl_helpers.studies import accuracy, in_context_heads, label_attention, mrr, projection, prompt_pass, runner
 from tests.conftest import MIXED_TEXTS as TEXTS
@@ -86,6 +86,28 @@ def test_label_ranks_match_one_batch(small, ps):
         K = int(ps.positions.valid[i].sum())
         assert ((ranks[i, :, :K] - want[i][:, labels[i, :K]]).abs() <= slack[i][:, labels[i, :K]]).all()
         assert ranks[i, :, K:].isnan().all()
+
+
+def test_concept_ranks_rank_each_labels_related_concepts_among_the_shown_tokens(small, ps):
+    """bar, bar, foo, foo / bar, foo, foo / bar, foo: each label position's related concepts (GPT-2's
+    five of bar, three of foo), ranked as one batch ranks them, stop words and punctuation not counted."""
+    bar, foo = [2318, 2409, 5657, 10374, 31597], [21943, 22944, 36080, -1, -1]
+    concepts = mrr.label_concepts(small, ps)
+    assert concepts.tolist() == [[bar, bar, foo, foo], [bar, foo, foo, [-1] * 5], [bar, foo, [-1] * 5, [-1] * 5]]
+    ranks = mrr.concept_ranks(small, ps, HEADS, batch_size=2, cache=False)
+    dec = decompose(small, TEXTS, record=["values"])
+    labels = ps.positions.labels
+    targets = torch.full((*dec.input_ids.shape, 5), -1)
+    for i, row in enumerate(labels):
+        targets[i, row[row >= 0]] = concepts[i, row >= 0]
+    want = value_ranks(Readout(small.arch), dec, HEADS, targets, kept_tokens(small.tokenizer)).cpu()
+    assert ranks.shape == (3, 2, 4)
+    for i in range(len(TEXTS)):
+        K = int(ps.positions.valid[i].sum())
+        assert (ranks[i, :, :K] - want[i][:, labels[i, :K]]).abs().max() <= 1  # another batching: a tie may count either way
+        assert ranks[i, :, K:].isnan().all()
+    own = mrr.label_ranks(small, ps, HEADS, cache=False)
+    assert ((ranks <= own) | own.isnan()).all()  # the own token is one of the concepts
 
 
 def test_mrr_averages_reciprocal_ranks_over_prompts_and_labels():
@@ -276,7 +298,7 @@ def test_studies_on_a_prompt_set_are_cached(small, tmp_path, monkeypatch):
     plain = accuracy.accuracy(small, ps.texts, *prompt_label_ids(small.tokenizer, ps.prompts))
     assert all(torch.equal(getattr(acc, f), getattr(plain, f)) for f in ("true_logit", "false_logit", "predictions", "true_id"))
     monkeypatch.setattr(prompt_pass, "prompt_pass", lambda *a, **k: pytest.fail("recomputed"))
-    monkeypatch.setattr(mrr, "label_value_ranks", lambda *a, **k: pytest.fail("recomputed"))
+    monkeypatch.setattr(mrr, "value_ranks", lambda *a, **k: pytest.fail("recomputed"))
     monkeypatch.setattr(accuracy, "accuracies", lambda *a, **k: pytest.fail("recomputed"))
     assert torch.equal(accuracy.prompt_accuracy(small, ps).true_prob, acc.true_prob)
     assert torch.equal(label_attention.attention_on_labels(small, ps).true, att.true)

@@ -67,6 +67,26 @@ def token_strings(tokenizer, ids: list[int]) -> list[str]:
     return out
 
 
+def concept_forms(label: str) -> frozenset[str]:
+    """A label's related concepts as texts (Tables 1 and 3, l. 389): its lower-case, capitalized
+    and upper-case spellings, each alone and after a space ("bar", "Bar", "BAR", " bar", " Bar", " BAR")."""
+    word = label.strip()
+    return frozenset(f"{space}{case}" for case in (word.lower(), word.capitalize(), word.upper()) for space in ("", " "))
+
+
+def related_concepts(tokenizer, label: str) -> list[int]:
+    """The ids of the vocabulary's whole tokens whose text (`token_strings`) is one of the label's
+    `concept_forms`, in id order: its related concepts as the model can project them."""
+    forms = concept_forms(label)
+    return [i for i, text in enumerate(vocabulary_texts(tokenizer)) if text in forms]
+
+
+@lru_cache(maxsize=8)
+def vocabulary_texts(tokenizer) -> tuple[str, ...]:
+    """Every token's text (`token_strings`), in id order."""
+    return tuple(token_strings(tokenizer, list(range(len(tokenizer)))))
+
+
 def _gpt2_byte_map() -> dict[str, int]:
     """Byte-level BPE's printable stand-in character -> the byte it stands for (GPT-2, Llama 3)."""
     kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
@@ -97,31 +117,44 @@ def project_head(readout: Readout, tokenizer, dec: Decomposition, prompt: int, h
 
 
 def label_value_ranks(readout: Readout, dec: Decomposition, heads: list[Head], labels: torch.Tensor) -> torch.Tensor:
-    """[B, S, T]: rank (1 = top) of each label's own token in bs of its value, nan off labels.
+    """[B, S, T]: rank (1 = top) of each label's own token in bs of its value, nan off labels
+    (`value_ranks` of each position's own token, every token counted).
 
     labels: [B, T] bool mask of label positions on dec's position axis. dec needs values.
-    The rank is 1 + the number of other tokens scoring strictly higher, counted over
-    vocabulary chunks. Folded: a value v [dh] scores against W_O^{l,h} @ G_c [dh, Vc], made
-    once a chunk for all the prompts (d/dh times fewer operations a prompt), a block of
-    prompts at a time. A positive scale of the value (sigma, `Decomposition.attn_scale`)
-    changes no rank, so none is applied.
+    """
+    ranks = value_ranks(readout, dec, heads, dec.input_ids[..., None])
+    return ranks.masked_fill(~labels[:, None].to(ranks.device), torch.nan)
+
+
+def value_ranks(readout: Readout, dec: Decomposition, heads: list[Head], targets: torch.Tensor,
+                counted: torch.Tensor | None = None) -> torch.Tensor:
+    """[B, S, T]: rank (1 = top) of the best of each position's target tokens in bs of its value
+    in each head: 1 + the number of counted tokens that are not targets and score strictly
+    higher than the best target (every token counted where counted is None).
+
+    targets: [B, T, C] token ids (-1: none; a position with none ranks below every token);
+    counted: [V] bool. dec needs values. Counted over vocabulary chunks. Folded: a value v [dh]
+    scores against W_O^{l,h} @ G_c [dh, Vc], made once a chunk for all the prompts (d/dh times
+    fewer operations a prompt), a block of prompts at a time. A positive scale of the value
+    (sigma, `Decomposition.attn_scale`) changes no rank, so none is applied.
     """
     v = dec.head_values(heads).float().transpose(0, 1)  # [S, B, T, dh]
     S, B, T, dh = v.shape
+    targets = targets.to(v.device)
     W_O = readout.heads_W_O(heads)  # [S, dh, d]
-    own = readout.G[dec.input_ids]  # [B, T, d]: readout row of each position's token
-    own_logit = torch.einsum("sbtk,skd,btd->sbt", v, W_O, own)  # [S, B, T]
-    higher = torch.zeros_like(own_logit)
+    target_logits = torch.einsum("sbtk,skd,btcd->sbtc", v, W_O, readout.G[targets.clamp(min=0)])  # [S, B, T, C]
+    best = target_logits.masked_fill(targets < 0, -torch.inf).amax(-1)  # [S, B, T]
+    higher = torch.zeros_like(best)
     for start, G_c in readout.chunks():  # G_c [d, Vc]
         WG = readout.heads_fold(start, G_c, heads)  # [S, dh, Vc]
         ids = torch.arange(start, start + G_c.shape[1], device=v.device)
+        kept = torch.ones_like(ids, dtype=torch.bool) if counted is None else counted.to(v.device)[ids]  # [Vc]
         for rows in readout.blocks(B, S * T):
             block = v[:, rows]  # [S, b, T, dh]
             logits = (block.flatten(1, 2) @ WG).view(*block.shape[:3], -1)  # [S, b, T, Vc]
-            is_own = ids == dec.input_ids[rows, :, None]  # [b, T, Vc]; never outranks itself
-            higher[:, rows] += ((logits > own_logit[:, rows, :, None]) & ~is_own).sum(-1)
-    ranks = (higher + 1).transpose(0, 1)  # [B, S, T]
-    return ranks.masked_fill(~labels[:, None].to(ranks.device), torch.nan)
+            others = kept & (ids != targets[rows, :, :, None]).all(2)  # [b, T, Vc]: a target never outranks the best
+            higher[:, rows] += ((logits > best[:, rows, :, None]) & others).sum(-1)
+    return (higher + 1).transpose(0, 1)  # [B, S, T]
 
 
 def label_attention(dec: Decomposition, mask: torch.Tensor) -> torch.Tensor:

@@ -14,7 +14,7 @@ import torch
 from ..core.attribution import Readout, readout_of
 from ..core.decompose import Decomposition
 from ..core.heads import Head
-from ..core.projections import project_head, token_strings
+from ..core.projections import concept_forms, project_head, token_strings
 from ..model.loading import ICLModel
 from .runner import PromptSet, gathered
 
@@ -60,8 +60,9 @@ def projections(m: ICLModel, ps: PromptSet, batch_size: int = 8) -> Projections:
 
 
 def label_value_hits(table: pd.DataFrame) -> float:
-    """Share of a projection table's label-value rows whose top tokens include the label
-    word itself (any case), as the paper's Table 1 shows for GPT-2 large."""
+    """Share of a projection table's label-value rows whose top tokens include a related concept
+    of the label (`concept_forms`: its case forms, alone or after a space), as the paper's Table 1
+    shows for GPT-2 large."""
     values = table[table["vector"] == "label value"]
-    hits = [tok.strip().lower() in [t.strip().lower() for t in top] for tok, top in zip(values["token"], values["top tokens"])]
+    hits = [bool(concept_forms(token) & set(top)) for token, top in zip(values["token"], values["top tokens"])]
     return sum(hits) / max(len(hits), 1)

@@ -32,6 +32,11 @@ FIG6 = {"heads": 0.75, "min_attention": 0.05}  # summed attention on two true la
 Clusters = torch.Tensor | None  # [N] long: each row's distinct input, which the intervals resample (`stats`)
 
 
+def in_top(ranks: torch.Tensor) -> torch.Tensor:
+    """ranks [...] (1 = top; nan past a prompt's labels) as float: 1 within the top TOP, 0 below, nan where nan."""
+    return (ranks <= TOP).double().masked_fill(ranks.isnan(), torch.nan)
+
+
 def judge_fig5(mrr: torch.Tensor, random_mrr: torch.Tensor, heads: Sequence[Head], clusters: Clusters = None,
                what: str = "MRR") -> Judgement:
     """mrr: [N, S] reciprocal rank a prompt (mean over its labels) in the S in-context heads;

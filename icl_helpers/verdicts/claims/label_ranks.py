@@ -1,12 +1,20 @@
 """Section 4.3, Fig. 5: label values rank their labels far above random heads of the same layer
-(the rule, `rules.judge_fig5`, is shared with the two towers' queries and Appendices B and D)."""
+(the rule, `rules.judge_fig5`, is shared with the two towers' queries and Appendices B and D); and
+the value-output matrix does not decide which label flows: some heads favour the false label, some
+project one label only (Fig. 5 read per label, Section 6.1)."""
 from __future__ import annotations
 
+from typing import Callable, Sequence
+
+import torch
+
+from ...core.heads import Head, head_name
+from ...stats import bootstrap_ci
 from ...studies import mrr
 from .. import rules
 from ..evidence import FIRST, Evidence
-from ..judgement import Judgement
-from ..rules import RANDOM_DRAWS
+from ..judgement import FAILS, PARTLY, REPLICATES, Judgement
+from ..rules import RANDOM_DRAWS, Clusters
 from .claim import FLOW, ISSUE_57, V1, Claim, register
 
 
@@ -28,3 +36,87 @@ register(Claim(id="fig5", claim="Label values of in-context heads rank their lab
                       "in in-context heads. The smallest average MRR score 0.0033 is in layer 19, head 11' (l. 458)",
                set_on=f"{ISSUE_57}; its data had been shown by the earlier reports (each head against its layer's random mean, "
                       "counted at 1x)", unit="MRR", find=fig5, notebooks=("03",), thresholds=rules.FIG5, **FLOW))
+
+
+ONE_LABEL = {"ratio": 1.5, "projects": 0.5, "other": 0.1, "heads": 2}  # the paper names two heads for each finding
+
+
+def by_truth(x: torch.Tensor, is_true: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """([S], [S]): each head's mean of x [N, S, D] (nan past a prompt's labels) over the true-label
+    positions and over the false-label positions, is_true [N, D]."""
+    def mean(where: torch.Tensor) -> torch.Tensor:
+        return x.masked_fill(~where[:, None], torch.nan).transpose(0, 1).flatten(1).nanmean(1)
+    return mean(is_true), mean(~is_true)
+
+
+def false_ahead(pairs: torch.Tensor) -> torch.Tensor:
+    """[S] bool, from pairs [N, S, D, 2] (reciprocal rank of the label's own token, is_true): the
+    false label's MRR at least ONE_LABEL's ratio times the true label's."""
+    true, false = by_truth(pairs[..., 0], pairs[:, 0, :, 1].bool())
+    return false >= ONE_LABEL["ratio"] * true
+
+
+def one_label(pairs: torch.Tensor) -> torch.Tensor:
+    """[S] bool, from pairs [N, S, D, 2] (related concept in the top TOP, is_true): one label's values
+    show it in at least ONE_LABEL's `projects` share, the other label's in at most its `other` share."""
+    shares = torch.stack(by_truth(pairs[..., 0], pairs[:, 0, :, 1].bool()))  # [2, S]
+    return (shares.amax(0) >= ONE_LABEL["projects"]) & (shares.amin(0) <= ONE_LABEL["other"])
+
+
+def judge_heads_that(which: Callable[[torch.Tensor], torch.Tensor], pairs: torch.Tensor, heads: Sequence[Head],
+                     what: str, clusters: Clusters = None) -> Judgement:
+    """The number of the S heads that `which` picks from pairs [N, S, D, 2] (a measure and
+    is_true at each label position): replicates at ONE_LABEL's `heads` with the 95% CI of the count at
+    1 or more, partly at one head, does not replicate at none."""
+    def count(p: torch.Tensor) -> float:
+        return float(which(p).sum())
+    ours, ci = count(pairs), bootstrap_ci([pairs], count, clusters=[clusters])
+    verdict = REPLICATES if ours >= ONE_LABEL["heads"] and ci[0] >= 1 else PARTLY if ours >= 1 else FAILS
+    named = [head_name(h) for h, hit in zip(heads, which(pairs).tolist()) if hit]
+    return Judgement(ours, ci, len(pairs), verdict, f"{what} in {int(ours)} of {len(heads)} heads"
+                                                    + (f" ({', '.join(named)})" if named else ""))
+
+
+def fig5_labels(s: Evidence) -> Judgement:
+    """In FIRST's in-context heads: the false label's values outrank the true label's (Fig. 5's
+    MRR, from its cached ranks), and heads whose values project one label only (`concept_ranks`)."""
+    ps, heads, rows = s.prompts(FIRST), s.heads(FIRST), s.rows(FIRST)
+    is_true = ps.positions.is_true[rows][:, None, :, None].double()  # [N, 1, D, 1]
+
+    def paired(x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x[..., None], is_true.expand(*x.shape, 1)], -1)  # [N, S, D, 2]
+    mrr_pairs = paired(mrr.ranks_in_layers(s.m, ps, heads, heads)[rows].reciprocal().double())
+    concept_pairs = paired(rules.in_top(mrr.concept_ranks(s.m, ps, heads)[rows]))
+    clusters = s.inputs(FIRST)[rows]
+    ratio, projects, other, top = ONE_LABEL["ratio"], ONE_LABEL["projects"], ONE_LABEL["other"], rules.TOP
+    parts = {
+        "false label ahead (l. 458)": judge_heads_that(
+            false_ahead, mrr_pairs, heads, f"the false label's values rank it (MRR) at least {ratio:g}x as high as the "
+                                           "true label's rank theirs", clusters),
+        "one label only (l. 666)": judge_heads_that(
+            one_label, concept_pairs, heads, f"one label's values show a related concept in their top {top} at least "
+                                             f"{projects:.0%} of the time, the other label's at most {other:.0%}", clusters),
+    }
+    return rules.judge_together(parts, int(rows.sum()), f"{FIRST} prompts, {s.heads_named(FIRST)}")
+
+
+register(Claim(id="fig5_labels", claim="The value-output matrix does not control the label information flow: in some "
+                                       "in-context heads the false label 'bar' has the higher MRR, and several heads can "
+                                       "only project 'foo' or 'bar' (Fig. 5, Section 6.1)",
+               paper="'bar' above 'foo' (the true label) in heads 29-17 and 30-16; 19-11 and 30-16 project only one label",
+               rule=f"in {FIRST}'s in-context heads (Fig. 5's dataset), two parts: (l. 458) heads whose false-label values "
+                    "rank their own token (Fig. 5's MRR) at least {ratio:g}x as high as the true-label values rank theirs; "
+                    "(l. 666) heads that project one label only: a related concept of one label (Table 1's measure) among "
+                    "the top {TOP} tokens of at least {projects:.0%} of that label's values, and of the other label in at "
+                    "most {other:.0%} of its values. A part replicates where at least {heads:g} heads qualify (the paper "
+                    "names two) and the 95% CI of that count is 1 or more, partly where one head does, does not replicate "
+                    "where none does; the claim replicates where both parts do, does not replicate where neither does "
+                    "even partly, partly otherwise",
+               source=f"{V1}, Section 4.3, Fig. 5: 'the value-output matrix does not control the label information flow, "
+                      "because in in-context heads 29-17 and 30-16, MRR scores of \"bar\" is higher than \"foo\"' (l. 458; "
+                      "'foo' is the true label, l. 445); Section 6.1: 'several in-context heads (such as 19-11 and 30-16) "
+                      "can only project \"foo\" or \"bar\"' (l. 666)",
+               set_on=(f"{ISSUE_57}; the measure its second part reads had not been computed on any model; the first "
+                       "part's, each label's MRR a head, had been drawn by notebook 03 on the bundled model"),
+               unit="parts that replicate", find=fig5_labels, notebooks=("03",), thresholds=ONE_LABEL,
+               **FLOW))
