@@ -12,7 +12,7 @@ from ...studies import label_attention
 from ...studies.label_attention import variant_change
 from ...studies.recency import Effects
 from ...studies.runner import prompt_set
-from ..evidence import FIRST, WORD, Evidence
+from ..evidence import FIRST, NO_SENTENCE_DATA, WORD, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, all_hold, not_tested, together
 from ..rules import Clusters, judge_sign
 from .claim import FLOW, ISSUE_44, RECENCY_CONTROL, SENTENCE_ONLY, V1, Claim, register
@@ -195,7 +195,7 @@ def judge_fig8_9_sentences(imbalanced: Judgement, reordered: Judgement) -> Judge
 
 def fig8_9_sentences(s: Evidence) -> Judgement:
     if not s.sentence:
-        return not_tested("no copy of the sentence datasets here, and no hub")
+        return not_tested(NO_SENTENCE_DATA)
     return judge_fig8_9_sentences(*(variant_finding(s, v, s.sentence) for v in ("imbalanced", "reordered")))
 
 
