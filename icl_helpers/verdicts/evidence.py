@@ -252,7 +252,7 @@ class Evidence:
 
     def _bias(self, measure: str, dataset: str) -> biases.BiasEffect:
         """A bias intervention ("majority" or "recency", `studies.biases`) on the dataset's judged
-        records (`rows`), in its heads (in a relocating view, located on other records)."""
+        records (`rows`), in its heads (held out: located on the other half of the inputs)."""
         return biases.measured_bias(self.m, measure, records_in(self.records(dataset), self.rows(dataset)),
                                     self.heads(dataset), self.setting)
 
