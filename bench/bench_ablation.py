@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from icl_helpers import load_model
 from icl_helpers.core import interventions
 from icl_helpers.core.passes import intervened_accuracy
+from icl_helpers.data.datasets import dataset_records
 from icl_helpers.studies import ablation
 from icl_helpers.studies.in_context_heads import in_context_heads
 from icl_helpers.studies.runner import prompt_set
@@ -47,7 +48,8 @@ def main() -> None:
         locating = prompt_set(m, d, "balanced", N_LOCATE)
         top = in_context_heads(m, locating, 20)
         means = ablation.ablation_means(m, locating.texts)
-        prompts = ablation.evaluation_prompts(d, N_LOCATE, args.n_ablation)
+        records = dataset_records(d, N_LOCATE + args.n_ablation)
+        prompts = ablation.evaluation_prompts(records, torch.arange(len(records)) < N_LOCATE)  # the records after
         intervened_accuracy(m, prompts[:8])  # warm-up
 
         def timed() -> tuple[ablation.AblationRuns, float]:

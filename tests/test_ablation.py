@@ -1,6 +1,7 @@
 """Label mixing, accuracy under a per-batch intervention, and the causal check: its ablations, prompts, protocol and curves."""
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pandas as pd
@@ -10,18 +11,17 @@ import torch
 from icl_helpers import ICLModel
 from icl_helpers.core.heads import same_layer_random_heads, top_heads
 from icl_helpers.core.interventions import Intervention
-from icl_helpers.core.passes import intervened_accuracy
+from icl_helpers.core.passes import intervened_accuracies, intervened_accuracy
 from icl_helpers.data.datasets import dataset_records
 from icl_helpers.data.prompts import (
     VARIANTS,
     Record,
-    build_prompt,
-    build_prompts,
     mixed_label_prompts,
     prompt_label_ids,
 )
 from icl_helpers.data.setting import Setting
 from icl_helpers.errors import UsageError
+from icl_helpers.studies import ablation
 from icl_helpers.studies.ablation import (
     AblationRuns,
     ablation_means,
@@ -33,8 +33,9 @@ from icl_helpers.studies.ablation import (
     one_percent,
 )
 from icl_helpers.studies.accuracy import accuracy
+from icl_helpers.studies.head_types import input_halves
 from icl_helpers.studies.in_context_heads import located
-from icl_helpers.studies.runner import prompt_set
+from icl_helpers.studies.runner import accuracies_result, prompt_set
 from icl_helpers.verdicts.evidence import WORD, Evidence
 from icl_helpers.verdicts.rules import RANDOM_DRAWS
 from tests.conftest import close, logprob_scale, small_model
@@ -108,11 +109,17 @@ def test_ablation_runs_are_the_ablated_model(llama):
         ablation_means(llama, [prompts[0].text], "resample")
 
 
-def test_evaluation_prompts_follow_the_locating_records():
-    located_on = dataset_records("sentiment_number", 10)
-    evaluated = evaluation_prompts("sentiment_number", 10, 6)
-    assert len(evaluated) == 6 and not {p.text for p in evaluated} & {p.text for p in build_prompts(located_on)}
-    assert evaluated[0].text == build_prompt(dataset_records("sentiment_number", 11)[10]).text
+def test_evaluation_prompts_are_the_records_of_the_other_inputs():
+    """The records the heads are not located on, label words swapped on every other pair: no input
+    is in both halves, though a word dataset's inputs repeat."""
+    records = dataset_records("sentiment_number", 40)
+    locate = input_halves(records, 0)
+    evaluated = evaluation_prompts(records, locate)
+    others = [r for r, keep in zip(records, locate.tolist()) if not keep]
+    assert len({r.input for r in records}) < 40 and len(evaluated) == len(others) == int((~locate).sum())
+    assert [p.text for p in evaluated] == [p.text for p in mixed_label_prompts(others)]
+    assert [p.true_label for p in evaluated[:4]] == ["foo", "foo", "bar", "bar"]
+    assert not {r.input for r in others} & {r.input for r, keep in zip(records, locate.tolist()) if keep}
 
 
 def test_true_prob_is_the_softmax_of_the_true_label(llama):
@@ -135,31 +142,56 @@ def test_one_percent_of_the_heads_is_rounded_up_and_at_most_the_heads_given():
 FOUR = Setting(heads=4)  # the small models have 12 heads
 
 
-def test_the_causal_check_locates_on_the_first_half_and_ablates_on_the_other_records(llama, tmp_path, monkeypatch):
-    """Its heads are the top of the first n/2 located prompts' mean increase, ablated on prompts of
-    records n/2 ... n by their means over those n/2; more numbers of heads leave the others' runs as
-    they are (the same batches and blocks), so a curve shows the very numbers the report judges."""
+def test_the_causal_check_locates_on_one_half_of_the_inputs_and_ablates_on_the_other(llama, tmp_path, monkeypatch):
+    """Its heads are the top of the mean increase over the prompts of the locating half of the inputs
+    (`input_halves`), ablated on prompts of the other half's records by their means over the
+    locating prompts; more numbers of heads leave the others' runs as they are (the same batches and
+    blocks), so a curve shows the very numbers the report judges; a second call reads the cache."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     n, d = 12, "sentiment_number"
     runs = causal_check(llama, [d], n, setting=FOUR, more_ks=[2, 9], n_random=3)[d]
-    ps = prompt_set(llama, d, "balanced", n, setting=FOUR)
-    heads = top_heads(located(llama, ps).head[:6].mean(0), 4)
-    want = ablation_runs(llama, evaluation_prompts(d, 6, 6, setting=FOUR), heads, [1, 2, 4], 3, 0,
-                         ablation_means(llama, ps.texts[:6]))
+    records, ps = FOUR.records(d, n), prompt_set(llama, d, "balanced", n, setting=FOUR)
+    locate = input_halves(records, 0)
+    heads = top_heads(located(llama, ps).head[locate].mean(0), 4)
+    want = ablation_runs(llama, evaluation_prompts(records, locate, FOUR), heads, [1, 2, 4], 3, 0,
+                         ablation_means(llama, [t for t, keep in zip(ps.texts, locate.tolist()) if keep]))
     pd.testing.assert_frame_equal(runs.curves(), want.curves(), check_exact=True)  # the same runs, same batches
     judged = causal_check(llama, [d], n, setting=FOUR, n_random=3)[d]
     assert list(judged.top) == [1, 4]  # the 1% of 12 heads, and all 4
     curve = runs.curves()
     pd.testing.assert_frame_equal(judged.curves(), curve[curve["k"].isin([0, 1, 4])].reset_index(drop=True),
                                   check_exact=True)
+    monkeypatch.setattr(ablation, "ablation_accuracies", lambda *a, **k: pytest.fail("ran the ablations again"))
+    again = causal_check(llama, [d], n, setting=FOUR, n_random=3)[d]
+    pd.testing.assert_frame_equal(again.curves(), judged.curves(), check_exact=True)  # read from the cache
 
 
 def test_the_report_judges_the_causal_check_notebook_08_plots(llama, tmp_path, monkeypatch):
     """One protocol: the report's runs are `causal_check`'s on the word datasets, pooled."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     runs = causal_check(llama, WORD, 8, setting=FOUR, n_random=RANDOM_DRAWS)
-    pooled = Evidence(llama, 8, 2, 0, None, setting=FOUR).ablations()
+    pooled = Evidence(llama, 8, 2, 0, None, setting=FOUR).ablations("word")
     pd.testing.assert_frame_equal(pooled.curves(), AblationRuns.cat(list(runs.values())).curves(), check_exact=True)
+
+
+def test_accuracies_are_kept_under_their_prompts_and_key(llama, tmp_path, monkeypatch):
+    """The passes of prompts that are not a prompt set are read again under the same prompts and key, and
+    run again under another key, or the same texts with the other label true (a text does not say which)."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    prompts, calls = mixed_label_prompts(RECORDS), []
+
+    def compute() -> list:
+        calls.append(1)
+        return intervened_accuracies(llama, prompts, [None, Intervention.ablated(llama, [(1, 2)])])
+    first = accuracies_result("test", llama, prompts, compute, heads=[(1, 2)])
+    again = accuracies_result("test", llama, prompts, compute, heads=[(1, 2)])
+    assert len(calls) == 1 and len(again) == 2 and all(torch.equal(a.true_logit, b.true_logit) for a, b in zip(first, again))
+    assert torch.equal(again[1].predictions, first[1].predictions) and again[0].true_prob is not None
+    accuracies_result("test", llama, prompts, compute, heads=[(1, 3)])
+    swapped = [replace(p, true_label=p.false_label, false_label=p.true_label) for p in prompts]
+    assert [p.text for p in swapped] == [p.text for p in prompts]
+    accuracies_result("test", llama, swapped, compute, heads=[(1, 2)])
+    assert len(calls) == 3
 
 
 def test_curve_table_and_ends():
@@ -174,8 +206,3 @@ def test_curve_table_and_ends():
     close(ends["random: sd"], 0.13**0.5)  # the sample sd of 0.8, 0.6 and 0.1
 
 
-@pytest.mark.parametrize("dataset", ["sentiment_number", "animal_country"])
-def test_the_causal_checks_locating_prompts_open_the_located_set(dataset):
-    """The report reads the heads of the first n/2 balanced prompts from the located n."""
-    half, whole = (build_prompts(dataset_records(dataset, n)) for n in (10, 21))
-    assert [p.text for p in half] == [p.text for p in whole[:10]]

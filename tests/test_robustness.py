@@ -156,7 +156,7 @@ def test_settings_reach_the_studies_and_keep_their_own_cache_entries(small, word
                         rf"__prompts={prompts_hash(main_ps.texts)}\.pt", result_file("locate", small, main_ps).name)
     assert result_file("locate", small, pen_ps) != result_file("locate", small, main_ps)
     assert all(" : pen " in t or " : sky " in t for t in pen_ps.texts)
-    ids = ["fig3_4", "fig8", "majority_bias"]
+    ids = ["fig3_4", "fig8", "majority_bias_words"]
     main_run = findings.report(small, 12, 2, announce=lambda step: None, ids=ids)
     names = {p.name for p in (word_only / "results").glob("finding__*.json")}
     assert len(names) == 3 and not any("setting=" in n for n in names)

@@ -1,11 +1,13 @@
 """The causal check (EMNLP version), one protocol for notebook 08's curves and the report's verdict.
 
-`causal_check` locates each dataset's in-context heads on the first half of its balanced prompts
-and ablates the top k of them (mean ablation by default: each head's output set to its mean over
-the prompts the heads were located on; zero as an option) and, as a baseline, k random heads
-matched to them layer by layer in 20 draws, on prompts of the other half's records
-(`evaluation_prompts`); it measures top-1, ranked (true above false) and the true label's
-probability, each run under its ablation batch by batch (`core.passes`).
+`causal_check` splits each dataset's records by input (`head_types.input_halves`: half the
+distinct inputs of each class, drawn with the seed, the held-out view's split), locates the
+in-context heads on the balanced prompts of one half and ablates the top k of them (mean ablation
+by default: each head's output set to its mean over those prompts; zero as an option) and, as a
+baseline, k random heads matched to them layer by layer in 20 draws, on prompts of the other
+half's records (`evaluation_prompts`): no input is both located on and evaluated. It measures
+top-1, ranked (true above false) and the true label's probability, each run under its ablation
+batch by batch (`core.passes`), the runs kept in the results cache (`runner.accuracies_result`).
 """
 from __future__ import annotations
 
@@ -17,15 +19,17 @@ from typing import Sequence
 import pandas as pd
 import torch
 
+from ..cache import prompts_hash
 from ..core.heads import Head, same_layer_random_heads, top_heads
 from ..core.interventions import Intervention, head_means
 from ..core.passes import Accuracy, intervened_accuracies
-from ..data.prompts import Prompt, mixed_label_prompts
+from ..data.prompts import Prompt, Record, mixed_label_prompts
 from ..data.setting import MAIN, Setting
 from ..errors import UsageError
 from ..model.loading import ICLModel
+from .head_types import input_halves, records_in
 from .in_context_heads import located
-from .runner import prompt_set
+from .runner import accuracies_result, prompt_set
 
 IN_CONTEXT, RANDOM = "top in-context heads", "random heads"  # the `heads` column of `AblationRuns.curves`
 ABLATIONS = ("mean", "zero")  # what an ablated head's output is set to
@@ -44,15 +48,11 @@ def ablation_means(m: ICLModel, texts: list[str], ablation: str = "mean") -> tor
     return head_means(m, texts) if ablation == "mean" else None
 
 
-def evaluation_prompts(dataset: str, n_locate: int, n: int, seed: int = 0, data_dir: str | Path | None = None,
-                       setting: Setting = MAIN) -> list[Prompt]:
-    """n prompts of the records after the first n_locate (those the heads are located on),
-    label words swapped on every other pair (`mixed_label_prompts`), in the setting's label words,
-    separator and demonstrations a class. The prompts differ from the locating ones; a word
-    dataset repeats inputs (174 and 227 distinct words in 1,000 records), so a word can be an
-    input of both, with other demonstrations."""
-    records = setting.records(dataset, n_locate + n, seed, data_dir)[n_locate:]
-    return mixed_label_prompts(records, setting.variant("balanced"))
+def evaluation_prompts(records: Sequence[Record], locate: torch.Tensor, setting: Setting = MAIN) -> list[Prompt]:
+    """The prompts of the records that `locate` [N] bool leaves out (those the heads are not located
+    on), label words swapped on every other pair (`mixed_label_prompts`), in the setting's label
+    words, separator and demonstrations a class."""
+    return mixed_label_prompts(records_in(records, ~locate), setting.variant("balanced"))
 
 
 @dataclass
@@ -63,6 +63,12 @@ class AblationRuns:
     plain: Accuracy
     top: dict[int, Accuracy]  # k -> the first k in-context heads ablated
     random: dict[int, list[Accuracy]]  # k -> per draw, its first k heads ablated
+
+    @classmethod
+    def of(cls, accs: Sequence[Accuracy], ks: Sequence[int], n_random: int) -> "AblationRuns":
+        """The runs `ablation_accuracies` gives, in its order: plain, the top k for each k, then each k's draws."""
+        random = iter(accs[1 + len(ks):])
+        return cls(accs[0], dict(zip(ks, accs[1:1 + len(ks)])), {k: [next(random) for _ in range(n_random)] for k in ks})
 
     @classmethod
     def cat(cls, parts: Sequence["AblationRuns"]) -> "AblationRuns":
@@ -102,14 +108,18 @@ def ablation_runs(
     A random draw takes, for each head of `top`, another head of its layer
     (`same_layer_random_heads`, seed + draw): its first k heads match the top k layer by layer.
     """
+    return AblationRuns.of(ablation_accuracies(m, prompts, top, ks, n_random, seed, means, batch_size), ks, n_random)
+
+
+def ablation_accuracies(m: ICLModel, prompts: Sequence[Prompt], top: Sequence[Head], ks: Sequence[int], n_random: int = 20,
+                        seed: int = 0, means: torch.Tensor | None = None, batch_size: int = 32) -> list[Accuracy]:
+    """`ablation_runs`'s passes as one list: plain, the top k for each k, then for each k its n_random draws."""
     if not ks or min(ks) < 1 or max(ks) > len(top):
         raise UsageError(f"Numbers of heads to ablate must lie between 1 and the {len(top)} heads given, not {list(ks)}.")
     draws = [same_layer_random_heads(top, m.arch.n_heads, seed + d) for d in range(n_random)]
     sets = [top[:k] for k in ks] + [d[:k] for k in ks for d in draws]
-    accs = intervened_accuracies(m, prompts, [None] + [Intervention.ablated(m, h, means) for h in sets], batch_size,
+    return intervened_accuracies(m, prompts, [None] + [Intervention.ablated(m, h, means) for h in sets], batch_size,
                                  f"ablation ({len(prompts)} prompts)")
-    plain, top_k, random = accs[0], accs[1 : 1 + len(ks)], iter(accs[1 + len(ks) :])
-    return AblationRuns(plain, dict(zip(ks, top_k)), {k: [next(random) for _ in draws] for k in ks})
 
 
 def one_percent(m: ICLModel, given: Sequence[Head] | None = None) -> int:
@@ -121,22 +131,30 @@ def one_percent(m: ICLModel, given: Sequence[Head] | None = None) -> int:
 def causal_check(m: ICLModel, datasets: Sequence[str], n: int, seed: int = 0, data_dir: str | Path | None = None,
                  setting: Setting = MAIN, given: Sequence[Head] | None = None, more_ks: Sequence[int] = (),
                  n_random: int = 20, ablation: str = "mean") -> dict[str, AblationRuns]:
-    """The causal check on each dataset of n balanced prompts (`runner.prompt_set`, in the
-    setting): its top `setting.heads` heads (or the heads given) located on the first n // 2, the
-    first 1% of the model's heads (`one_percent`) and all of them ablated on prompts of its other
-    n - n // 2 records (`evaluation_prompts`), beside n_random layer-matched random draws
-    (`ablation_runs`). more_ks: other numbers of heads to ablate as well (a curve; the other runs'
-    results do not depend on them). Mean ablation by the heads' means over the locating prompts,
-    or zero. Keyed by dataset."""
+    """The causal check on each dataset's n records (in the setting), split by input (`input_halves`
+    with the seed): its top `setting.heads` heads (or the heads given) located on the balanced prompts
+    of one half (those rows of `runner.prompt_set`'s), the first 1% of the model's heads (`one_percent`)
+    and all of them ablated on prompts of the other half's records (`evaluation_prompts`), beside
+    n_random layer-matched random draws (`ablation_runs`). more_ks: other numbers of heads to ablate
+    as well (a curve; the other runs' results do not depend on them). Mean ablation by the heads'
+    means over the locating prompts, or zero. Keyed by dataset; each dataset's runs are cached
+    (`runner.accuracies_result`): a report judged again does not run them again."""
     check_ablation(ablation)
     runs = {}
     for d in datasets:
-        locating = prompt_set(m, d, "balanced", n, seed, data_dir, setting)
-        heads = list(given) if given else top_heads(located(m, locating).head[: n // 2].mean(0), setting.heads)
+        records = setting.records(d, n, seed, data_dir)
+        locate = input_halves(records, seed)
+        balanced = prompt_set(m, d, "balanced", n, seed, data_dir, setting)
+        heads = list(given) if given else top_heads(located(m, balanced).head[locate].mean(0), setting.heads)
         ks = sorted({one_percent(m, given), len(heads), *(k for k in more_ks if k < len(heads))})
-        evaluated = evaluation_prompts(d, n // 2, n - n // 2, seed, data_dir, setting)
-        means = ablation_means(m, locating.texts[: n // 2], ablation)
-        runs[d] = ablation_runs(m, evaluated, heads, ks, n_random, seed, means)
+        evaluated = evaluation_prompts(records, locate, setting)
+        texts = [t for t, keep in zip(balanced.texts, locate.tolist()) if keep]
+
+        def compute() -> list[Accuracy]:
+            return ablation_accuracies(m, evaluated, heads, ks, n_random, seed, ablation_means(m, texts, ablation))
+        accs = accuracies_result("causal-check", m, evaluated, compute, heads=heads, ks=ks, n_random=n_random, seed=seed,
+                                 ablation=ablation, locating=prompts_hash(texts))
+        runs[d] = AblationRuns.of(accs, ks, n_random)
     return runs
 
 

@@ -7,21 +7,23 @@ input in a re-ordered prompt. The bias rate is how often the model predicts the 
 label among the prompts where that label is wrong. With two labels in a prompt, every
 wrong answer that is a label is the biased one, so the share of wrong predictions naming
 it is reported beside the rate: it counts how many wrong answers are some other token.
+Each intervention's passes are kept in the results cache (`runner.accuracies_result`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import pandas as pd
 import torch
 
 from ..core.heads import Head
 from ..core.interventions import Intervention
-from ..core.passes import intervened_accuracies
+from ..core.passes import Accuracy, intervened_accuracies
 from ..data.prompts import Prompt, Record, majority_labels, mixed_label_prompts, nearest_labels, prompt_label_ids
 from ..data.setting import MAIN, Setting
 from ..model.loading import ICLModel
+from .runner import accuracies_result
 
 
 @dataclass(frozen=True)
@@ -117,19 +119,18 @@ def bias_effect(
     biased: Sequence[Prompt],
     biased_labels: Sequence[str | None],
     standard: Sequence[Prompt],
-    intervention: Intervention,
-    batch_size: int = 32,
+    passes: Callable[[Sequence[Prompt]], Sequence[Accuracy]],
 ) -> BiasEffect:
     """The bias on `biased` prompts (against `biased_labels`, one of each prompt's label words
-    or None) with and without `intervention`, and the top-1 accuracy it costs on `standard`
-    prompts (the blocks before its first layer run once a batch for both)."""
+    or None) with and without an intervention, and the top-1 accuracy it costs on `standard`
+    prompts. passes(prompts): their `Accuracy` plainly and with the intervention."""
     true_ids, false_ids = prompt_label_ids(m.tokenizer, biased)
     is_true = torch.tensor([w == p.true_label for w, p in zip(biased_labels, biased)], dtype=torch.bool)
     named = torch.tensor([w is not None for w in biased_labels], dtype=torch.bool)
     target = torch.where(is_true, true_ids, false_ids).masked_fill(~named, -1)  # -1: no biased label (a tie)
     runs = {}
     for name, prompts in (("biased", biased), ("standard", standard)):
-        runs[name], runs[name + "+"] = intervened_accuracies(m, prompts, [None, intervention], batch_size)
+        runs[name], runs[name + "+"] = passes(prompts)
     count = {name: bias_count(runs[name].predictions, runs[name].true_id, target) for name in ("biased", "biased+")}
     exposed = exposed_to_bias(runs["biased"].true_id, target)
     flags = torch.stack([exposed, *(exposed & (runs[name].predictions == target) for name in ("biased", "biased+"))], 1)
@@ -142,17 +143,35 @@ def bias_effect(
     )
 
 
+# measure -> the variant that shows the bias, each prompt's biased label, the intervention against it
+BIASES = {"majority": ("imbalanced", majority_labels, Intervention.balanced_labels),
+          "recency": ("reordered", nearest_labels, Intervention.position_free_labels)}
+
+
+def measured_bias(m: ICLModel, measure: str, records: Sequence[Record], heads: Sequence[Head], setting: Setting = MAIN,
+                  batch_size: int = 32) -> BiasEffect:
+    """The bias `measure` ("majority" or "recency", `BIASES`) on its variant's prompts of `records`,
+    plainly and with its intervention in `heads`, and the accuracy it costs on balanced prompts; every
+    prompt's label words swapped on every other pair (`mixed_label_prompts`), in the setting's label
+    words, separator and demonstrations a class. The blocks before the intervention's first layer run
+    once a batch for both passes, which are cached under the measure, the prompts and the heads."""
+    variant, biased_labels, intervention = BIASES[measure]
+    standard, biased = (mixed_label_prompts(records, setting.variant(v)) for v in ("balanced", variant))
+
+    def passes(prompts: Sequence[Prompt]) -> list[Accuracy]:
+        return accuracies_result(f"{measure}-bias", m, prompts, lambda: intervened_accuracies(
+            m, prompts, [None, intervention(m, heads)], batch_size), heads=list(heads))
+    return bias_effect(m, biased, biased_labels(biased), standard, passes)
+
+
 def majority_bias(m: ICLModel, records: Sequence[Record], heads: Sequence[Head], setting: Setting = MAIN) -> BiasEffect:
     """Majority-label bias on imbalanced prompts of `records`, plainly and with the label
-    attention of `heads` balanced (`balanced_labels`); accuracy cost on balanced prompts; the
-    prompts in the setting's label words, separator and demonstrations a class."""
-    standard, imbalanced = (mixed_label_prompts(records, setting.variant(v)) for v in ("balanced", "imbalanced"))
-    return bias_effect(m, imbalanced, majority_labels(imbalanced), standard, Intervention.balanced_labels(m, heads))
+    attention of `heads` balanced (`balanced_labels`); accuracy cost on balanced prompts
+    (`measured_bias`)."""
+    return measured_bias(m, "majority", records, heads, setting)
 
 
 def recency_bias(m: ICLModel, records: Sequence[Record], heads: Sequence[Head], setting: Setting = MAIN) -> BiasEffect:
     """Recency bias on re-ordered prompts of `records`, plainly and with position-free label
-    keys in `heads` (`position_free_labels`); accuracy cost on balanced prompts; the prompts in
-    the setting's label words, separator and demonstrations a class."""
-    standard, reordered = (mixed_label_prompts(records, setting.variant(v)) for v in ("balanced", "reordered"))
-    return bias_effect(m, reordered, nearest_labels(reordered), standard, Intervention.position_free_labels(m, heads))
+    keys in `heads` (`position_free_labels`); accuracy cost on balanced prompts (`measured_bias`)."""
+    return measured_bias(m, "recency", records, heads, setting)

@@ -198,6 +198,11 @@ def input_halves(records: Sequence[Record], seed: int = 0) -> torch.Tensor:
     return chosen
 
 
+def records_in(records: Sequence[Record], rows: torch.Tensor) -> list[Record]:
+    """The records where rows [N] bool is True (a half of `input_halves`, or its other), in order."""
+    return [r for r, keep in zip(records, rows.tolist()) if keep]
+
+
 def mapped_prompts(records: Sequence[Record], setting: Setting = MAIN) -> list[Prompt]:
     """The balanced prompt of each record, its label pair swapped on every other record of its
     direction, so that each label mapping (class -> label word) meets queries of both classes."""
@@ -219,7 +224,7 @@ def score_and_eval(m: ICLModel, dataset: str, n: int = 1000, seed: int = 0, data
     score = input_halves(records, seed)
     sets = []
     for name, keep in (("mapped-score", score), ("mapped-eval", ~score)):
-        chosen = [r for r, k in zip(records, keep.tolist()) if k]
+        chosen = records_in(records, keep)
         prompts = mapped_prompts(chosen, setting)
         sets.append(PromptSet(dataset, name, seed, prompts, [r.direction for r in chosen],
                               find_positions(m.tokenizer, prompts)))

@@ -10,7 +10,7 @@ import copy
 import functools
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import ClassVar, Sequence
+from typing import Callable, ClassVar, Sequence
 
 import torch
 
@@ -23,14 +23,15 @@ from ..errors import Unjudgeable
 from ..model.adapters.base import Arch
 from ..model.loading import ICLModel
 from ..studies import ablation, biases, recency
-from ..studies.head_types import input_halves
+from ..studies.head_types import input_halves, records_in
 from ..studies.in_context_heads import answered_correctly, in_context_heads, located, shared_heads
 from ..studies.runner import PromptSet, prompt_set
 from .rules import RANDOM_DRAWS
 
 WORD = ["sentiment_number", "animal_country"]
 SENTENCE = ["sst2", "trec", "agnews", "ethos"]
-FIRST = WORD[0]  # the dataset of the single-dataset claims (Table 1, Figs. 2, 5, the biases)
+NO_SENTENCE_DATA = "no copy of the sentence datasets here, and no hub"  # why a claim on them alone is not tested
+FIRST = WORD[0]  # the dataset of the single-dataset claims (Table 1, Figs. 2, 5, the biases' word rows)
 # The paper's running example (Table 1, Fig. 2), "love : bar like : bar eight : foo two : foo one :" (`EXAMPLE`), as
 # a record with one more demonstration a class in front, for a setting of three a class (`example`).
 EXAMPLE_RECORD = Record("one", "number", "sentiment", ("three", "eight", "two"), ("happy", "love", "like"))
@@ -228,13 +229,14 @@ class Evidence:
         ids: dict[str, int] = {}
         return torch.tensor([ids.setdefault(r.input, len(ids)) for r in self.records(dataset)])
 
-    def clusters(self, datasets: Sequence[str]) -> torch.Tensor:
-        """[rows]: the distinct input of each judged record of the datasets, pooled in order
-        (numbered apart from one dataset to the next): what an interval resamples."""
+    def clusters(self, datasets: Sequence[str], rows: Callable[[str], torch.Tensor] | None = None) -> torch.Tensor:
+        """[rows]: the distinct input of each judged record of the datasets (or of the records
+        rows(dataset) [N] bool picks), pooled in order (numbered apart from one dataset to the
+        next): what an interval resamples."""
         parts, base = [], 0
         for d in datasets:
             ids = self.inputs(d)
-            parts.append(ids[self.rows(d)] + base)
+            parts.append(ids[(rows or self.rows)(d)] + base)
             base += len(ids)
         return torch.cat(parts)
 
@@ -274,22 +276,33 @@ class Evidence:
             return list(self.given), "the heads given"
         return shared_heads({d: self.heads(d) for d in WORD}, self.mean_increase(WORD))
 
-    def _ablations(self) -> ablation.AblationRuns:
-        """The causal check's runs (`studies.ablation.causal_check`, notebook 08's), pooled over the
-        word datasets: per dataset, its top heads (or the heads given) located on the first n/2 of
-        its balanced prompts, the first 1% and all of them mean-ablated on prompts of its other n/2
-        records, against RANDOM_DRAWS layer-matched draws."""
-        if self.n < 4:
-            raise Unjudgeable("too few prompts: the causal check needs at least 4 a word dataset, half to locate "
-                              "the heads, half to evaluate them")
-        runs = ablation.causal_check(self.m, WORD, self.n, self.seed, self.data_dir, self.setting, self.given,
+    def datasets_of(self, kind: str) -> list[str]:
+        """The datasets of a kind: "word" (WORD) or "sentence" (those at hand, `sentence`)."""
+        return list(WORD) if kind == "word" else self.sentence
+
+    def _ablations(self, kind: str) -> ablation.AblationRuns:
+        """The causal check's runs (`studies.ablation.causal_check`, notebook 08's) on the datasets
+        of a kind ("word", "sentence"), pooled: per dataset, its top heads (or the heads given)
+        located on the prompts of the held-out view's locating half (`halves`: half the distinct
+        inputs of each class), the first 1% and all of them mean-ablated on prompts of the other
+        half's records (the rows `evaluated` picks), against RANDOM_DRAWS layer-matched draws."""
+        datasets = self.datasets_of(kind)
+        for d in datasets:
+            self.halves(d)  # enough records on both sides, or Unjudgeable
+        n = self.n if kind == "word" else self.sentence_n
+        runs = ablation.causal_check(self.m, datasets, n, self.seed, self.data_dir, self.setting, self.given,
                                      n_random=RANDOM_DRAWS)
         return ablation.AblationRuns.cat(list(runs.values()))
 
-    def _bias(self, measure: str) -> biases.BiasEffect:
-        """A bias intervention ("majority" or "recency", `studies.biases`) in FIRST's heads, on its records."""
-        effect = {"majority": biases.majority_bias, "recency": biases.recency_bias}[measure]
-        return effect(self.m, self.records(FIRST), self.heads(FIRST), self.setting)
+    def evaluated(self, dataset: str) -> torch.Tensor:
+        """[N] bool: the records the causal check ablates on (the other half of `halves`)."""
+        return ~self.halves(dataset)
+
+    def _bias(self, measure: str, dataset: str) -> biases.BiasEffect:
+        """A bias intervention ("majority" or "recency", `studies.biases`) on the dataset's judged
+        records (`rows`), in its heads (held out: located on the other half of the inputs)."""
+        return biases.measured_bias(self.m, measure, records_in(self.records(dataset), self.rows(dataset)),
+                                    self.heads(dataset), self.setting)
 
     def shared(self) -> tuple[list[Head], str]:
         """Appendix B's heads: in every sentence dataset's in-context heads (or the heads given), and a line saying which."""

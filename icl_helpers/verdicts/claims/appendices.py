@@ -11,7 +11,7 @@ from ...model.loading import ICLModel
 from ...stats import bootstrap_ci, spearman
 from ...studies import label_attention, mrr, order, subvalues
 from .. import rules
-from ..evidence import FIRST, Evidence
+from ..evidence import FIRST, NO_SENTENCE_DATA, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, not_tested
 from ..rules import RANDOM_DRAWS, Clusters
 from .claim import FLOW, ISSUE_57, SENTENCE_ONLY, V1, Claim, register
@@ -30,7 +30,7 @@ def sentence_finding(judges: Sequence[str], pick: Callable[[Evidence], tuple[lis
     each sentence dataset (its correct-only rows in that view), judged together."""
     def find(s: Evidence) -> Judgement:
         if not s.sentence:
-            return not_tested("no copy of the sentence datasets here, and no hub")
+            return not_tested(NO_SENTENCE_DATA)
         if llama_only and s.m.arch.family != "llama":
             return not_tested(f"Appendix D is about LLaMA; {s.m.name} is not a Llama-family model")
         heads, which = pick(s)

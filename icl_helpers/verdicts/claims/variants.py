@@ -15,7 +15,7 @@ from ...studies import label_attention
 from ...studies.label_attention import label_shift
 from ...studies.recency import Effects
 from ...studies.runner import PromptSet, prompt_set
-from ..evidence import FIRST, WORD, Evidence
+from ..evidence import FIRST, NO_SENTENCE_DATA, WORD, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, all_hold, not_tested, together
 from ..rules import Clusters, judge_at_least
 from .claim import ABSTRACT_ONLY, EMNLP, FLOW, ISSUE_44, ISSUE_57, SENTENCE_ONLY, V1, Claim, register
@@ -243,11 +243,9 @@ def judge_fig8_9_sentences(imbalanced: Judgement, reordered: Judgement) -> Judge
 
 def fig8_9_sentences(s: Evidence) -> Judgement:
     if not s.sentence:
-        return not_tested(NO_SENTENCES)
+        return not_tested(NO_SENTENCE_DATA)
     return judge_fig8_9_sentences(*(variant_finding(s, v, s.sentence) for v in VARIANTS))
 
-
-NO_SENTENCES = "no copy of the sentence datasets here, and no hub"
 
 register(Claim(id="fig8_9_sentences", claim="Our extension: Figs. 8 and 9 on the sentence datasets",
                paper="not in the paper: its Figs. 8-11 are on sentiment/number",
@@ -326,7 +324,7 @@ def prediction_shift_finding(s: Evidence, datasets: Sequence[str]) -> Judgement:
 
 def prediction_shift(s: Evidence) -> Judgement:
     if not s.sentence:
-        return not_tested(NO_SENTENCES)
+        return not_tested(NO_SENTENCE_DATA)
     return prediction_shift_finding(s, s.sentence)
 
 
