@@ -667,7 +667,7 @@ def test_report_covers_every_claim_and_its_numbers_are_the_studies(small, tmp_pa
     evaluated = sum(int((~input_halves(MAIN.records(d, 24), 0)).sum()) for d in evidence.WORD)  # the other half's inputs
     assert by["causal_words"].n == evaluated < 48 and "20 draws" in by["causal_words"].why
     assert "with the top 1 in-context heads" in by["causal_words"].why
-    assert by["majority_bias_words"].n == 24 and by["majority_bias_words"].held_out.n == int((~input_halves(
+    assert by["majority_bias_words"].n == 24 and by["majority_bias_words"].views["held_out"].n == int((~input_halves(
         MAIN.records("sentiment_number", 24), 0)).sum())
     json.dumps([f.to_dict() for f in found])
     assert findings.report(small, 24, 2, announce=lambda step: None, ids=["fig6", "fig2"]) == [by["fig6"], by["fig2"]]

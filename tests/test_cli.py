@@ -230,8 +230,9 @@ def test_a_reports_header_says_what_its_intervals_and_views_do(saved, tmp_path, 
     header = md.read_text().split("\n\n")[1]
     assert header.startswith("12 prompts a word dataset, ") and "95% percentile bootstrap" in header
     assert f"{DRAWS:,} draws over the distinct inputs" in header and f"fewer than {MIN_CLUSTERS} distinct inputs" in header
-    assert "*held out*: judged on the records a stand-in picks." in header
+    assert "*held out*: judged on the records a stand-in picks;" in header
     assert "*correct prompts only*: the prompts the model answers correctly" in header
+    assert "*the paper's share of heads*: every prompt, in the top heads at the paper's share" in header
 
 
 def test_compare_checks_its_files_before_torch_loads(tmp_path):
