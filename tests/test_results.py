@@ -9,11 +9,23 @@ from icl_helpers.model.offline import OFFLINE_MODELS
 from icl_helpers.verdicts import claims, robustness
 from icl_helpers.verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES
 
-RESULTS = sorted((Path(__file__).parents[1] / "results").glob("report-*.json"))
+ROOT = Path(__file__).parents[1] / "results"
+RESULTS = sorted(ROOT.glob("report-*.json"))
+RESTATED = ROOT / "earlier" / "restated"  # the paper-scale reports of the claims before they were judged again (2026-11-27)
 
 
-def test_the_paper_scale_report_is_committed_and_each_report_names_its_model():
-    assert "report-smollm2-135m-n1000.json" in [p.name for p in RESULTS]
+def test_every_offline_model_has_its_quick_report_and_a_paper_scale_one_current_or_earlier():
+    """Each offline model's quick report (64 word, 16 sentence prompts) judges the current claims; its paper-scale
+    report does too, or, while it is recomputed after the claims changed, the earlier one is kept and said to be."""
+    names = {p.name for p in RESULTS}
+    for model in OFFLINE_MODELS:
+        assert f"report-{model}-n64.json" in names, model
+        assert f"report-{model}-n1000.json" in names or (RESTATED / f"report-{model}-n1000.json").exists(), model
+    if not all(f"report-{model}-n1000.json" in names for model in OFFLINE_MODELS):
+        assert "being recomputed" in (ROOT / "earlier" / "README.md").read_text()
+
+
+def test_each_report_names_its_model():
     for path in RESULTS:
         report = json.loads(path.read_text())
         assert path.name == f"report-{report['model']}-n{report['n']}.json"
@@ -27,8 +39,11 @@ def test_a_committed_report_covers_every_claim_of_the_registry_as_it_states_it(p
     for c in report["claims"]:
         registered = claims.CLAIMS[c["id"]]
         assert (c["claim"], c["paper"], c["source"]) == (registered.claim, registered.paper, registered.source)
-        if c["id"] == "app_d" and c["verdict"] == NOT_TESTED:  # Appendix D, on a model outside LLaMA's layout
-            assert "not a Llama-family model" in c["why"]
+        if c["id"] == "app_d" and c["verdict"] == NOT_TESTED and "not a Llama-family model" in c["why"]:
+            pass  # Appendix D, on a model outside LLaMA's layout
+        elif c["verdict"] == NOT_TESTED and c["view"] == "correct_only" and report["sentence_n"] < 100:
+            # a quick report's few sentence prompts answered correctly: too few for the headline, all prompts beside
+            assert c["why"].startswith("too few prompts") and c["views"]["all"]["verdict"] != NOT_TESTED, c["id"]
         else:
             assert c["verdict"] in (REPLICATES, PARTLY, FAILS), c["id"]  # every other claim tested
         if c["ci"] is not None:
