@@ -169,7 +169,7 @@ def percentiles(scores: torch.Tensor) -> torch.Tensor:
     """[L, H]: the share of the other heads each head outscores (1: the top head), ties by order."""
     n = scores.numel()
     ranks = scores.flatten().double().argsort().argsort().view(scores.shape)
-    return ranks / max(n - 1, 1)
+    return ranks.double() / max(n - 1, 1)
 
 
 def membership(scores: dict[str, torch.Tensor], k: int) -> pd.DataFrame:
@@ -407,7 +407,7 @@ class Signature:
         return float(self.mrr.mean()) > p95(self.random_mrr.mean((1, 2))) and self.truth_value > p95(self.random_truth)
 
 
-def _cells(orders: recency.RecencyOrders, heads: Sequence[Head], index: dict[Head, int], rows: torch.Tensor) -> torch.Tensor:
+def set_cells(orders: recency.RecencyOrders, heads: Sequence[Head], index: dict[Head, int], rows: torch.Tensor) -> torch.Tensor:
     """[n, 2, D]: `RecencyOrders.cells` in `heads` (of the orders' heads, `index`), on `rows` [N] bool."""
     picked = replace(orders, heads=list(heads), attention=orders.attention[:, :, [index[tuple(h)] for h in heads]])
     return picked.cells()[rows]
@@ -433,8 +433,8 @@ def signatures(m: ICLModel, study: HeadSetStudy, k: int, n: int, names: Sequence
     for name, heads in study.sets(k, names).items():
         ranks = [layer_matched_mrr(m, evals[d], heads, draws, seed) for d in study.word]
         random_heads = [same_layer_random_heads(heads, m.arch.n_heads, seed + i) for i in range(draws)]
-        cells = torch.cat([_cells(orders[d], heads, index, rows[d]) for d in study.word])
-        random_truth = torch.tensor([recency.fit(torch.cat([_cells(orders[d], r, index, rows[d]) for d in study.word]))[0]
+        cells = torch.cat([set_cells(orders[d], heads, index, rows[d]) for d in study.word])
+        random_truth = torch.tensor([recency.fit(torch.cat([set_cells(orders[d], r, index, rows[d]) for d in study.word]))[0]
                                      for r in random_heads])
         try:
             truth = recency.effects(cells, torch.cat(clusters))
