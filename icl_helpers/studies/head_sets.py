@@ -45,7 +45,7 @@ from ..data.prompts import Prompt, prompt_label_ids
 from ..data.setting import MAIN, Setting
 from ..errors import Unjudgeable, UsageError
 from ..model.loading import ICLModel
-from ..stats import spearman
+from ..stats import mean_ci, spearman
 from . import recency
 from .function_vectors import corrupted_prompts, function_vector_scores, last_outputs
 from .head_types import induction_scores, input_halves, prefix_matching_scores, repeated_sequence_scores, score_and_eval
@@ -260,6 +260,26 @@ class SetAblations:
         rows = [row(n, "set", 0, 0, self.plain) for n in names] + [row(n, "random", d, 0, self.plain) for n in names for d in draws]
         rows += [row(r.set, "set" if r.draw is None else "random", r.draw or 0, r.k, acc) for r, acc in zip(self.runs, self.ablated)]
         return pd.DataFrame(rows)
+
+    def effect_table(self, names: Sequence[str], ks: Sequence[int]) -> pd.DataFrame:
+        """One row a named set and size it was ablated at: top-1 with its first k heads ablated, the
+        layer-matched draws' mean, and the difference (`effect`) with its 95% interval over distinct inputs."""
+        rows = []
+        for name in names:
+            for k in ks:
+                if not any(r.set == name and r.k == k for r in self.runs):
+                    continue
+                top, draws = self.at(name, k)
+                effect = self.effect(name, k)
+                try:
+                    lo, hi = mean_ci(effect, clusters=self.inputs)
+                    ci = f"{lo:+.3f} to {hi:+.3f}"
+                except Unjudgeable:
+                    ci = "too few inputs"
+                rows.append({"set": name, "k": k, "top-1 ablated": top.top1,
+                             "random: mean": float(torch.tensor([d.top1 for d in draws]).mean()),
+                             "beyond random": float(effect.mean()), "95% CI": ci})
+        return pd.DataFrame(rows).set_index(["set", "k"])
 
     def floors(self) -> dict[str, float]:
         """Top-1 accuracy plainly, zero-shot and with shuffled labels."""

@@ -57,7 +57,9 @@ class LiteratureClaim:
     unit: str  # what our number is
     judge: Callable[[HeadSetStudy], Judgement] = field(repr=False)
     thresholds: dict[str, float] = field(default_factory=dict)
+    reads_prompts: bool = True  # judged on the EVAL prompts (with an interval that needs MIN_CLUSTERS inputs)
     set_on: str = RULES_SET
+    notebooks: tuple[str, ...] = ("09",)  # the notebooks that end with its verdict
 
     def __post_init__(self):
         object.__setattr__(self, "rule", self.rule.format(**self.thresholds))
@@ -88,6 +90,11 @@ class LiteratureFinding:
     @property
     def verdict(self) -> str:
         return self.judgement.verdict
+
+
+def claims_of(notebook: str) -> list[str]:
+    """The ids of the literature's claims notebook `notebook` ("09") ends with, in registry order."""
+    return [c.id for c in LITERATURE.values() if notebook in c.notebooks]
 
 
 def judged(study: HeadSetStudy, ids: Sequence[str] | None = None) -> list[LiteratureFinding]:
@@ -174,7 +181,7 @@ register(LiteratureClaim(
          "of any head by {margin}; partly where some head exceeds the null's bar but none reaches {score}; does not "
          "replicate otherwise",
     unit="largest stripe score (attention, at most 1)",
-    judge=judge_induction_exist, thresholds=INDUCTION_EXIST))
+    judge=judge_induction_exist, thresholds=INDUCTION_EXIST, reads_prompts=False))
 
 
 FV_OVER_INDUCTION = {"min_gap": 0.05}
@@ -313,7 +320,7 @@ register(LiteratureClaim(
     rule="at each size, the two top sets share no more heads than chance explains (the chance of sharing as many at "
          "least {p}): replicates at both sizes, partly at one, does not replicate at neither",
     unit="share of the top-k sets shared",
-    judge=judge_distinct, thresholds=DISTINCT))
+    judge=judge_distinct, thresholds=DISTINCT, reads_prompts=False))
 
 
 LATER = {"p": 0.05}
@@ -349,4 +356,4 @@ register(LiteratureClaim(
     rule="at each size, the FV set's mean layer exceeds the induction set's with a one-sided permutation p below {p}: "
          "replicates at both sizes, partly at one, does not replicate at neither",
     unit="layers, FV mean minus induction mean",
-    judge=judge_later, thresholds=LATER))
+    judge=judge_later, thresholds=LATER, reads_prompts=False))
