@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import replace
+from html import escape
 
 import pytest
 import torch
@@ -302,3 +303,47 @@ def test_a_sets_recency_cells_are_the_orders_read_in_its_heads(model):
     rows = torch.tensor([True, False, True, True, False, True])
     want = recency.recency_orders(model, "sentiment_number", heads, 6).cells()[rows]
     exact(hs.set_cells(orders, heads, index, rows), want)  # one pass, indexed: the same numbers
+
+
+# --- what notebook 09 shows ------------------------------------------------------------------
+
+
+def test_the_head_explorer_draws_the_chosen_heads_scores_and_attention():
+    from icl_helpers.studies.label_attention import PromptAttention
+    from icl_helpers.viz import widgets
+
+    g = torch.Generator().manual_seed(3)
+    scores = {name: torch.rand(3, 4, generator=g) for name in hs.SCORES}
+    rows = PromptAttention([list("abcd"), list("abc")], torch.rand(2, 3, 4, 4, generator=g),
+                           torch.tensor([[0, 1, 0, 0], [1, 0, 0, 0]]).bool(), torch.tensor([[1, 0, 0, 0], [0, 1, 0, 0]]).bool())
+    ex = widgets.head_type_explorer(scores, {n: hs.percentiles(s) for n, s in scores.items()}, rows, (1, 2), ["p0", "p1"], "toy")
+    ex.controls["layer"].value, ex.controls["head"].value, ex.controls["prompt"].value = 2, 3, 1
+    left, right = ex.shown.axes[:2]
+    widths = [bar.get_width() for bar in left.patches]
+    assert widths == pytest.approx([float(hs.percentiles(scores[n])[2, 3]) for n in hs.SCORES])
+    heights = [bar.get_height() for bar in right.patches][:3]  # prompt 1 has 3 tokens; its label stubs follow
+    assert heights == pytest.approx(rows.pattern[1, 2, 3, :3].tolist())
+    assert "head 2-3" in ex.shown.get_suptitle() and ex.label.value == "prompt 1: p1"
+
+
+def test_the_literature_table_shows_each_claim_and_marks_reconstructions(monkeypatch, capsys):
+    from icl_helpers.notebook import ENV, notebook_params, verdict_sizes
+    from icl_helpers.viz.verdict_table import LiteratureTable
+
+    every = {name: (18, 18) for name in (*hs.SCORES, *(hs.exclusive(a, b) for a, b in hs.EXCLUSIONS))}
+    findings = lit.judged(fake_study(runs_for(every), [True] * N, [False] * N))
+    table = LiteratureTable(findings)
+    html = table._repr_html_()
+    for f in findings:
+        assert f"<b>{f.id}</b>" in html and escape(f.claim.holds) in html
+    assert html.count("(our reconstruction)") == sum(f.claim.reconstructed for f in findings) > 0
+    assert repr(table) == lit.markdown(findings)
+    for name in ENV.values():
+        monkeypatch.delenv(name, raising=False)
+    verdict_sizes(notebook_params(n_prompts=4), "09")
+    need = lit.fewest_prompts()
+    reading = [c.id for c in lit.LITERATURE.values() if c.reads_prompts]
+    assert capsys.readouterr().out.splitlines() == [
+        f"The verdicts at the end need at least {need} word prompts a dataset (N_PROMPTS).",
+        f"Note: N_PROMPTS = 4 is too few for {len(reading)} of its {len(lit.LITERATURE)} verdicts ({', '.join(reading)}): "
+        "they will read 'not tested: too few prompts'."]

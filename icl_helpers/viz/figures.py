@@ -204,7 +204,7 @@ def _prompt_attention_on(ax: Axes, tokens: Sequence[str], alpha: torch.Tensor, t
     ax.bar(x, alpha.numpy(), color=colors)
     # a stub under the axis at each label position, so a label shows however little attention it gets
     ax.bar(x[is_label], -0.03 * max(float(alpha.max()), 1e-6), color=colors[is_label])
-    ax.set_xticks(x, [visible(t) for t in tokens], rotation=90, fontsize=9, family="monospace")
+    ax.set_xticks(x, [visible(t) for t in tokens], rotation=90, fontsize=10, family="monospace")
     for tick, label, color in zip(ax.get_xticklabels(), is_label, colors):
         tick.set_color(color if label else "black")
     ax.set(xlabel="prompt token (blue: true labels, red: false labels, marked under the axis; ␣ a space)",
@@ -408,7 +408,7 @@ def overlap_diagram(shared: torch.Tensor, rho: torch.Tensor, names: Sequence[str
     the title); right, Spearman's rho of their scores over all N heads (rho [S, S])."""
     S = len(names)
     fig, (left, right) = _fig(min(2.6 * S + 2, MAX_WIDTH), 1.4 + 0.75 * S, ncols=2)
-    wrapped = [textwrap.fill(n, 14) for n in names]
+    wrapped = [textwrap.fill(n, 10) for n in names]
     sns.heatmap(shared.numpy(), ax=left, annot=True, fmt="d", cmap="Greens", vmin=0, vmax=k, xticklabels=wrapped,
                 yticklabels=wrapped, cbar_kws={"label": "shared heads"})
     left.set_title(f"heads shared by the top-{k} sets\n(chance: {k * k / n_heads:.1f} of {k})")
@@ -418,15 +418,15 @@ def overlap_diagram(shared: torch.Tensor, rho: torch.Tensor, names: Sequence[str
     for ax in (left, right):
         ax.tick_params(axis="x", rotation=45)
         ax.tick_params(axis="y", rotation=0)
+        ax.set(xlabel="score", ylabel="score")
     return fig
 
 
 def layer_spread(counts: torch.Tensor, names: Sequence[str]) -> Figure:
     """Where each set lies: heads of each set (rows) in each layer (columns), counts [S, L]."""
-    fig, ax = _fig(min(2.5 + 0.3 * counts.shape[1], MAX_WIDTH), 1 + 0.45 * len(names))
-    sns.heatmap(counts.numpy(), ax=ax, annot=True, fmt="d", cmap="Blues", yticklabels=list(names), cbar=False,
-                annot_kws={"fontsize": 8})
-    ax.set(xlabel="layer", ylabel="", title="heads of each set in each layer")
+    fig, ax = _fig(min(2.5 + 0.35 * counts.shape[1], MAX_WIDTH), 1 + 0.45 * len(names))
+    sns.heatmap(counts.numpy(), ax=ax, annot=True, fmt="d", cmap="Blues", yticklabels=list(names), cbar=False)
+    ax.set(xlabel="layer", ylabel="set", title="heads of each set in each layer")
     return fig
 
 
@@ -447,7 +447,7 @@ def set_ablation_curves(curves: pd.DataFrame, floors: dict[str, float], title: s
     handles = [Line2D([], [], color="black", marker="o", label="the set's first k"),
                Line2D([], [], color=PALETTE[RANDOM], marker="o", label="layer-matched random (+-1 sd)"),
                *axes[0].get_legend_handles_labels()[0]]
-    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8)
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles))
     fig.suptitle(title)
     return fig
 
@@ -464,6 +464,7 @@ def signature_bars(table: pd.DataFrame, title: str) -> Figure:
         ax.bar(x + 0.2, table[mean], width=0.4, color=PALETTE[RANDOM])
         ax.scatter(x + 0.2, table[p95], marker="_", s=300, color="black", zorder=3)
         ax.set_xticks(x, [textwrap.fill(n, 14) for n in table.index], rotation=45, ha="right")
+        ax.set_xlabel("set")
     left.set_yscale("log")
     left.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     left.yaxis.set_minor_formatter(NullFormatter())
@@ -475,7 +476,7 @@ def signature_bars(table: pd.DataFrame, title: str) -> Figure:
     handles = [Patch(color=SET_COLOURS[0], label="the set (colour as in the curves)"),
                Patch(color=PALETTE[RANDOM], label="layer-matched random draws: mean"),
                Line2D([], [], color="black", marker="_", ls="", markersize=15, label="random draws: 95th percentile")]
-    fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8)
+    fig.legend(handles=handles, loc="outside lower center", ncols=3)
     fig.suptitle(title)
     return fig
 
@@ -489,8 +490,9 @@ def head_profile(values: dict[str, tuple[float, float]], tokens: Sequence[str], 
     left, right = fig.subplots(1, 2, width_ratios=[1, max(1.5, 0.07 * len(tokens))])
     names = list(values)
     bars = left.barh(names, [p for _, p in values.values()], color=SET_COLOURS[: len(names)])
-    left.bar_label(bars, labels=[f"{v:.3g}" for v, _ in values.values()], padding=3, fontsize=8)
-    left.set(xlim=(0, 1.35), xticks=[0, 0.5, 1], xlabel="percentile among all heads", title="its scores")
+    left.bar_label(bars, labels=[f"{v:.3g}" for v, _ in values.values()], padding=3)
+    left.set(xlim=(0, 1.5), xticks=[0, 0.5, 1], xlabel="percentile among all heads\n(its score at the bar's end)",
+             ylabel="score", title="its scores")
     left.invert_yaxis()
     _prompt_attention_on(right, tokens, alpha, true, false)
     right.set_title("its attention from the last position")
