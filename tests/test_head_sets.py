@@ -347,3 +347,28 @@ def test_the_literature_table_shows_each_claim_and_marks_reconstructions(monkeyp
         f"The verdicts at the end need at least {need} word prompts a dataset (N_PROMPTS).",
         f"Note: N_PROMPTS = 4 is too few for {len(reading)} of its {len(lit.LITERATURE)} verdicts ({', '.join(reading)}): "
         "they will read 'not tested: too few prompts'."]
+
+
+def test_the_ablation_mean_pools_every_score_prompt(model, tmp_path, monkeypatch):
+    """One mean over the prompts of every set given (both label mappings, every dataset), not a mean of
+    the sets' means nor one set's: the sets here hold 2 and 3 prompts."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    ps = fv_prompt_set(model)
+    rest = replace(ps, prompts=ps.prompts[2:], directions=ps.directions[2:], positions=ps.positions[2:])
+    z, _ = fv.last_outputs(model, ps.texts)  # [5, L, H, dh]
+    got = hs.last_position_means(model, [ps.first(2), rest])
+    close(got, z.double().mean(0).float(), scale=float(z.abs().max()))
+    assert (got - (z[:2].mean(0) + z[2:].mean(0)) / 2).abs().max() > 1e-3  # the mean of the two means differs
+
+
+def test_a_half_with_no_record_says_so_and_the_eval_half_stands_alone(model):
+    """Two records hold one input a class: the SCORE half (half of each class's inputs, rounded down) is
+    empty, which is said; a dataset only evaluated on (the sentence datasets) takes its EVAL half alone."""
+    from icl_helpers.errors import UsageError
+    from icl_helpers.studies import head_types as ht
+
+    with pytest.raises(UsageError, match="2 records of sentiment_number leave its mapped-score half empty"):
+        ht.score_and_eval(model, "sentiment_number", 2)
+    alone, (_, held) = ht.eval_half(model, "sentiment_number", 12), ht.score_and_eval(model, "sentiment_number", 12)
+    assert alone.texts == held.texts and alone.variant == held.variant == "mapped-eval"
+    assert len(ht.eval_half(model, "sentiment_number", 2)) == 2

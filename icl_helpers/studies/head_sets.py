@@ -48,7 +48,14 @@ from ..model.loading import ICLModel
 from ..stats import mean_ci, spearman
 from . import recency
 from .function_vectors import corrupted_prompts, function_vector_scores, last_outputs
-from .head_types import induction_scores, input_halves, prefix_matching_scores, repeated_sequence_scores, score_and_eval
+from .head_types import (
+    eval_half,
+    induction_scores,
+    input_halves,
+    prefix_matching_scores,
+    repeated_sequence_scores,
+    score_and_eval,
+)
 from .in_context_heads import answered_correctly, located
 from .mrr import layer_matched_mrr
 from .runner import PromptSet, study_result
@@ -399,7 +406,7 @@ def head_set_study(m: ICLModel, word: Sequence[str], n: int, sizes: Sequence[int
     curve = {name: all_ks if name in (*SCORES, GIVEN) else sizes for name in ranked}  # exclusive sets: at the sizes
     runs = ablation_plan(ranked, curve, m.arch.n_heads, n_random, seed)
     means = last_position_means(m, [s for s, _ in halves.values()], batch_size)
-    evaluated = {d: e for d, (_, e) in halves.items()} | {d: score_and_eval(m, d, sentence_n, seed, data_dir, setting)[1]
+    evaluated = {d: e for d, (_, e) in halves.items()} | {d: eval_half(m, d, sentence_n, seed, data_dir, setting)
                                                           for d in sentence}
     ablations = {d: set_ablations(m, ps, runs, means, seed, batch_size) for d, ps in evaluated.items()}
     return HeadSetStudy(m.name, m.arch.n_layers, m.arch.n_heads, scores, ranked, tuple(sizes), all_ks, n_random,
@@ -443,7 +450,7 @@ def signatures(m: ICLModel, study: HeadSetStudy, k: int, n: int, names: Sequence
     evals, orders, rows, clusters = {}, {}, {}, []
     for d in study.word:
         records = setting.records(d, n, seed, data_dir)
-        evals[d] = score_and_eval(m, d, n, seed, data_dir, setting)[1]
+        evals[d] = eval_half(m, d, n, seed, data_dir, setting)
         orders[d] = recency.recency_orders(m, d, every, n, seed, data_dir, setting)
         rows[d] = ~input_halves(records, seed)
         numbers: dict[str, int] = {}
