@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 from contextlib import nullcontext
 from dataclasses import dataclass, fields
-from typing import Callable, ContextManager, NamedTuple, Sequence
+from typing import Callable, ContextManager, Sequence
 
 import torch
 
@@ -131,7 +131,8 @@ def intervened_accuracy(m: ICLModel, prompts: Sequence[Prompt], intervention: In
     return intervened_accuracies(m, prompts, [intervention], batch_size)[0]
 
 
-class LastRun(NamedTuple):
+@dataclass(frozen=True)
+class LastRun:
     """One edited run of `last_token_passes`: `rows` rows a prompt, blocks `start`..L-1 run, under
     edit(prompts [b]), the context a batch of b prompts' b * rows rows runs in (row i * rows + j:
     prompt i's run j; the last token is each row's only position)."""
