@@ -133,10 +133,29 @@ def ablated(m: ICLModel, heads: Heads, means: torch.Tensor | None = None) -> Ite
 
 
 def _replace_heads(args: tuple, drop: torch.Tensor, fill: torch.Tensor) -> tuple:
-    """args[0] z [B, T, H*dh] with heads `drop` [H] set to `fill` [H, dh]."""
+    """args[0] z [B, T, H*dh] with heads `drop` [H] (or [B, 1, H]: each row's own) set to `fill` [H, dh]."""
     z = args[0]
     per_head = z.view(*z.shape[:-1], *fill.shape)
-    return (torch.where(drop[:, None], fill, per_head).flatten(-2), *args[1:])
+    return (torch.where(drop[..., None], fill, per_head).flatten(-2), *args[1:])
+
+
+@contextmanager
+def ablated_rows(m: ICLModel, drop: torch.Tensor, means: torch.Tensor | None = None) -> Iterator[None]:
+    """`ablated` with heads of each row's own: row r of a batch of R rows has the heads where
+    drop[r] [L, H] bool (drop [R, L, H]) replaced at every position, by zero or by `means` [L, H, dh];
+    e.g. many head sets ablated at once, a set a row (`core.passes.last_token_passes`)."""
+    arch = check_model(m).arch
+    if drop.shape[1:] != (arch.n_layers, arch.n_heads):
+        raise UsageError(f"Heads to drop a row must be [rows, {arch.n_layers}, {arch.n_heads}], not {tuple(drop.shape)}.")
+    hooks: list[Hook] = []
+    for l in drop.any(0).any(1).nonzero().flatten().tolist():
+        module = arch.attn_out(l)
+        device = execution_device(module)
+        fill = (torch.zeros(arch.n_heads, arch.d_head) if means is None else means[l]).to(device, module.weight.dtype)
+        rows = drop[:, l, None].to(device)  # [R, 1, H]: every position of a row alike
+        hooks.append((module, "pre", lambda mod, args, rows=rows, fill=fill: _replace_heads(args, rows, fill)))
+    with attached(hooks), _active(m):
+        yield
 
 
 @runs_model

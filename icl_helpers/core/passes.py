@@ -6,12 +6,18 @@ batches of similar length (`length_batches`), each batch encoded once and run on
 computed once a batch for all of them (`model.prefix`), so ablating heads of layers 23-29
 costs a quarter of a pass. A label's token id is the first token of " " + the label word
 (`data.prompts.label_token_ids`).
+
+Where every run changes the last position alone (a patch or an ablation there), nothing before it
+differs from the plain pass: `last_token_passes` keeps each prompt's keys and values once and runs
+only the last token under each edit, many rows a prompt on the batch axis (function vectors, the
+head sets' ablations).
 """
 from __future__ import annotations
 
+import copy
 from contextlib import nullcontext
 from dataclasses import dataclass, fields
-from typing import Callable, Sequence
+from typing import Callable, ContextManager, Sequence
 
 import torch
 
@@ -123,3 +129,68 @@ def intervened_accuracy(m: ICLModel, prompts: Sequence[Prompt], intervention: In
                         batch_size: int = 32) -> Accuracy:
     """`intervened_accuracies` under one intervention (None: the plain model)."""
     return intervened_accuracies(m, prompts, [intervention], batch_size)[0]
+
+
+@dataclass(frozen=True)
+class LastRun:
+    """One edited run of `last_token_passes`: `rows` rows a prompt, blocks `start`..L-1 run, under
+    edit(prompts [b]), the context a batch of b prompts' b * rows rows runs in (row i * rows + j:
+    prompt i's run j; the last token is each row's only position)."""
+
+    rows: int
+    start: int
+    edit: Callable[[torch.Tensor], ContextManager[None]]
+
+
+def _fresh(cache):
+    """A copy of a transformers cache whose layers a pass can extend without changing `cache`'s
+    (each layer's update binds new tensors to its copy)."""
+    out = copy.copy(cache)
+    out.layers = [copy.copy(layer) for layer in cache.layers]
+    return out
+
+
+@runs_model
+def last_token_passes(m: ICLModel, texts: Sequence[str], runs: Sequence[LastRun],
+                      read: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], batch_size: int = 32,
+                      bar: str | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """(plain [N, ...], one [N, rows, ...] a run): read(logits [b, r, V], prompts [b]) -> [b, r, ...]
+    at the last position of each prompt, plainly (r = 1) and under each of `runs`. Prompts of one
+    length, batch_size at a time, run once without their last token (keeping every layer's keys
+    and values) and once their last token (keeping each block's input there); a run is then a
+    one-token pass of the last token, repeated `rows` times a prompt, through its blocks over the
+    kept keys and values: exact where an edit changes nothing before the last position. bar: a
+    progress bar's label (None: none)."""
+    L = m.arch.n_layers
+    lengths = torch.tensor([len(ids) for ids in m.tokenizer(list(texts))["input_ids"]])
+    if int(lengths.min()) < 2:
+        raise UsageError("A prompt of one token has no positions before its last to keep: give longer prompts.")
+    groups = [rows for length in lengths.unique() for rows in (lengths == length).nonzero().flatten().split(batch_size)]
+    plain: torch.Tensor | None = None
+    outs: list[torch.Tensor | None] = [None] * len(runs)
+
+    def store(into: torch.Tensor | None, rows: torch.Tensor, got: torch.Tensor) -> torch.Tensor:
+        got = got.cpu()
+        into = torch.empty(len(texts), *got.shape[1:], dtype=got.dtype) if into is None else into
+        into[rows] = got
+        return into
+
+    for rows, batch in walk(list(texts), groups, bar or "", bar is not None):
+        ids = m.encode(batch)["input_ids"]  # one length: no padding
+        b = len(rows)
+        keys = m.model.base_model(input_ids=ids[:, :-1], use_cache=True).past_key_values
+        inputs: dict[int, torch.Tensor] = {}
+        with block_inputs(m, range(1, L), inputs):
+            logits = m.model(input_ids=ids[:, -1:], past_key_values=_fresh(keys), use_cache=True).logits[:, -1]
+        plain = store(plain, rows, read(logits.float()[:, None], rows)[:, 0])
+        wide: dict[int, object] = {}  # rows a prompt -> the kept keys and values repeated so
+        for i, run in enumerate(runs):
+            if run.rows not in wide:
+                wide[run.rows] = _fresh(keys)
+                wide[run.rows].batch_repeat_interleave(run.rows)
+            x = resumed(m, run.start, inputs[run.start].repeat_interleave(run.rows, 0)) if run.start else nullcontext()
+            with run.edit(rows), x:
+                logits = m.model(input_ids=ids[:, -1:].repeat_interleave(run.rows, 0), past_key_values=_fresh(wide[run.rows]),
+                                 use_cache=True).logits[:, -1]
+            outs[i] = store(outs[i], rows, read(logits.float().view(b, run.rows, -1), rows))
+    return plain, outs

@@ -28,10 +28,9 @@ the engine of the ablations instead (`core.passes.accuracies`: every position, o
 """
 from __future__ import annotations
 
-import copy
 import itertools
 import random
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Iterator, Sequence
 
@@ -40,12 +39,11 @@ import torch
 from ..core.batching import length_batches, walk
 from ..core.decompose import decompose
 from ..core.interventions import Intervention
-from ..core.passes import accuracies
+from ..core.passes import LastRun, accuracies, last_token_passes
 from ..data.prompts import Prompt, prompt_label_ids
 from ..errors import UsageError
 from ..model.hooks import attached
 from ..model.loading import ICLModel, runs_model
-from ..model.prefix import block_inputs, resumed
 from ..model.weights import execution_device
 from .runner import PromptSet, study_result
 
@@ -214,43 +212,23 @@ def patched_probs(m: ICLModel, texts: Sequence[str], gold: torch.Tensor, fill: t
     return plain, torch.stack([run.true_prob.view(n, H) for run in runs[1:]], 1).log()
 
 
-def _fresh(cache):
-    """A copy of a transformers cache whose layers a pass can extend without changing `cache`'s
-    (each layer's update binds new tensors to its copy)."""
-    out = copy.copy(cache)
-    out.layers = [copy.copy(layer) for layer in cache.layers]
-    return out
-
-
-@runs_model
 def last_token_probs(m: ICLModel, texts: Sequence[str], gold: torch.Tensor, fill: torch.Tensor,
                      batch_size: int = 32, bar: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """`patched_probs` by one-token passes: prompts of one length, batch_size at a time, run once
-    without their last token (keeping every layer's keys and values) and once its last token
-    (keeping each block's input there); then, for each layer l, the last token of each prompt
-    repeated once a head, row h patching head h, through blocks l..L-1 over the kept keys and values."""
+    """`patched_probs` by one-token passes (`core.passes.last_token_passes`): for each layer l, the
+    last token of each prompt repeated once a head, row h patching head h, through blocks l..L-1
+    over the prompt's kept keys and values."""
     L, H = m.arch.n_layers, m.arch.n_heads
-    n = len(texts)
-    lengths = torch.tensor([len(ids) for ids in m.tokenizer(list(texts))["input_ids"]])
-    if int(lengths.min()) < 2:
-        raise UsageError("A prompt of one token has no positions before its last to keep: give longer prompts.")
-    plain, patched_ = torch.empty(n), torch.empty(n, L, H)
-    groups = [rows for length in lengths.unique() for rows in (lengths == length).nonzero().flatten().split(batch_size)]
-    for rows, batch in walk(list(texts), groups, bar or "", bar is not None):
-        ids = m.encode(batch)["input_ids"]  # one length: no padding
-        b, target = len(rows), gold[rows].to(m.device)
-        keys = m.model.base_model(input_ids=ids[:, :-1], use_cache=True).past_key_values
-        inputs: dict[int, torch.Tensor] = {}
-        with block_inputs(m, range(1, L), inputs):
-            logits = m.model(input_ids=ids[:, -1:], past_key_values=_fresh(keys), use_cache=True).logits[:, -1]
-        plain[rows] = logits.float().log_softmax(-1)[torch.arange(b), target].cpu()
-        wide = _fresh(keys)
-        wide.batch_repeat_interleave(H)
-        last, heads = ids[:, -1:].repeat_interleave(H, 0), torch.arange(b * H) % H
-        for layer in range(L):
-            x = resumed(m, layer, inputs[layer].repeat_interleave(H, 0)) if layer else nullcontext()
-            with patched(m, layer, heads, torch.zeros(b * H, dtype=torch.long), fill[rows, layer].flatten(0, 1)), x:
-                logits = m.model(input_ids=last, past_key_values=_fresh(wide), use_cache=True).logits[:, -1]
-            logp = logits.float().log_softmax(-1)[torch.arange(b * H), target.repeat_interleave(H)]
-            patched_[rows, layer] = logp.view(b, H).cpu()
-    return plain, patched_
+
+    def at(layer: int) -> LastRun:
+        def edit(rows: torch.Tensor):
+            b = len(rows)
+            return patched(m, layer, torch.arange(b * H) % H, torch.zeros(b * H, dtype=torch.long),
+                           fill[rows, layer].flatten(0, 1))
+        return LastRun(H, layer, edit)
+
+    def read(logits: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:  # [b, r, V] -> [b, r]
+        target = gold[rows].to(logits.device)[:, None, None].expand(-1, logits.shape[1], 1)
+        return logits.log_softmax(-1).gather(-1, target)[..., 0]
+
+    plain, per_layer = last_token_passes(m, texts, [at(l) for l in range(L)], read, batch_size, bar)
+    return plain, torch.stack(per_layer, 1)

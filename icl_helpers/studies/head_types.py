@@ -216,16 +216,30 @@ def mapped_prompts(records: Sequence[Record], setting: Setting = MAIN) -> list[P
     return out
 
 
+def half_set(m: ICLModel, dataset: str, records: Sequence[Record], keep: torch.Tensor, name: str, seed: int = 0,
+             setting: Setting = MAIN) -> PromptSet:
+    """The records where keep [N] bool, as the prompt set `name` of their `mapped_prompts`; a UsageError
+    where none is kept."""
+    chosen = records_in(records, keep)
+    if not chosen:
+        raise UsageError(f"{len(records)} records of {dataset} leave its {name} half empty (the split takes half the "
+                         "distinct inputs of each class, rounded down): give more records.")
+    prompts = mapped_prompts(chosen, setting)
+    return PromptSet(dataset, name, seed, prompts, [r.direction for r in chosen], find_positions(m.tokenizer, prompts))
+
+
 def score_and_eval(m: ICLModel, dataset: str, n: int = 1000, seed: int = 0, data_dir: str | Path | None = None,
                    setting: Setting = MAIN) -> tuple[PromptSet, PromptSet]:
     """(SCORE, EVAL): the n records of a dataset split by input (`input_halves`), each half's
     prompts `mapped_prompts` (variant "mapped-score" and "mapped-eval")."""
     records = setting.records(dataset, n, seed, data_dir)
     score = input_halves(records, seed)
-    sets = []
-    for name, keep in (("mapped-score", score), ("mapped-eval", ~score)):
-        chosen = records_in(records, keep)
-        prompts = mapped_prompts(chosen, setting)
-        sets.append(PromptSet(dataset, name, seed, prompts, [r.direction for r in chosen],
-                              find_positions(m.tokenizer, prompts)))
-    return sets[0], sets[1]
+    return (half_set(m, dataset, records, score, "mapped-score", seed, setting),
+            half_set(m, dataset, records, ~score, "mapped-eval", seed, setting))
+
+
+def eval_half(m: ICLModel, dataset: str, n: int = 1000, seed: int = 0, data_dir: str | Path | None = None,
+              setting: Setting = MAIN) -> PromptSet:
+    """`score_and_eval`'s EVAL half alone (a dataset only evaluated on, whose SCORE half may be empty)."""
+    records = setting.records(dataset, n, seed, data_dir)
+    return half_set(m, dataset, records, ~input_halves(records, seed), "mapped-eval", seed, setting)

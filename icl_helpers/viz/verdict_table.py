@@ -1,6 +1,7 @@
 """A notebook's verdicts as one readable table: each claim whole and wrapped, the paper's
 number, ours with its interval and unit, N and the verdict, why in short (`short_reason`); then, under the
-table, each claim's whole reason and the rule its verdict follows, as prose."""
+table, each claim's whole reason and the rule its verdict follows, as prose. `VerdictTable` shows the
+paper's claims, `LiteratureTable` the literature's (`verdicts.literature`) in the same style."""
 from __future__ import annotations
 
 import html
@@ -10,7 +11,9 @@ from typing import Sequence
 
 from ..verdicts.claims import CLAIMS, VIEWS, Finding, markdown
 from ..verdicts.claims.tables import columns, view_cell
-from ..verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES, ours_text
+from ..verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES, Judgement, ours_text
+from ..verdicts.literature import LiteratureFinding
+from ..verdicts.literature import markdown as literature_markdown
 
 COLOURS = {REPLICATES: "#1a7f37", PARTLY: "#9a6700", FAILS: "#cf222e", NOT_TESTED: "#57606a"}
 CELL = "text-align: left; vertical-align: top; white-space: normal"
@@ -70,11 +73,43 @@ class VerdictTable:
                 f"<p>Why, claim by claim, and the rule each verdict follows:</p><ul>{reasons}</ul>")
 
 
+@dataclass(frozen=True)
+class LiteratureTable:
+    """The literature's claims judged (`verdicts.literature.judged`) as a notebook shows them: as
+    `VerdictTable`, with whether our measure reconstructs the paper's; its markdown elsewhere."""
+
+    findings: Sequence[LiteratureFinding]
+
+    def __repr__(self) -> str:
+        return literature_markdown(self.findings)
+
+    def _repr_html_(self) -> str:
+        head = ["claim", "the paper", "ours (95% CI)", "N", "verdict", "why, in short"]
+        rows = "".join(
+            f"<tr>{_cell(f'<b>{f.id}</b>: ' + html.escape(f.claim.claim))}"
+            f"{_cell(html.escape(f.claim.paper) + (' <i>(our reconstruction)</i>' if f.claim.reconstructed else ''))}"
+            f"{_cell(_with_unit(f.judgement, f.claim.unit))}"
+            f"{_cell('-' if f.judgement.n is None else str(f.judgement.n))}"
+            f"{_cell(f'<b>{html.escape(f.verdict)}</b>', f'color: {COLOURS[f.verdict]}')}"
+            f"{_cell(html.escape(short_reason(f.judgement.why)))}</tr>" for f in self.findings)
+        reasons = "".join(f"<li><b>{f.id}</b> ({html.escape(f.verdict)}): {html.escape(f.judgement.why)}. "
+                          f"<i>Rule</i>: {html.escape(f.claim.rule)} (set {html.escape(f.claim.set_on)}). "
+                          f"<i>Source</i>: {html.escape(f.claim.holds)}.</li>" for f in self.findings)
+        header = "".join(f'<th style="{CELL}">{html.escape(h)}</th>' for h in head)
+        return (f"<table><thead><tr>{header}</tr></thead><tbody>{rows}</tbody></table>"
+                f"<p>Why, claim by claim, and the rule each verdict follows:</p><ul>{reasons}</ul>")
+
+
+def _with_unit(j: Judgement | Finding, unit: str) -> str:
+    """Our number, its interval and its unit (in grey under them) as a cell's HTML."""
+    if j.ours is None:
+        return "-"
+    return f'{html.escape(ours_text(j))}<br><span style="color: #57606a">{html.escape(unit)}</span>'
+
+
 def _ours(f: Finding) -> str:
     """Our number, its interval and its unit (in grey under them) as a cell's HTML."""
-    if f.ours is None:
-        return "-"
-    return f'{html.escape(ours_text(f))}<br><span style="color: #57606a">{html.escape(CLAIMS[f.id].unit)}</span>'
+    return _with_unit(f, CLAIMS[f.id].unit)
 
 
 def _cell(inner: str, style: str = "") -> str:

@@ -194,3 +194,18 @@ def layer_explorer(loc: LocateResult, texts: Sequence[str], title: str) -> Explo
         return figures.layer_increase(loc.attn[prompt], loc.ffn[prompt], f"{title}, prompt {prompt}")
 
     return Explorer(draw, prompt_slider(len(texts)), prompt_caption(texts))
+
+
+def head_type_explorer(scores: dict[str, torch.Tensor], percentiles: dict[str, torch.Tensor], rows: PromptAttention,
+                       start: Head, texts: Sequence[str], title: str) -> Explorer:
+    """Any head: its score and percentile among all heads in each head type's score (scores,
+    percentiles: name -> [L, H]), and its attention from the last position over a prompt (rows: the
+    prompts' attention rows, texts their texts); title: model and prompts."""
+    def draw(layer: int, head: int, prompt: int):
+        T = len(rows.tokens[prompt])
+        values = {name: (float(s[layer, head]), float(percentiles[name][layer, head])) for name, s in scores.items()}
+        return figures.head_profile(values, rows.tokens[prompt], rows.pattern[prompt, layer, head, :T],
+                                    rows.true[prompt, :T], rows.false[prompt, :T], (layer, head), f"{title}, prompt {prompt}")
+
+    L, H = rows.pattern.shape[1:3]
+    return any_head(draw, L, H, start, texts)

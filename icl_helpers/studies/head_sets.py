@@ -1,0 +1,486 @@
+"""Head sets of equal size by each head type's score, side by side: their overlaps and layers, the
+accuracy lost when each is ablated against layer-matched random heads, and the two-tower signature
+in each.
+
+Every head of the model is scored five ways (`head_scores`), [L, H] each:
+
+* in-context: the paper's mean log-probability increase at the last position (`in_context_heads`),
+  over the SCORE half's prompts the model answers correctly (all of them where it answers none);
+* induction, prefix-matching and previous-token: attention on repeated random token sequences
+  (`head_types`), with the induction score's null on sequences whose copies share no id;
+* function-vector: Todd et al.'s average indirect effect in probability (`function_vectors`), on
+  the same SCORE prompts (the correct ones, where any).
+
+Scores read the SCORE half of each word dataset's records, split by distinct input
+(`head_types.score_and_eval`), averaged over the datasets; everything causal reads the EVAL half
+(and the sentence datasets' EVAL halves, tasks the scores never saw, as Yin & Steinhardt's held-out
+tasks). A score's set of size k is its first k heads (`rankings`); an exclusive set "A, not B" is
+A's ranking without B's top `exclude` heads, so that it shares no head with any set of B's up to
+that size (Yin & Steinhardt's ablation with exclusion).
+
+Ablation (`set_ablations`): each set's heads have their z at the last position set to their mean
+there over every SCORE prompt pooled (both label mappings and both word datasets: a mean that
+carries no mapping, `last_position_means`); nothing before the last position changes, so every
+set, size and random draw is a one-token pass over each prompt's kept keys and values
+(`core.passes.last_token_passes`), the sets on the batch axis. The control of a set draws, for each
+of its heads, another head of its layer (`core.heads.same_layer_random_heads`), seeded draw by
+draw; the floors are the zero-shot prompt (the input alone) and the prompt with its labels re-dealt
+so that no mapping is left (`function_vectors.corrupted_prompts`).
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+import torch
+
+from ..core.heads import Head, head_mask, head_name, same_layer_random_heads, top_heads
+from ..core.interventions import ablated_rows, first_layer
+from ..core.passes import Accuracy, LastRun, last_token_passes
+from ..data.prompts import Prompt, prompt_label_ids
+from ..data.setting import MAIN, Setting
+from ..errors import Unjudgeable, UsageError
+from ..model.loading import ICLModel
+from ..stats import mean_ci, spearman
+from . import recency
+from .function_vectors import corrupted_prompts, function_vector_scores, last_outputs
+from .head_types import (
+    eval_half,
+    induction_scores,
+    input_halves,
+    prefix_matching_scores,
+    repeated_sequence_scores,
+    score_and_eval,
+)
+from .in_context_heads import answered_correctly, located
+from .mrr import layer_matched_mrr
+from .runner import PromptSet, study_result
+
+IN_CONTEXT, INDUCTION, PREFIX, PREVIOUS, FV = "in-context", "induction", "prefix-matching", "previous-token", "function-vector"
+SCORES = (IN_CONTEXT, INDUCTION, PREFIX, PREVIOUS, FV)
+EXCLUSIONS = ((IN_CONTEXT, FV), (FV, IN_CONTEXT), (INDUCTION, FV), (FV, INDUCTION))  # (A, B): "A, not B"
+GIVEN = "heads given"  # the set of the heads a user names, beside the scored ones
+ROWS = 512  # one-token rows a pass of `set_ablations` holds at most (prompts x sets)
+
+
+def exclusive(a: str, b: str) -> str:
+    """The name of set a without b's top heads: "in-context, not function-vector"."""
+    return f"{a}, not {b}"
+
+
+# --- scores -----------------------------------------------------------------------------------
+
+
+@dataclass
+class HeadScores:
+    """Every head scored each way of SCORES ([L, H] each), the induction score's null, and the SCORE
+    prompts the scores that read the gold label averaged, a word dataset."""
+
+    scores: dict[str, torch.Tensor]  # name -> [L, H]
+    null: torch.Tensor  # [L, H]: the induction score on P + R + R'
+    scored: dict[str, int]  # dataset -> SCORE prompts averaged (those answered correctly, or all where none is)
+    total: dict[str, int]  # dataset -> SCORE prompts
+
+
+def head_scores(m: ICLModel, score_sets: dict[str, PromptSet], n_sequences: int = 200, length: int = 50,
+                seed: int = 0, batch_size: int = 32) -> HeadScores:
+    """Each head's five scores (see the module) on the SCORE prompt sets given (dataset -> its
+    SCORE half) and on n_sequences random sequences of `length` ids; each part cached by its study."""
+    increase, effect, scored = [], [], {}
+    for d, ps in score_sets.items():
+        right = answered_correctly(m, ps)
+        rows = right if right.any() else torch.ones_like(right)
+        increase.append(located(m, ps, batch_size).head[rows].mean(0))
+        effect.append(function_vector_scores(m, ps, seed, bool(right.any()), batch_size).prob)
+        scored[d] = int(rows.sum())
+    repeated = repeated_sequence_scores(m, n_sequences, length, 2, seed, batch_size=batch_size)
+    scores = {IN_CONTEXT: torch.stack(increase).mean(0), INDUCTION: repeated["repeat"],
+              PREFIX: prefix_matching_scores(m, n_sequences, length, seed, batch_size=batch_size),
+              PREVIOUS: repeated["previous"], FV: torch.stack(effect).mean(0)}
+    null = induction_scores(m, n_sequences, length, seed, null=True, batch_size=batch_size)
+    return HeadScores(scores, null, scored, {d: len(ps) for d, ps in score_sets.items()})
+
+
+def rankings(scores: dict[str, torch.Tensor], exclude: int, given: Sequence[Head] | None = None) -> dict[str, list[Head]]:
+    """Name -> every head, best first: each score's ranking, each exclusive set's of EXCLUSIONS (A's
+    ranking without B's top `exclude` heads) and, where heads are given, GIVEN (in their order). The
+    set of size k is a ranking's first k."""
+    ranked = {name: top_heads(s, s.numel()) for name, s in scores.items()}
+    for a, b in EXCLUSIONS:
+        if a in ranked and b in ranked:
+            excluded = set(ranked[b][:exclude])
+            ranked[exclusive(a, b)] = [h for h in ranked[a] if h not in excluded]
+    return ranked | ({GIVEN: list(given)} if given else {})
+
+
+def heads_at(ranked: dict[str, list[Head]], k: int, names: Sequence[str] = SCORES) -> dict[str, list[Head]]:
+    """The sets of size k (each ranking's first k) of the rankings named."""
+    return {name: ranked[name][:k] for name in names if name in ranked}
+
+
+# --- overlaps and layers ----------------------------------------------------------------------
+
+
+def chance_overlap(shared: int, k: int, n: int) -> float:
+    """The hypergeometric probability that two sets of k of n heads drawn at random share at
+    least `shared` heads (a permutation test's exact p-value)."""
+    total = math.comb(n, k)
+    return sum(math.comb(k, x) * math.comb(n - k, k - x) for x in range(shared, k + 1)) / total
+
+
+def overlap_table(scores: dict[str, torch.Tensor], k: int) -> pd.DataFrame:
+    """One row a pair of scores: the heads their top-k sets share, Jaccard, the share expected by
+    chance (k^2 / N heads), the chance of sharing as many (`chance_overlap`), and Spearman's rho of
+    the two scores over all N heads."""
+    names = list(scores)
+    n = next(iter(scores.values())).numel()
+    rows = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            top_a, top_b = set(top_heads(scores[a], k)), set(top_heads(scores[b], k))
+            shared = len(top_a & top_b)
+            rows.append({"scores": f"{a} / {b}", "shared": shared, "jaccard": shared / len(top_a | top_b),
+                         "chance": k * k / n, "p (chance)": chance_overlap(shared, k, n),
+                         "spearman": spearman(scores[a], scores[b])})
+    return pd.DataFrame(rows).set_index("scores")
+
+
+def rank_correlations(scores: dict[str, torch.Tensor]) -> torch.Tensor:
+    """[S, S]: Spearman's rho of each pair of scores over all heads."""
+    values = list(scores.values())
+    return torch.tensor([[spearman(a, b) for b in values] for a in values])
+
+
+def layer_counts(sets: dict[str, Sequence[Head]], n_layers: int) -> torch.Tensor:
+    """[S, L] long: how many heads of each set lie in each layer."""
+    return torch.stack([torch.bincount(torch.tensor([l for l, _ in heads], dtype=torch.long), minlength=n_layers)
+                        for heads in sets.values()])
+
+
+def set_table(sets: dict[str, Sequence[Head]]) -> pd.DataFrame:
+    """One row a set: its heads (layer-head), lowest, median and highest layer."""
+    rows = []
+    for name, heads in sets.items():
+        layers = torch.tensor([l for l, _ in heads], dtype=torch.float)
+        rows.append({"set": name, "heads": len(heads), "lowest layer": int(layers.min()),
+                     "median layer": float(layers.median()), "highest layer": int(layers.max()),
+                     "members": ", ".join(map(head_name, heads))})
+    return pd.DataFrame(rows).set_index("set")
+
+
+def percentiles(scores: torch.Tensor) -> torch.Tensor:
+    """[L, H]: the share of the other heads each head outscores (1: the top head), ties by order."""
+    n = scores.numel()
+    ranks = scores.flatten().double().argsort().argsort().view(scores.shape)
+    return ranks.double() / max(n - 1, 1)
+
+
+def membership(scores: dict[str, torch.Tensor], k: int) -> pd.DataFrame:
+    """The top-k in-context heads, one row each, best first: their percentile in every score, and
+    whether each is also in another score's top k."""
+    heads = top_heads(scores[IN_CONTEXT], k)
+    rows = []
+    for h in heads:
+        row = {"head": head_name(h)}
+        for name, s in scores.items():
+            row[f"{name} percentile"] = float(percentiles(s)[h])
+        for name, s in scores.items():
+            if name != IN_CONTEXT:
+                row[f"{name} head"] = h in set(top_heads(s, k))
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("head")
+
+
+# --- causal effects ---------------------------------------------------------------------------
+
+
+def last_position_means(m: ICLModel, score_sets: Sequence[PromptSet], batch_size: int = 32) -> torch.Tensor:
+    """[L, H, dh]: every head's z at the last position averaged over every prompt of the sets
+    pooled (both label mappings, every dataset: no mapping survives the mean), each set's sum cached."""
+    sums = [study_result("last-position-sums", m, ps, lambda ps=ps: {"sum": last_outputs(m, ps.texts, batch_size)[0]
+                                                                         .double().sum(0)})["sum"] for ps in score_sets]
+    return (torch.stack(sums).sum(0) / sum(len(ps) for ps in score_sets)).float()
+
+
+def zero_shot(prompt: Prompt) -> str:
+    """The prompt's input alone, with its separator: "one :"."""
+    return prompt.text[prompt.labels[-1][1] + 1:] if prompt.labels else prompt.text
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """One run: the first k heads of a set ablated (draw None), or of its d-th layer-matched draw."""
+
+    set: str
+    k: int
+    draw: int | None
+    heads: tuple[Head, ...]
+
+
+@dataclass
+class SetAblations:
+    """Per-prompt results at the last position of N EVAL prompts of one dataset (or several, `cat`):
+    plain, under each `Ablation`, and the two floors."""
+
+    dataset: str
+    runs: list[Ablation]
+    plain: Accuracy
+    ablated: list[Accuracy]  # one a run
+    zero_shot: Accuracy  # the input alone
+    shuffled: Accuracy  # labels re-dealt so that no mapping is left; the gold label the clean prompt's
+    inputs: torch.Tensor  # [N] long: each prompt's distinct input (numbered apart across datasets)
+
+    @classmethod
+    def cat(cls, parts: Sequence[SetAblations], name: str) -> SetAblations:
+        """The prompts of several datasets' runs (the same runs), in order, their inputs numbered apart."""
+        base = torch.tensor([0, *(int(p.inputs.max()) + 1 for p in parts[:-1])]).cumsum(0)
+        return cls(name, parts[0].runs, Accuracy.cat([p.plain for p in parts]),
+                   [Accuracy.cat([p.ablated[i] for p in parts]) for i in range(len(parts[0].runs))],
+                   Accuracy.cat([p.zero_shot for p in parts]), Accuracy.cat([p.shuffled for p in parts]),
+                   torch.cat([p.inputs + b for p, b in zip(parts, base.tolist())]))
+
+    def at(self, name: str, k: int) -> tuple[Accuracy, list[Accuracy]]:
+        """(the set's first k heads ablated, each layer-matched draw of k ablated)."""
+        chosen = {r.draw: acc for r, acc in zip(self.runs, self.ablated) if r.set == name and r.k == k}
+        if None not in chosen:
+            raise UsageError(f"No run ablates the first {k} heads of {name!r}.")
+        return chosen[None], [chosen[d] for d in sorted(d for d in chosen if d is not None)]
+
+    def effect(self, name: str, k: int) -> torch.Tensor:
+        """[N]: each prompt's top-1 hit with the set's first k heads ablated minus its mean over the
+        random draws (the accuracy the set costs beyond random heads, negative where it hurts)."""
+        top, draws = self.at(name, k)
+        return top.top1_hits.double() - torch.stack([d.top1_hits.double() for d in draws]).mean(0)
+
+    def curves(self) -> pd.DataFrame:
+        """Columns dataset, set, heads ("set" or "random"), draw, k (0: the plain model), accuracy
+        (top-1), ranked (true above false), true_prob."""
+        def row(name: str, heads: str, draw: int, k: int, acc: Accuracy) -> dict:
+            return dict(dataset=self.dataset, set=name, heads=heads, draw=draw, k=k, accuracy=acc.top1,
+                        ranked=acc.ranked, true_prob=float(acc.true_prob.mean()))
+        names = list(dict.fromkeys(r.set for r in self.runs))
+        draws = sorted({r.draw for r in self.runs if r.draw is not None})
+        rows = [row(n, "set", 0, 0, self.plain) for n in names] + [row(n, "random", d, 0, self.plain) for n in names for d in draws]
+        rows += [row(r.set, "set" if r.draw is None else "random", r.draw or 0, r.k, acc) for r, acc in zip(self.runs, self.ablated)]
+        return pd.DataFrame(rows)
+
+    def effect_table(self, names: Sequence[str], ks: Sequence[int]) -> pd.DataFrame:
+        """One row a named set and size it was ablated at: top-1 with its first k heads ablated, the
+        layer-matched draws' mean, and the difference (`effect`) with its 95% interval over distinct inputs."""
+        rows = []
+        for name in names:
+            for k in ks:
+                if not any(r.set == name and r.k == k for r in self.runs):
+                    continue
+                top, draws = self.at(name, k)
+                effect = self.effect(name, k)
+                try:
+                    lo, hi = mean_ci(effect, clusters=self.inputs)
+                    ci = f"{lo:+.3f} to {hi:+.3f}"
+                except Unjudgeable:
+                    ci = "too few inputs"
+                rows.append({"set": name, "k": k, "top-1 ablated": top.top1,
+                             "random: mean": float(torch.tensor([d.top1 for d in draws]).mean()),
+                             "beyond random": float(effect.mean()), "95% CI": ci})
+        return pd.DataFrame(rows).set_index(["set", "k"])
+
+    def floors(self) -> dict[str, float]:
+        """Top-1 accuracy plainly, zero-shot and with shuffled labels."""
+        return {"few-shot": self.plain.top1, "zero-shot": self.zero_shot.top1, "shuffled labels": self.shuffled.top1}
+
+
+def ablation_plan(ranked: dict[str, list[Head]], ks: dict[str, Sequence[int]], n_heads: int, n_random: int,
+                  seed: int = 0) -> list[Ablation]:
+    """Every run of `set_ablations`: for each ranking and each k of ks[name] it holds, its first k
+    heads, and the first k of each of n_random layer-matched draws for its first max(ks) heads (seed + d)."""
+    runs = []
+    for name, heads in ranked.items():
+        sizes = [k for k in sorted(set(ks.get(name, ()))) if 1 <= k <= len(heads)]
+        if not sizes:
+            continue
+        draws = [same_layer_random_heads(heads[:max(sizes)], n_heads, seed + d) for d in range(n_random)]
+        for k in sizes:
+            runs += [Ablation(name, k, None, tuple(heads[:k]))] + [Ablation(name, k, d, tuple(h[:k])) for d, h in enumerate(draws)]
+    return runs
+
+
+def _accuracies(values: torch.Tensor, true_ids: torch.Tensor) -> Accuracy:
+    """An `Accuracy` from `_read`'s values [N, 4]."""
+    return Accuracy(values[:, 0], values[:, 1], values[:, 2].long(), true_ids, values[:, 3].exp())
+
+
+def set_ablations(m: ICLModel, ps: PromptSet, runs: Sequence[Ablation], means: torch.Tensor, seed: int = 0,
+                  batch_size: int = 32, cache: bool = True) -> SetAblations:
+    """`SetAblations` of an EVAL prompt set under `runs` (`ablation_plan`), each set mean-ablated
+    (means [L, H, dh], `last_position_means`) at the last position; cached under the runs, the
+    means' bytes and the shuffling seed."""
+    arch = m.arch
+    true_ids, false_ids = prompt_label_ids(m.tokenizer, ps.prompts)
+    digest = hashlib.sha256(means.float().contiguous().numpy().tobytes()).hexdigest()[:16]
+
+    def read(logits: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:  # [b, r, V] -> [b, r, 4]
+        pair = torch.stack([true_ids[rows], false_ids[rows]], 1).to(logits.device)[:, None].expand(-1, logits.shape[1], 2)
+        chosen = logits.gather(-1, pair)
+        lse = logits.logsumexp(-1)
+        return torch.stack([chosen[..., 0], chosen[..., 1], logits.argmax(-1).float(), chosen[..., 0] - lse], -1)
+
+    def compute() -> dict[str, torch.Tensor]:
+        drop = torch.stack([head_mask(arch.n_layers, arch.n_heads, r.heads) for r in runs]) if runs else None
+        order = sorted(range(len(runs)), key=lambda i: first_layer(runs[i].heads))  # runs of one start share a pass
+        chunks = [order[i:i + max(1, ROWS // batch_size)] for i in range(0, len(order), max(1, ROWS // batch_size))]
+
+        def run(chunk: list[int]) -> LastRun:
+            return LastRun(len(chunk), min(first_layer(runs[i].heads) for i in chunk),
+                           lambda rows: ablated_rows(m, drop[chunk].repeat(len(rows), 1, 1), means))
+        plain, parts = last_token_passes(m, ps.texts, [run(c) for c in chunks], read, batch_size, f"head sets: {ps.title}")
+        ablated = torch.empty(len(runs), len(ps), 4)
+        for chunk, part in zip(chunks, parts):
+            ablated[chunk] = part.transpose(0, 1)
+        floors = {}
+        for name, texts in (("zero_shot", [zero_shot(p) for p in ps.prompts]),
+                            ("shuffled", [p.text for p in corrupted_prompts(ps.prompts, seed)])):
+            floors[name], _ = last_token_passes(m, texts, [], read, batch_size)
+        return {"plain": plain, "ablated": ablated, **floors}
+
+    plan = [(r.set, r.k, r.draw, r.heads) for r in runs]
+    got = study_result("head-set-ablations", m, ps, compute, cache, runs=plan, means=digest, shuffle_seed=seed)
+    numbers: dict[str, int] = {}
+    inputs = torch.tensor([numbers.setdefault(zero_shot(p), len(numbers)) for p in ps.prompts])
+    return SetAblations(ps.dataset, list(runs), _accuracies(got["plain"], true_ids),
+                        [_accuracies(a, true_ids) for a in got["ablated"]], _accuracies(got["zero_shot"], true_ids),
+                        _accuracies(got["shuffled"], true_ids), inputs)
+
+
+# --- the study ---------------------------------------------------------------------------------
+
+
+@dataclass
+class HeadSetStudy:
+    """Scores, rankings and ablations of one model: sizes (the set sizes the claims read, e.g. the
+    paper's share of heads and K), ks (every size ablated, a curve), the ablations a dataset."""
+
+    model: str
+    n_layers: int
+    n_heads: int
+    scores: HeadScores
+    ranked: dict[str, list[Head]]
+    sizes: tuple[int, ...]
+    ks: list[int]
+    n_random: int
+    ablations: dict[str, SetAblations]
+    word: list[str]
+    sentence: list[str]
+
+    def sets(self, k: int, names: Sequence[str] = SCORES) -> dict[str, list[Head]]:
+        """The sets of size k of the rankings named (`heads_at`)."""
+        return heads_at(self.ranked, k, names)
+
+    def pooled(self, datasets: Sequence[str] | None = None) -> SetAblations:
+        """The ablations of the datasets (default: the word datasets) pooled, inputs numbered apart."""
+        chosen = list(datasets or self.word)
+        return SetAblations.cat([self.ablations[d] for d in chosen], " + ".join(chosen))
+
+    def curves(self) -> pd.DataFrame:
+        """Every dataset's `SetAblations.curves`, with N in its name."""
+        return pd.concat([a.curves().assign(dataset=f"{d} (N={len(a.inputs)})") for d, a in self.ablations.items()],
+                         ignore_index=True)
+
+
+def head_set_study(m: ICLModel, word: Sequence[str], n: int, sizes: Sequence[int], ks: Sequence[int] = (),
+                   sentence: Sequence[str] = (), sentence_n: int = 0, n_sequences: int = 200, length: int = 50,
+                   n_random: int = 20, seed: int = 0, data_dir: str | Path | None = None, given: Sequence[Head] | None = None,
+                   setting: Setting = MAIN, batch_size: int = 32) -> HeadSetStudy:
+    """Every head scored on the SCORE halves of n records of each word dataset, the rankings (exclusive
+    sets without the other score's top max(sizes)), and the ablations of each score's (and the given
+    heads') first k heads, k in sizes and ks, and of each exclusive set's at the sizes, with n_random
+    layer-matched draws each, on each word dataset's EVAL half and each sentence dataset's
+    (sentence_n records, split alike)."""
+    halves = {d: score_and_eval(m, d, n, seed, data_dir, setting) for d in word}
+    scores = head_scores(m, {d: s for d, (s, _) in halves.items()}, n_sequences, length, seed, batch_size)
+    ranked = rankings(scores.scores, max(sizes), given)
+    all_ks = sorted({*sizes, *ks})
+    curve = {name: all_ks if name in (*SCORES, GIVEN) else sizes for name in ranked}  # exclusive sets: at the sizes
+    runs = ablation_plan(ranked, curve, m.arch.n_heads, n_random, seed)
+    means = last_position_means(m, [s for s, _ in halves.values()], batch_size)
+    evaluated = {d: e for d, (_, e) in halves.items()} | {d: eval_half(m, d, sentence_n, seed, data_dir, setting)
+                                                          for d in sentence}
+    ablations = {d: set_ablations(m, ps, runs, means, seed, batch_size) for d, ps in evaluated.items()}
+    return HeadSetStudy(m.name, m.arch.n_layers, m.arch.n_heads, scores, ranked, tuple(sizes), all_ks, n_random,
+                        ablations, list(word), list(sentence))
+
+
+# --- the two-tower signature ------------------------------------------------------------------
+
+
+@dataclass
+class Signature:
+    """One set's two-tower signature on the EVAL prompts: label-value MRR against layer-matched random
+    heads, and the truth effect of the recency family (attention on true minus false labels at equal
+    distance) against the same draws."""
+
+    mrr: torch.Tensor  # [N, S]: reciprocal rank a prompt (mean over its labels), in the S heads
+    random_mrr: torch.Tensor  # [D, N, S]: the same in D layer-matched draws
+    truth: recency.Effects | None  # the set's truth effect with its interval (None: too few inputs for one)
+    truth_value: float  # the truth effect (also where no interval can be drawn)
+    random_truth: torch.Tensor  # [D]: each draw's truth effect
+
+    def carries(self) -> bool:
+        """Both towers above random: the mean MRR and the truth effect above their draws' 95th percentiles."""
+        p95 = lambda t: float(torch.quantile(t.double(), 0.95))  # noqa: E731
+        return float(self.mrr.mean()) > p95(self.random_mrr.mean((1, 2))) and self.truth_value > p95(self.random_truth)
+
+
+def set_cells(orders: recency.RecencyOrders, heads: Sequence[Head], index: dict[Head, int], rows: torch.Tensor) -> torch.Tensor:
+    """[n, 2, D]: `RecencyOrders.cells` in `heads` (of the orders' heads, `index`), on `rows` [N] bool."""
+    picked = replace(orders, heads=list(heads), attention=orders.attention[:, :, [index[tuple(h)] for h in heads]])
+    return picked.cells()[rows]
+
+
+def signatures(m: ICLModel, study: HeadSetStudy, k: int, n: int, names: Sequence[str] = SCORES, draws: int | None = None,
+               seed: int = 0, data_dir: str | Path | None = None, setting: Setting = MAIN) -> dict[str, Signature]:
+    """Each named set of size k: its `Signature` on the word datasets' EVAL halves (n records a
+    dataset, as the study's), pooled; draws: layer-matched draws (default the study's)."""
+    draws = study.n_random if draws is None else draws
+    every = [(l, h) for l in range(m.arch.n_layers) for h in range(m.arch.n_heads)]
+    index = {h: i for i, h in enumerate(every)}
+    evals, orders, rows, clusters = {}, {}, {}, []
+    for d in study.word:
+        records = setting.records(d, n, seed, data_dir)
+        evals[d] = eval_half(m, d, n, seed, data_dir, setting)
+        orders[d] = recency.recency_orders(m, d, every, n, seed, data_dir, setting)
+        rows[d] = ~input_halves(records, seed)
+        numbers: dict[str, int] = {}
+        ids = torch.tensor([numbers.setdefault(r.input, len(numbers)) for r in records])[rows[d]]
+        clusters.append(ids + sum(int(c.max()) + 1 for c in clusters))
+    out = {}
+    for name, heads in study.sets(k, names).items():
+        ranks = [layer_matched_mrr(m, evals[d], heads, draws, seed) for d in study.word]
+        random_heads = [same_layer_random_heads(heads, m.arch.n_heads, seed + i) for i in range(draws)]
+        cells = torch.cat([set_cells(orders[d], heads, index, rows[d]) for d in study.word])
+        random_truth = torch.tensor([recency.fit(torch.cat([set_cells(orders[d], r, index, rows[d]) for d in study.word]))[0]
+                                     for r in random_heads])
+        try:
+            truth = recency.effects(cells, torch.cat(clusters))
+        except Unjudgeable:
+            truth = None
+        out[name] = Signature(torch.cat([r for r, _ in ranks]), torch.cat([r for _, r in ranks], 1), truth,
+                              recency.fit(cells)[0], random_truth)
+    return out
+
+
+def signature_table(signs: dict[str, Signature]) -> pd.DataFrame:
+    """One row a set: its mean MRR, its draws' mean and 95th percentile, its truth effect (interval),
+    the draws' mean and 95th percentile, and whether it carries both towers (`Signature.carries`)."""
+    rows = []
+    for name, s in signs.items():
+        draws_mrr = s.random_mrr.mean((1, 2))
+        ci = "too few inputs" if s.truth is None else f"{s.truth.truth_ci[0]:+.3f} to {s.truth.truth_ci[1]:+.3f}"
+        rows.append({"set": name, "MRR": float(s.mrr.mean()), "random MRR": float(draws_mrr.mean()),
+                     "random MRR p95": float(torch.quantile(draws_mrr.double(), 0.95)), "truth effect": s.truth_value,
+                     "truth CI": ci, "random truth": float(s.random_truth.mean()),
+                     "random truth p95": float(torch.quantile(s.random_truth.double(), 0.95)), "both towers": s.carries()})
+    return pd.DataFrame(rows).set_index("set")
