@@ -63,13 +63,15 @@ def _forced_attention(module, query, key, value, attention_mask, scaling=None, d
 
 
 FORCED = {PREVIOUS: "previous", INDUCTION: "induction"}
-AttentionInterface.register("forced_heads_test", _forced_attention)
-AttentionMaskInterface.register("forced_heads_test", eager_mask)
 
 
 @contextmanager
 def forced(m: ICLModel):
-    """Inside, FORCED's heads attend as `pattern` says (the model's attention otherwise eager)."""
+    """Inside, FORCED's heads attend as `pattern` says (the model's attention otherwise eager). Registered
+    here, not at import: a second import of this module (`from tests.test_head_types import ...`) would
+    otherwise register its own copy, which reads its own, empty `_IDS`."""
+    AttentionInterface.register("forced_heads_test", _forced_attention)
+    AttentionMaskInterface.register("forced_heads_test", eager_mask)
     handle = m.model.get_input_embeddings().register_forward_pre_hook(lambda mod, args: _IDS.append(args[0]))
     m.model.set_attn_implementation("forced_heads_test")
     try:
