@@ -41,9 +41,10 @@ def test_a_committed_report_covers_every_claim_of_the_registry_as_it_states_it(p
         assert (c["claim"], c["paper"], c["source"]) == (registered.claim, registered.paper, registered.source)
         if c["id"] == "app_d" and c["verdict"] == NOT_TESTED and "not a Llama-family model" in c["why"]:
             pass  # Appendix D, on a model outside LLaMA's layout
-        elif c["verdict"] == NOT_TESTED and c["view"] == "correct_only" and report["sentence_n"] < 100:
-            # a quick report's few sentence prompts answered correctly: too few for the headline, all prompts beside
-            assert c["why"].startswith("too few prompts") and c["views"]["all"]["verdict"] != NOT_TESTED, c["id"]
+        elif c["verdict"] == NOT_TESTED and "sentence" in registered.reads and report["sentence_n"] < 100:
+            # a quick report's few sentence prompts: too few answered correctly for a headline on them (its all-prompts
+            # view beside it), or too few that move for the prediction shift
+            assert c["why"].startswith("too few prompts") or "answered correctly" in c["why"], c["id"]
         else:
             assert c["verdict"] in (REPLICATES, PARTLY, FAILS), c["id"]  # every other claim tested
         if c["ci"] is not None:

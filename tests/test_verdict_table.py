@@ -58,7 +58,7 @@ def test_every_committed_reason_in_short_ends_where_a_clause_ends_and_holds_its_
     summed attention"). On every reason of the committed reports: the short reason is a piece of
     it that closes every bracket it opens, ends neither on an abbreviation nor inside a number,
     and holds a number wherever the reason does, other than in a leading "ours: ..." that names the metric."""
-    assert len(REPORTS) == 6
+    assert len(REPORTS) >= 3  # the quick reports of the three offline models, and the paper-scale ones where current
     bad = []
     NUMBER = re.compile(r"(?<![\w.-])\d")  # not a model's name (gemma3-270m)
     for where, why in committed_reasons():
