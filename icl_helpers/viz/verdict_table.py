@@ -68,9 +68,7 @@ class VerdictTable:
         reasons = "".join(f"<li><b>{f.id}</b> ({html.escape(f.verdict)}): {html.escape(f.why)}. "
                           f"<i>Rule</i>: {html.escape(CLAIMS[f.id].rule)} (set {html.escape(CLAIMS[f.id].set_on)}). "
                           f"<i>Paper</i>: {html.escape(f.source)}.</li>" for f in self.findings)
-        header = "".join(f'<th style="{CELL}">{html.escape(h)}</th>' for h in head)
-        return (f"<table><thead><tr>{header}</tr></thead><tbody>{rows}</tbody></table>"
-                f"<p>Why, claim by claim, and the rule each verdict follows:</p><ul>{reasons}</ul>")
+        return _table(head, rows, reasons)
 
 
 @dataclass(frozen=True)
@@ -95,9 +93,14 @@ class LiteratureTable:
         reasons = "".join(f"<li><b>{f.id}</b> ({html.escape(f.verdict)}): {html.escape(f.judgement.why)}. "
                           f"<i>Rule</i>: {html.escape(f.claim.rule)} (set {html.escape(f.claim.set_on)}). "
                           f"<i>Source</i>: {html.escape(f.claim.holds)}.</li>" for f in self.findings)
-        header = "".join(f'<th style="{CELL}">{html.escape(h)}</th>' for h in head)
-        return (f"<table><thead><tr>{header}</tr></thead><tbody>{rows}</tbody></table>"
-                f"<p>Why, claim by claim, and the rule each verdict follows:</p><ul>{reasons}</ul>")
+        return _table(head, rows, reasons)
+
+
+def _table(head: Sequence[str], rows: str, reasons: str) -> str:
+    """A verdict table's HTML: the header cells `head`, the rows' HTML, then the reasons' list items."""
+    header = "".join(f'<th style="{CELL}">{html.escape(h)}</th>' for h in head)
+    return (f"<table><thead><tr>{header}</tr></thead><tbody>{rows}</tbody></table>"
+            f"<p>Why, claim by claim, and the rule each verdict follows:</p><ul>{reasons}</ul>")
 
 
 def _with_unit(j: Judgement | Finding, unit: str) -> str:
