@@ -1,5 +1,6 @@
 """Command line: `python -m icl_helpers locate --model NAME --prompt TEXT --json OUT`,
 `python -m icl_helpers report --model NAME --n N --sentence-n N2 --json OUT --markdown OUT.md [--robustness]`,
+`python -m icl_helpers heads --model NAME --n N --sentence-n N2 --json OUT --markdown OUT.md`,
 `python -m icl_helpers compare REPORT.json REPORT.json ... [--markdown OUT.md]` and
 `python -m icl_helpers data fetch [--to DIR]`.
 
@@ -18,7 +19,7 @@ import time
 import warnings
 from pathlib import Path
 
-from .core.heads import heads_text, parse_heads
+from .core.heads import check_heads, heads_text, parse_heads
 from .data.datasets import check_sizes
 from .data.sentences import unavailable
 from .errors import UsageError, check_prompts, clean_text, warn_without_demonstration
@@ -166,9 +167,9 @@ def cmd_locate(args: argparse.Namespace) -> None:
     print(f"{len(prompts)} prompts; top heads (layer.head, mean increase): {best}; wrote {out}")
 
 
-def cmd_report(args: argparse.Namespace) -> None:
-    """`report`: every claim of the paper judged on one model (`verdicts.findings.report`), written to
-    `--json` and, with `--markdown`, as a table."""
+def check_run(args: argparse.Namespace) -> tuple[Path, Path | None, int | None, list | None]:
+    """The checks `report` and `heads` make before torch loads: (the --json path, the --markdown path
+    or None, the sentence size or None where no sentence data can be had, the --heads given or None)."""
     check_model_name(args.model)
     out = check_output(args.json)
     md = check_output(args.markdown, "--markdown") if args.markdown else None
@@ -178,7 +179,13 @@ def cmd_report(args: argparse.Namespace) -> None:
         raise UsageError(f"--data-dir {args.data_dir} {why}: give a folder holding sst2/, trec/, agnews/, ethos/.")
     sentence_n = sentence_size(args.sentence_n, args.data_dir)
     check_sizes(args.n, sentence_n, args.data_dir)
-    heads = parse_heads(args.heads, "--heads")  # checked against the model by report, before any study
+    return out, md, sentence_n, parse_heads(args.heads, "--heads")  # heads checked against the model before any study
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    """`report`: every claim of the paper judged on one model (`verdicts.findings.report`), written to
+    `--json` and, with `--markdown`, as a table."""
+    out, md, sentence_n, heads = check_run(args)
     import torch  # torch and transformers load only now
 
     from .model.loading import load_model
@@ -215,6 +222,34 @@ def cmd_report(args: argparse.Namespace) -> None:
         return ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts)) or "none"
     print(f"{len(findings)} claims in {_clock(start)}: the paper's {counted(False)}; ours {counted(True)}"
           + f"; wrote {out}" + (f" and {md}" if md else ""))
+
+
+def cmd_heads(args: argparse.Namespace) -> None:
+    """`heads`: the head types of one model and the literature's claims on them
+    (`verdicts.head_report`), written to `--json` and, with `--markdown`, as a page."""
+    out, md, sentence_n, heads = check_run(args)
+    import torch  # torch and transformers load only now
+
+    from .data.sentences import sentence_datasets
+    from .model.loading import load_model
+    from .verdicts import head_report
+
+    start = time.perf_counter()
+    m = load_model(args.model, device=args.device, dtype=args.dtype)
+    heads = check_heads(heads, m.arch)
+    sentence = sentence_datasets(list(head_report.SENTENCE), args.data_dir) if sentence_n else []
+    found = head_report.head_report(m, args.n, sentence, sentence_n or 0, args.sequences, args.draws, args.seed,
+                                    args.data_dir, heads, lambda step: print(f"... {_clock(start)} {step}", flush=True))
+    report = {"model": args.model, "n": args.n, "sentence_n": sentence_n, "seed": args.seed,
+              **({"heads": heads_text(heads)} if heads else {}), "weights": m.fingerprint(),
+              "dtype": str(m.model.dtype).removeprefix("torch."), "device": str(m.device),
+              "torch_threads": torch.get_num_threads(), "seconds": round(time.perf_counter() - start, 1), **found}
+    write_output(out, json.dumps(report, indent=1))
+    if md:
+        write_output(md, head_report.markdown(report), "--markdown")
+    verdicts = [c["verdict"] for c in report["claims"]]
+    print(f"{len(verdicts)} claims of the literature in {_clock(start)}: "
+          + ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts)) + f"; wrote {out}" + (f" and {md}" if md else ""))
 
 
 def sentence_size(given: int | None, data_dir: str | None) -> int | None:
@@ -260,7 +295,7 @@ def _interrupted(command: str) -> str:
         return "interrupted: no dataset file is left in part; run it again to fetch the rest."
     wrote = f"wrote {' and '.join(map(str, _WRITTEN))}" if _WRITTEN else "nothing was written"
     kept = ("; the claims judged and the studies run so far are kept in the results cache, so the same command "
-            "resumes from them" if command == "report" else "")
+            "resumes from them" if command in ("report", "heads") else "")
     return f"interrupted: {wrote}{kept}."
 
 
@@ -273,8 +308,8 @@ def _clock(start: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     """`python -m icl_helpers` (and the console script `icl-helpers`): parse the arguments, run the command; the exit status."""
     parser = _Parser(prog="python -m icl_helpers", description="Locate in-context heads (locate), test the paper's claims (report), "
-                                                         "put reports side by side (compare), or download the sentence "
-                                                         "datasets (data fetch).")
+                                                         "set them beside other head types (heads), put reports side by "
+                                                         "side (compare), or download the sentence datasets (data fetch).")
     sub = parser.add_subparsers(dest="command", required=True)
     model = _Parser(add_help=False)  # the arguments both commands take
     model.add_argument("--model", default=BUNDLED, help=f"hub id, local directory or {BUNDLED} (default)")
@@ -303,6 +338,20 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--robustness-sentence-n", type=_positive, default=50, help="sentence prompts a dataset for "
                                                                                 "--robustness (default 50, at most --sentence-n)")
     r.set_defaults(run=cmd_report)
+    h = sub.add_parser("heads", parents=[model], help="the head types beside the in-context heads, and the literature's "
+                                                      "claims on which carry in-context learning")
+    h.add_argument("--n", type=_positive, default=256, help="records a word dataset, split by input into the scores' "
+                                                            "and the ablations' halves (default 256)")
+    h.add_argument("--sentence-n", type=_positive, default=None, help=f"records a sentence dataset, ablated (default "
+                                                                      f"{SENTENCE_N}; at most 500)")
+    h.add_argument("--sequences", type=_positive, default=200, help="random token sequences of the attention scores "
+                                                                    "(default 200)")
+    h.add_argument("--draws", type=_positive, default=20, help="layer-matched random draws a set (default 20)")
+    h.add_argument("--seed", type=int, default=0)
+    h.add_argument("--data-dir", default=None, help="sentence datasets (as for report)")
+    h.add_argument("--markdown", help="also write the report as a markdown page")
+    h.add_argument("--heads", help="ablate these heads too, as a set of their own, e.g. 19-11,20-11 (layer-head)")
+    h.set_defaults(run=cmd_heads)
     c = sub.add_parser("compare", help="the verdicts of several reports (one a model) as one table")
     c.add_argument("reports", nargs="+", help="JSON files `report --json` wrote, one a model, of one size and seed")
     c.add_argument("--markdown", help="write the table here (default: print it)")

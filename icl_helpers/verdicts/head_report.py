@@ -1,0 +1,105 @@
+"""The head types of one model, as a file: the head-set study (`studies.head_sets`) at a report's
+sizes, the literature's claims judged on it (`literature`), and the tables a reader checks the
+verdicts by (the sets, their overlaps, the ablations against layer-matched random heads, the
+two-tower signature per set), as JSON (`head_report`) and markdown (`markdown`).
+
+`python -m icl_helpers heads` writes it; `compare` puts several models' side by side (their
+"claims" have the report's shape: id, claim, ours, ci, n, verdict, why, views).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Sequence
+
+import pandas as pd
+
+from ..core.heads import Head, head_name
+from ..model.loading import ICLModel
+from ..studies import head_sets
+from .judgement import Judgement
+from .literature import LITERATURE, LiteratureFinding, judged, set_sizes
+from .literature import markdown as claims_markdown
+from .rules import K
+
+KIND = "head-types"  # a report's "kind": what `compare` tells the paper's reports from these by
+WORD = ("sentiment_number", "animal_country")
+SENTENCE = ("sst2", "trec", "agnews", "ethos")
+CURVE = (1, 2, 4)  # more sizes ablated, for the curves
+
+
+def finding_dict(f: LiteratureFinding) -> dict:
+    """A literature finding as a report's JSON entry (`Finding.to_dict`'s fields, no other views)."""
+    j = f.judgement
+    return {"id": f.id, "claim": f.claim.claim, "paper": f.claim.paper, "ours": j.ours,
+            "ci": None if j.ci is None else list(j.ci), "n": j.n, "verdict": j.verdict, "why": j.why,
+            "rule": f.claim.rule, "unit": f.claim.unit, "reconstructed": f.claim.reconstructed,
+            "holds": f.claim.holds, "set_on": f.claim.set_on, "views": {}}
+
+
+def records(table: pd.DataFrame) -> list[dict]:
+    """A table's rows as JSON records, its index as columns."""
+    return table.reset_index().to_dict("records")
+
+
+def head_report(m: ICLModel, n: int, sentence: Sequence[str], sentence_n: int, n_sequences: int = 200,
+                draws: int = 20, seed: int = 0, data_dir: str | Path | None = None,
+                given: Sequence[Head] | None = None, announce: Callable[[str], None] = print) -> dict:
+    """The study on n records of each word dataset and sentence_n of each of `sentence`, judged: a
+    JSON-ready dict (kind, sizes, claims, sets, overlaps, ablations, floors, signatures)."""
+    sizes = set_sizes(m.arch)
+    announce(f"head sets: scores on {n_sequences} random sequences and the SCORE halves, ablations of sets of "
+             f"{', '.join(map(str, sorted({*sizes, *CURVE})))} heads with {draws} layer-matched draws each")
+    study = head_sets.head_set_study(m, WORD, n, sizes, CURVE, sentence, sentence_n, n_sequences, n_random=draws,
+                                     seed=seed, data_dir=data_dir, given=given)
+    announce("the literature's claims")
+    findings = judged(study)
+    names = [*head_sets.SCORES, *([head_sets.GIVEN] if given else [])]
+    exclusive = [head_sets.exclusive(a, b) for a, b in head_sets.EXCLUSIONS]
+    ablated = {"word": study.pooled()} | ({"sentence": study.pooled(sentence)} if sentence else {})
+    announce(f"the two-tower signature of each set of {K}")
+    signs = head_sets.signatures(m, study, K, n, names, seed=seed, data_dir=data_dir)
+    return {"kind": KIND, "sizes": list(sizes), "k": K, "sequences": n_sequences, "draws": draws,
+            "claims": [finding_dict(f) for f in findings],
+            "sets": {name: [head_name(h) for h in heads] for name, heads in study.sets(K, names).items()},
+            "overlaps": {k: records(head_sets.overlap_table(study.scores.scores, k)) for k in sizes},
+            "floors": {what: {**a.floors(), "N": len(a.inputs)} for what, a in ablated.items()},
+            "ablations": {what: records(a.effect_table([*names, *exclusive], sizes)) for what, a in ablated.items()},
+            "signatures": records(head_sets.signature_table(signs))}
+
+
+def table(rows: list[dict]) -> str:
+    """JSON records as a markdown table (floats to 3 significant digits; a difference of means below
+    float64's resolution, e.g. 7e-18, as 0)."""
+    def text(v: object) -> str:
+        return ("0" if abs(v) < 1e-12 else f"{v:.3g}") if isinstance(v, float) else str(v)
+    cells = lambda r: [text(v) for v in r.values()]  # noqa: E731
+    return "\n".join(["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+                     + ["| " + " | ".join(cells(r)) + " |" for r in rows])
+
+
+def markdown(report: dict) -> str:
+    """The report as a page: its claims' table and reasons, then the tables they rest on."""
+    findings = [LiteratureFinding(LITERATURE[c["id"]], judgement(c)) for c in report["claims"]]
+    sizes = " and ".join(map(str, report["sizes"]))
+    parts = [f"# {report['model']}: which heads carry in-context learning\n",
+             f"{report['n']} records a word dataset (each split by input into SCORE, which the scores read, and EVAL, "
+             f"which the ablations read), {report['sentence_n'] or 0} a sentence dataset (EVAL halves, tasks the scores "
+             f"never saw), seed {report['seed']}; {report['sequences']} random sequences for the attention scores; "
+             f"{report['draws']} layer-matched random draws a set. Sets of {sizes} heads (the paper's share of the "
+             f"model's heads, then K).\n", claims_markdown(findings),
+             f"## The sets of {report['k']}\n", table([{"set": s, "heads": ", ".join(h)} for s, h in report["sets"].items()])]
+    for k, rows in report["overlaps"].items():
+        parts += [f"\n## Overlaps of the top {k}\n", table(rows)]
+    for what, rows in report["ablations"].items():
+        floors = ", ".join(f"{name} {v:.1%}" for name, v in report["floors"][what].items() if name != "N")
+        parts += [f"\n## Top-1 with each set mean-ablated at the last position: {what} datasets "
+                  f"(N={report['floors'][what]['N']}; {floors})\n", table(rows)]
+    parts += [f"\n## The two-tower signature of each set of {report['k']} (word datasets' EVAL records)\n",
+              table(report["signatures"])]
+    return "\n".join(parts) + "\n"
+
+
+def judgement(entry: dict) -> Judgement:
+    """The judgement a report's JSON entry holds."""
+    return Judgement(entry["ours"], None if entry["ci"] is None else tuple(entry["ci"]), entry["n"], entry["verdict"],
+                     entry["why"])
