@@ -1,6 +1,7 @@
 """The command line: `python -m icl_helpers` and its console script."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -8,6 +9,7 @@ import subprocess
 import sys
 import tomllib
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -310,3 +312,51 @@ def test_ctrl_c_is_one_line_saying_what_was_written(gpt2, tmp_path, monkeypatch,
         pytest.fail("the Ctrl-C went through main: a traceback")
     assert capsys.readouterr().err == said.format(**paths) + "\n"
     assert paths["out"].exists() == ("wrote" in said) and not paths["md"].exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--heads", "19.11"], "error: --heads: '19.11' is not a head: write layer-head pairs separated by commas"),
+    (["--n", "1001"], "error: sentiment_number has 1,000 records: ask for at most 1,000 prompts, not 1,001."),
+    (["--draws", "0"], "argument --draws: must be at least 1, not 0"),
+])
+def test_heads_checks_its_arguments_before_a_model_loads(argv, message, capsys, monkeypatch):
+    monkeypatch.setattr("icl_helpers.model.loading.load_model", lambda *a, **k: pytest.fail("loaded a model"))
+    with pytest.raises(SystemExit) if "--draws" in argv else nullcontext():
+        assert main(["heads", "--json", "x.json", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_heads_writes_the_literatures_verdicts_and_the_tables_they_rest_on(saved, no_sentence_data, tmp_path,
+                                                                           monkeypatch):
+    """On a model of 12 heads (sets of 2 and 3): the JSON's numbers are the study's own, read again
+    from its cache, and the page shows each claim and each table."""
+    from icl_helpers.model.loading import load_model
+    from icl_helpers.studies import head_sets as hs
+    from icl_helpers.verdicts import head_report, literature
+
+    monkeypatch.setattr(literature, "K", 3)
+    monkeypatch.setattr(head_report, "K", 3)
+    study_at = functools.partial(hs.head_set_study, length=7)  # random sequences within the small model's 64 positions
+    monkeypatch.setattr(hs, "head_set_study", study_at)
+    out, md = tmp_path / "out.json", tmp_path / "out.md"
+    assert main(["heads", "--model", saved, "--device", "cpu", "--n", "12", "--sequences", "2", "--draws", "2",
+                 "--json", str(out), "--markdown", str(md)]) == 0
+    r = json.loads(out.read_text())
+    assert (r["kind"], r["n"], r["sentence_n"], r["sizes"], r["draws"]) == ("head-types", 12, None, [2, 3], 2)
+    assert [c["id"] for c in r["claims"]] == list(literature.LITERATURE)
+    assert list(r["sets"]) == list(hs.SCORES) and all(len(heads) == 3 for heads in r["sets"].values())
+    m = load_model(saved, device="cpu")
+    study = study_at(m, head_report.WORD, 12, (2, 3), head_report.CURVE, n_sequences=2, n_random=2)
+    pooled = study.pooled()
+    rows = {(row["set"], row["k"]): row for row in r["ablations"]["word"]}
+    for name in (hs.IN_CONTEXT, hs.FV, hs.exclusive(hs.INDUCTION, hs.FV)):
+        top, draws = pooled.at(name, 3)
+        assert rows[name, 3]["top-1 ablated"] == top.top1
+        assert rows[name, 3]["beyond random"] == pytest.approx(float(pooled.effect(name, 3).mean()), abs=1e-12)
+    assert r["floors"]["word"] == {**pooled.floors(), "N": len(pooled.inputs)}
+    assert r["sets"][hs.FV] == [f"{l}-{h}" for l, h in study.ranked[hs.FV][:3]]
+    page = md.read_text()
+    assert all(f"| {c['id']} | {c['claim']} |" in page for c in r["claims"])
+    assert "## The sets of 3" in page and "## Overlaps of the top 2" in page and "## The two-tower signature" in page
+    assert f"(N={len(pooled.inputs)}; few-shot {pooled.plain.top1:.1%}" in page

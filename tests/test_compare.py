@@ -102,3 +102,22 @@ def test_compare_refuses_to_replace_a_report_or_to_read_one_twice(tmp_path, caps
     err = capsys.readouterr().err
     assert err.startswith(f"error: {message.format(**names)}") and err.count("\n") == 1
     assert {path: path.read_bytes() for path in tmp_path.iterdir()} == before
+
+
+def a_heads_report(model: str, verdict: str) -> dict:
+    return {"kind": "head-types", "model": model, "n": 256, "sentence_n": 64, "seed": 0, "claims": [
+        finding("induction_exist", "replicates", 0.9), finding("fv_over_induction", verdict, 0.1)]}
+
+
+def test_head_types_reports_are_compared_by_the_literatures_claims_and_never_with_the_papers(tmp_path):
+    text = markdown([a_heads_report("a", "replicates"), a_heads_report("b", "partly")])
+    lines = text.splitlines()
+    assert lines[0].startswith("256 records a word dataset, 64 a sentence dataset, seed 0: the literature's claims")
+    assert "| fv_over_induction: claim fv_over_induction | yes: 0.1 | partly: 0.1 |" in lines
+    assert "| verdicts of the literature's claims (yes / partly / no / not tested) | 2 / 0 / 0 / 0 | 1 / 1 / 0 / 0 |" in lines
+    assert not any("the paper's claims" in line for line in lines)
+    paths = [tmp_path / "paper.json", tmp_path / "heads.json"]
+    paths[0].write_text(json.dumps(a_report("a", "replicates", 0.9, n=256) | {"sentence_n": 64}))
+    paths[1].write_text(json.dumps(a_heads_report("b", "partly")))
+    with pytest.raises(UsageError, match=r"of different kinds \(a: paper; b: head-types\): compare `report` files"):
+        read_reports(paths)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable
 
 from ..errors import UsageError
 from ..paths import same_file
@@ -15,16 +16,38 @@ from ..paths import same_file
 VERDICT_MARK = {"replicates": "yes", "partly": "partly", "does not replicate": "no", "not tested": "not tested"}
 VIEW_MARK = {"all": "all prompts", "correct_only": "correct only", "held_out": "held out",
              "paper_share": "paper's share"}  # each view of `verdicts.evidence.VIEWS` in a cell, by its JSON key
+PAPER = "paper"  # the kind of a `report` file (a `heads` file says its own: `head_report.KIND`)
 OURS = "Our "  # how a row of ours (a control, an extension, our row) begins its claim, where a claim of the paper does not
 
 
-def counts_row(reports: list[dict], ours: bool) -> str:
-    """The verdict counts of each report's claims of the paper (ours False) or of our rows (ours True), as a table row."""
-    counts = [{v: sum(f["verdict"] == v for f in r["claims"] if f["claim"].startswith(OURS) == ours) for v in VERDICT_MARK}
-              for r in reports]
-    what = "our controls and extensions" if ours else "the paper's claims"
+def counts_row(reports: list[dict], what: str, counted: Callable[[dict], bool] = lambda f: True) -> str:
+    """The verdict counts of each report's findings that `counted` keeps, as a table row saying `what` they are."""
+    counts = [{v: sum(f["verdict"] == v for f in r["claims"] if counted(f)) for v in VERDICT_MARK} for r in reports]
     return (f"| verdicts of {what} (yes / partly / no / not tested) | "
             + " | ".join(" / ".join(str(c[v]) for v in VERDICT_MARK) for c in counts) + " |")
+
+
+def summary_rows(reports: list[dict]) -> list[str]:
+    """The verdict counts under the table: the paper's claims and our rows apart, or the literature's claims."""
+    if reports[0].get("kind", PAPER) != PAPER:
+        return [counts_row(reports, "the literature's claims")]
+    return [counts_row(reports, "the paper's claims", lambda f: not f["claim"].startswith(OURS)),
+            counts_row(reports, "our controls and extensions", lambda f: f["claim"].startswith(OURS))]
+
+
+def intro(report: dict) -> str:
+    """What the table holds: the sizes, and what a cell says."""
+    if report.get("kind", PAPER) != PAPER:
+        return (f"{report['n']} records a word dataset, {report['sentence_n']} a sentence dataset, seed {report['seed']}: "
+                "the literature's claims on which heads carry in-context learning. A cell is the verdict (yes: "
+                "replicates; no: does not replicate) and our headline number; each model's own file gives its interval, "
+                "N, why and the tables it rests on.")
+    return (f"{report['n']} prompts a word dataset, {report['sentence_n']} a sentence dataset, seed {report['seed']}. "
+            "A cell is the verdict (yes: replicates; no: does not replicate) and our headline number (on the correct "
+            "prompts for a claim on located heads that reads the sentence datasets alone, the paper's protocol there; "
+            "on all prompts for every other), and in brackets each other view's verdict where it differs: "
+            f"{', '.join(VIEW_MARK.values())} (heads at the paper's share of a model's heads); each model's own "
+            "report gives its interval, N, why and what each view judges.")
 
 
 def read_reports(paths: list[str | Path]) -> list[dict]:
@@ -47,6 +70,10 @@ def read_reports(paths: list[str | Path]) -> list[dict]:
         reports.append(r)
     if len(reports) < 2:
         raise UsageError("Give two or more reports to compare.")
+    kinds = {r.get("kind", PAPER) for r in reports}
+    if len(kinds) > 1:
+        raise UsageError("The reports are of different kinds (" + "; ".join(f"{r['model']}: {r.get('kind', PAPER)}"
+                         for r in reports) + "): compare `report` files together, and `heads` files together.")
     sizes = {(r["n"], r["sentence_n"], r["seed"]) for r in reports}
     if len(sizes) > 1:
         raise UsageError("The reports differ in size or seed (" + "; ".join(
@@ -89,18 +116,11 @@ def markdown(reports: list[dict]) -> str:
     rows = [header, "|---|" + "---|" * len(reports)]
     rows += [f"| {id}: {claims[id]} | " + " | ".join(cell(found.get(id)) for found in by_model) + " |" for id in ids]
     top1 = [found.get("table2", {}).get("ours") for found in by_model]
-    summary = [counts_row(reports, ours=False), counts_row(reports, ours=True)]
+    summary = summary_rows(reports)
     if any(isinstance(t, (int, float)) for t in top1):
         summary.append("| pooled top-1 on the word datasets (table2) | "
                        + " | ".join(f"{t:.1%}" if isinstance(t, (int, float)) else "-" for t in top1) + " |")
-    size = reports[0]
-    intro = (f"{size['n']} prompts a word dataset, {size['sentence_n']} a sentence dataset, seed {size['seed']}. "
-             "A cell is the verdict (yes: replicates; no: does not replicate) and our headline number (on the correct "
-             "prompts for a claim on located heads that reads the sentence datasets alone, the paper's protocol there; "
-             "on all prompts for every other), and in brackets each other view's verdict where it differs: "
-             f"{', '.join(VIEW_MARK.values())} (heads at the paper's share of a model's heads); each model's own "
-             "report gives its interval, N, why and what each view judges.")
     diff = differing(reports)
     tail = ("Verdicts that differ between the models: " + ", ".join(diff) + "." if diff
             else "Every claim has the same verdict on every model.")
-    return intro + "\n\n" + "\n".join(rows + summary) + "\n\n" + tail + "\n"
+    return intro(reports[0]) + "\n\n" + "\n".join(rows + summary) + "\n\n" + tail + "\n"
