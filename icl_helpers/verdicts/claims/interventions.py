@@ -224,44 +224,28 @@ WORD_BIAS_SET = (f"{ISSUE_57}; its data (the reductions and their costs) had bee
 HELD_OUT = {"held_out": True}  # judged again in heads located on the other half of the inputs
 
 
-register(Claim(id="majority_bias", claim="The proposed method reduces majority-label bias on sentence classification tasks "
-                                         "(EMNLP abstract; the method rebuilt as balanced label attention in the in-context "
-                                         "heads)",
-               paper="reduced by {paper:.0%}", rule=BIAS_RULE, source=SOURCE, set_on=BIAS_SET,
-               unit="relative reduction of the bias rate", find=bias("majority", MAJORITY_BIAS),
-               notebooks=("08",), reads=SENTENCE_ONLY, thresholds=MAJORITY_BIAS, **HELD_OUT))
+def register_bias(measure: str, bias_name: str, method: str, cost: str, rule: dict[str, float]) -> None:
+    """A bias of the EMNLP abstract as three rows, in this order: its reduction on the sentence
+    datasets (`measure`_bias), our control of its cost there (`measure`_cost) and our row of the
+    reduction on the word dataset FIRST (`measure`_bias_words)."""
+    register(Claim(id=f"{measure}_bias", claim=f"The proposed method reduces {bias_name} on sentence classification tasks "
+                                               f"(EMNLP abstract; the method rebuilt as {method} in the in-context heads)",
+                   paper="reduced by {paper:.0%}", rule=BIAS_RULE, source=SOURCE, set_on=BIAS_SET,
+                   unit="relative reduction of the bias rate", find=bias(measure, rule),
+                   notebooks=("08",), reads=SENTENCE_ONLY, thresholds=rule, **HELD_OUT))
+    register(Claim(id=f"{measure}_cost", claim=f"Our control: {cost} at most {{points:.0%}} of top-1 on "
+                                               "standard prompts (sentence datasets)",
+                   paper="not in the abstract", rule=COST_RULE, source=f"ours, beside {SOURCE}", set_on=COST_SET,
+                   unit="share of prompts, top-1 lost", find=bias_cost(measure), notebooks=("08",), reads=SENTENCE_ONLY,
+                   thresholds=BIAS_COST, **HELD_OUT))
+    register(Claim(id=f"{measure}_bias_words", claim=f"Our row: {measure}_bias on the word dataset {FIRST}",
+                   paper="not in the abstract: its numbers are on sentence classification tasks",
+                   rule=f"{measure}_bias's rule on {FIRST}, in its in-context heads", source=f"ours, beside {SOURCE}",
+                   set_on=WORD_BIAS_SET, unit="relative reduction of the bias rate",
+                   find=bias(measure, rule, "word"), notebooks=("08",), thresholds=rule, **HELD_OUT))
 
 
-register(Claim(id="majority_cost", claim="Our control: balancing label attention costs at most {points:.0%} of top-1 on "
-                                         "standard prompts (sentence datasets)",
-               paper="not in the abstract", rule=COST_RULE, source=f"ours, beside {SOURCE}", set_on=COST_SET,
-               unit="share of prompts, top-1 lost", find=bias_cost("majority"), notebooks=("08",), reads=SENTENCE_ONLY,
-               thresholds=BIAS_COST, **HELD_OUT))
-
-
-register(Claim(id="majority_bias_words", claim=f"Our row: majority_bias on the word dataset {FIRST}",
-               paper="not in the abstract: its numbers are on sentence classification tasks",
-               rule=f"majority_bias's rule on {FIRST}, in its in-context heads", source=f"ours, beside {SOURCE}",
-               set_on=WORD_BIAS_SET, unit="relative reduction of the bias rate",
-               find=bias("majority", MAJORITY_BIAS, "word"), notebooks=("08",), thresholds=MAJORITY_BIAS, **HELD_OUT))
-
-
-register(Claim(id="recency_bias", claim="The proposed method reduces recency bias on sentence classification tasks (EMNLP "
-                                        "abstract; the method rebuilt as position-free label keys in the in-context heads)",
-               paper="reduced by {paper:.0%}", rule=BIAS_RULE, source=SOURCE, set_on=BIAS_SET,
-               unit="relative reduction of the bias rate", find=bias("recency", RECENCY_BIAS),
-               notebooks=("08",), reads=SENTENCE_ONLY, thresholds=RECENCY_BIAS, **HELD_OUT))
-
-
-register(Claim(id="recency_cost", claim="Our control: position-free label keys cost at most {points:.0%} of top-1 on "
-                                        "standard prompts (sentence datasets)",
-               paper="not in the abstract", rule=COST_RULE, source=f"ours, beside {SOURCE}", set_on=COST_SET,
-               unit="share of prompts, top-1 lost", find=bias_cost("recency"), notebooks=("08",), reads=SENTENCE_ONLY,
-               thresholds=BIAS_COST, **HELD_OUT))
-
-
-register(Claim(id="recency_bias_words", claim=f"Our row: recency_bias on the word dataset {FIRST}",
-               paper="not in the abstract: its numbers are on sentence classification tasks",
-               rule=f"recency_bias's rule on {FIRST}, in its in-context heads", source=f"ours, beside {SOURCE}",
-               set_on=WORD_BIAS_SET, unit="relative reduction of the bias rate",
-               find=bias("recency", RECENCY_BIAS, "word"), notebooks=("08",), thresholds=RECENCY_BIAS, **HELD_OUT))
+register_bias("majority", "majority-label bias", "balanced label attention", "balancing label attention costs",
+              MAJORITY_BIAS)
+register_bias("recency", "recency bias", "position-free label keys", "position-free label keys cost",
+              RECENCY_BIAS)
