@@ -16,6 +16,7 @@ from icl_helpers import ICLModel
 from icl_helpers.core.heads import top_heads
 from icl_helpers.core.passes import Accuracy
 from icl_helpers.data.prompts import prompt_label_ids
+from icl_helpers.errors import UsageError
 from icl_helpers.studies import function_vectors as fv
 from icl_helpers.studies import head_sets as hs
 from icl_helpers.studies import recency
@@ -155,14 +156,16 @@ def acc(hits: list[bool]) -> Accuracy:
     return Accuracy(h.float(), torch.zeros(len(h)), h.long(), torch.ones(len(h), dtype=torch.long), torch.full((len(h),), 0.5))
 
 
-def fake_study(hits: dict[tuple[str, int, int | None], list[bool]], plain: list[bool], zero: list[bool],
-               scores: dict[str, torch.Tensor] | None = None, null: torch.Tensor | None = None,
+def fake_study(hits: dict[tuple[str, int, int | None], list[bool] | Accuracy], plain: list[bool] | Accuracy,
+               zero: list[bool], scores: dict[str, torch.Tensor] | None = None, null: torch.Tensor | None = None,
                sizes: tuple[int, ...] = (2, 3)) -> hs.HeadSetStudy:
-    """A study of one word dataset whose runs give the hits given, inputs all distinct."""
+    """A study of one word dataset whose runs give the hits given (an `Accuracy` as it is), inputs all
+    distinct, every prompt's other label id 2."""
     runs = [hs.Ablation(s, k, d, ()) for s, k, d in hits]
-    n = len(plain)
-    ablations = hs.SetAblations("w", runs, acc(plain), [acc(h) for h in hits.values()], acc(zero), acc(zero),
-                                torch.arange(n))
+    as_acc = lambda h: h if isinstance(h, Accuracy) else acc(h)  # noqa: E731
+    n = len(as_acc(plain).predictions)
+    ablations = hs.SetAblations("w", runs, as_acc(plain), [as_acc(h) for h in hits.values()], acc(zero), acc(zero),
+                                torch.arange(n), torch.full((n,), 2))
     scores = scores or {name: torch.zeros(3, 4) for name in hs.SCORES}
     L, H = scores[hs.INDUCTION].shape
     return hs.HeadSetStudy("fake", L, H, hs.HeadScores(scores, torch.zeros(L, H) if null is None else null, {}, {}),
@@ -268,6 +271,37 @@ def test_the_literature_is_a_registry_apart_and_every_rule_is_written_out():
     text = lit.markdown(findings)
     assert text.startswith("| id | claim of the literature |") and "| claim |" not in text
     assert lit.fewest_prompts() >= 2 and lit.fewest_prompts() == lit.fewest_prompts(0)
+
+
+def labelled(n: int, inside: int, ranked: int) -> Accuracy:
+    """An `Accuracy` of n prompts (gold id 1, other 2): prompt i ranks the gold label above the other
+    where i < ranked, and its argmax is a label where i < inside (the gold one where also i < ranked,
+    else the other), a token outside the labels (0) elsewhere."""
+    i = torch.arange(n)
+    predictions = torch.where(i < inside, torch.where(i < ranked, 1, 2), 0)
+    return Accuracy((i < ranked).float(), torch.zeros(n), predictions, torch.ones(n, dtype=torch.long), torch.full((n,), 0.5))
+
+
+def test_the_tr_ratio_counts_the_predictions_inside_the_label_set():
+    """Yang et al.'s TR ratio: an argmax on the gold (1) or the other label (2) counts, any other token
+    not; per prompt against the random draws as `effect` reads top-1; in the curves and the effect table."""
+    plain = Accuracy(torch.zeros(6), torch.zeros(6), torch.tensor([1, 2, 0, 1, 3, 2]), torch.ones(6, dtype=torch.long),
+                     torch.full((6,), 0.5))
+    runs = [hs.Ablation(hs.TR, 1, None, ()), hs.Ablation(hs.TR, 1, 0, ()), hs.Ablation(hs.TR, 1, 1, ())]
+    ablated = [labelled(6, 2, 1), labelled(6, 6, 0), labelled(6, 3, 3)]  # TR ratios 2/6, 6/6, 3/6
+    a = hs.SetAblations("w", runs, plain, ablated, plain, plain, torch.arange(6), torch.full((6,), 2))
+    assert a.hits(plain, hs.TR_RATIO).tolist() == [True, True, False, True, False, True] and a.tr_ratio(plain) == 4 / 6
+    assert a.hits(plain).tolist() == [True, False, False, True, False, False]  # top-1: the gold label only
+    exact(a.effect(hs.TR, 1, hs.TR_RATIO), torch.tensor([0.0, 0.0, -1.0, -0.5, -0.5, -0.5], dtype=torch.float64))
+    exact(a.effect(hs.TR, 1, hs.RANKED), torch.tensor([0.5, -0.5, -0.5, 0.0, 0.0, 0.0], dtype=torch.float64))  # ranked: 1, 0, 3
+    row = a.effect_table([hs.TR], [1]).loc[(hs.TR, 1)]
+    assert (row["TR ratio ablated"], row["TR ratio random"]) == (2 / 6, (1 + 3 / 6) / 2)
+    assert math.isclose(row["TR ratio beyond random"], 2 / 6 - 0.75)
+    curves = a.curves()
+    assert curves.loc[curves["k"] == 0, "tr_ratio"].tolist() == [4 / 6] * 3
+    assert curves.loc[(curves["k"] == 1) & (curves["heads"] == "set"), "tr_ratio"].tolist() == [2 / 6]
+    with pytest.raises(UsageError, match="Unknown readout"):
+        a.hits(plain, "top-5")
 
 
 # --- the pieces on a small model ---------------------------------------------------------------
