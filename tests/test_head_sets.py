@@ -318,18 +318,18 @@ def tr_tl_study(tr: tuple[int, int], tl: tuple[int, int], sizes=(2, 3)) -> hs.He
 
 
 @pytest.mark.parametrize("tr, tl, verdict", [
-    ((20, 20), (90, 30), REPLICATES),  # TR ratio 100% -> 20% (TL: 90%); TL ablated ranks the gold label first on 30%
-    ((20, 20), (90, 100), PARTLY),  # the recognition branch alone
+    ((20, 60), (90, 30), REPLICATES),  # TR ratio 100% -> 20% (TL: 90%); TL ablated ranks the gold label first on 30%
+    ((20, 60), (90, 100), PARTLY),  # the recognition branch alone
     ((100, 100), (90, 30), PARTLY),  # the learning branch alone
     ((100, 100), (100, 100), FAILS),
-    ((85, 85), (100, 92), FAILS),  # both below their minimum effects (-0.15 of 0.2; -0.08 of 0.1), intervals below 0
-    ((20, 20), (25, 30), PARTLY),  # TL ablated drops the TR ratio nearly as much (+0.05 of 0.1): recognition fails
+    ((85, 100), (100, 92), FAILS),  # both below their minimum effects (-0.15 of 0.2; -0.08 of 0.1), intervals below 0
+    ((20, 60), (25, 30), PARTLY),  # TL ablated drops the TR ratio nearly as much (+0.05 of 0.1): recognition fails
 ])
 def test_tr_tl_roles_reads_each_branch_and_its_minimum(tr, tl, verdict):
     study = tr_tl_study(tr, tl)
     j = lit.LITERATURE["tr_tl_roles"].judge(study)
     assert j.verdict == verdict and j.n == M, j.why
-    assert math.isclose(j.ours, tr[0] / M - 1)  # the TR ratio beyond random: a flipped sign fails here
+    assert math.isclose(j.ours, tr[0] / M - 1)  # the TR ratio beyond random (not ranked): a flipped sign fails here
     assert j.ci[1] < 0 if tr[0] < M else j.ci == (0.0, 0.0)
     assert "plain: TR ratio 100.0%" in j.why
     recognition, learning = lit.tr_tl_branches(study, 2)
@@ -337,11 +337,11 @@ def test_tr_tl_roles_reads_each_branch_and_its_minimum(tr, tl, verdict):
 
 
 def test_tr_tl_roles_holds_at_one_size_partly():
-    runs = tr_tl_study((20, 20), (90, 30), (2,)).ablations["w"]
+    runs = tr_tl_study((20, 60), (90, 30), (2,)).ablations["w"]
     other = tr_tl_study((100, 100), (100, 100), (3,)).ablations["w"]
     both = hs.SetAblations("w", runs.runs + other.runs, runs.plain, runs.ablated + other.ablated, runs.zero_shot,
                            runs.shuffled, runs.inputs, runs.false_ids)
-    study = replace(tr_tl_study((20, 20), (90, 30)), ablations={"w": both})
+    study = replace(tr_tl_study((20, 60), (90, 30)), ablations={"w": both})
     j = lit.LITERATURE["tr_tl_roles"].judge(study)
     assert j.verdict == PARTLY and j.why.count("(holds)") == 2 and j.why.count("(does not hold)") == 2
 
