@@ -17,7 +17,9 @@ g = torch.Generator().manual_seed(0)
 HEADS = [(3, 1), (5, 0), (5, 2)]
 N, S, L, H = 12, len(HEADS), 6, 4
 r = lambda *shape: torch.rand(*shape, generator=g)  # noqa: E731
-SETS = ["in-context", "induction", "prefix-matching", "previous-token", "function-vector"]  # notebook 09's head types
+SETS = ["in-context", "induction", "prefix-matching", "previous-token", "function-vector", "task-recognition",
+        "task-learning"]  # notebook 09's head types
+NS = len(SETS)
 
 FIGURES = {
     "layer_increase": lambda: figures.layer_increase(r(L) - 0.5, r(L) - 0.5, "t"),
@@ -41,13 +43,13 @@ FIGURES = {
     "bias_change": lambda: figures.bias_change({
         name: BiasEffect(BiasCount(10, 8, 9), BiasCount(10, 5, 7), (0.2, 0.4), (0.9, 0.85)) for name in ("a", "b")}),
     "score_scatter": lambda: figures.score_scatter({name: r(L, H) for name in SETS}, SETS[0], "t"),
-    "overlap_diagram": lambda: figures.overlap_diagram(torch.randint(0, 4, (5, 5), generator=g), r(5, 5) * 2 - 1, SETS, 3, L * H),
-    "layer_spread": lambda: figures.layer_spread(torch.randint(0, 4, (5, L), generator=g), SETS),
+    "overlap_diagram": lambda: figures.overlap_diagram(torch.randint(0, 4, (NS, NS), generator=g), r(NS, NS) * 2 - 1, SETS, 3, L * H),
+    "layer_spread": lambda: figures.layer_spread(torch.randint(0, 4, (NS, L), generator=g), SETS),
     "set_ablation_curves": lambda: figures.set_ablation_curves(pd.DataFrame(
         [dict(set=s, heads=h, draw=d, k=k, accuracy=float(r(1))) for s in SETS for h in ("set", "random") for d in (0, 1)
          for k in (0, 1, 5)]), {"zero-shot": 0.1, "shuffled labels": 0.5}, "t"),
     "signature_bars": lambda: figures.signature_bars(pd.DataFrame(
-        {c: (r(5) / 10).tolist() for c in ("MRR", "random MRR", "random MRR p95", "truth effect", "random truth",
+        {c: (r(NS) / 10).tolist() for c in ("MRR", "random MRR", "random MRR p95", "truth effect", "random truth",
                                             "random truth p95")}, index=SETS), "t"),
     "head_profile": lambda: figures.head_profile({s: (float(r(1)), float(r(1))) for s in SETS}, list("abcd"), r(4),
                                                  torch.tensor([0, 1, 0, 0]).bool(), torch.tensor([1, 0, 0, 0]).bool(), (3, 1), "t"),
@@ -132,13 +134,13 @@ AT_SCALE = {  # the figures as a notebook draws them, at its sizes
     "top-1 accuracy, 12 variants": lambda: figures.accuracy_change(dict(zip(VARIANTS, [1.0, 0.344, 0.875, 0.031] * 3)), "t"),
     "Figs. 12-15, 4 panels": lambda: figures.head_heatmaps({d: (r(30, 9) - 0.5, MANY[:5]) for d in "abcd"}, "t"),
     "ablation, 2 panels": FIGURES["ablation_curves"],
-    "09: scores, 4 panels": lambda: figures.score_scatter({name: r(30, 9) for name in SETS}, SETS[0], "t"),
-    "09: overlap, 5 sets": FIGURES["overlap_diagram"],
-    "09: layers, 5 sets x 30": lambda: figures.layer_spread(torch.randint(0, 6, (5, 30), generator=g), SETS),
-    "09: curves, 6 panels": lambda: figures.set_ablation_curves(pd.DataFrame(
+    "09: scores, 6 panels": lambda: figures.score_scatter({name: r(30, 9) for name in SETS}, SETS[0], "t"),
+    "09: overlap, 7 sets": FIGURES["overlap_diagram"],
+    "09: layers, 7 sets x 30": lambda: figures.layer_spread(torch.randint(0, 6, (NS, 30), generator=g), SETS),
+    "09: curves, 8 panels": lambda: figures.set_ablation_curves(pd.DataFrame(
         [dict(set=s, heads=h, draw=d, k=k, accuracy=float(r(1))) for s in [*SETS, "heads given"] for h in ("set", "random")
          for d in (0, 1) for k in (0, 1, 2, 4, 8, 20)]), {"zero-shot": 0.0, "shuffled labels": 0.59}, "t"),
-    "09: two towers, 5 sets": FIGURES["signature_bars"],
+    "09: two towers, 7 sets": FIGURES["signature_bars"],
     "09: a head, 20 tokens": lambda: figures.head_profile({s: (float(r(1)), float(r(1))) for s in SETS}, [" tok"] * 20, r(20),
                                                           torch.arange(20) % 5 == 3, torch.arange(20) % 5 == 1, (3, 1), "t"),
     "biases, 2 panels": FIGURES["bias_change"],

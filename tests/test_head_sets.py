@@ -16,6 +16,8 @@ from icl_helpers import ICLModel
 from icl_helpers.core.heads import top_heads
 from icl_helpers.core.passes import Accuracy
 from icl_helpers.data.prompts import prompt_label_ids
+from icl_helpers.errors import UsageError
+from icl_helpers.stats import spearman
 from icl_helpers.studies import function_vectors as fv
 from icl_helpers.studies import head_sets as hs
 from icl_helpers.studies import recency
@@ -155,14 +157,16 @@ def acc(hits: list[bool]) -> Accuracy:
     return Accuracy(h.float(), torch.zeros(len(h)), h.long(), torch.ones(len(h), dtype=torch.long), torch.full((len(h),), 0.5))
 
 
-def fake_study(hits: dict[tuple[str, int, int | None], list[bool]], plain: list[bool], zero: list[bool],
-               scores: dict[str, torch.Tensor] | None = None, null: torch.Tensor | None = None,
+def fake_study(hits: dict[tuple[str, int, int | None], list[bool] | Accuracy], plain: list[bool] | Accuracy,
+               zero: list[bool], scores: dict[str, torch.Tensor] | None = None, null: torch.Tensor | None = None,
                sizes: tuple[int, ...] = (2, 3)) -> hs.HeadSetStudy:
-    """A study of one word dataset whose runs give the hits given, inputs all distinct."""
+    """A study of one word dataset whose runs give the hits given (an `Accuracy` as it is), inputs all
+    distinct, every prompt's other label id 2."""
     runs = [hs.Ablation(s, k, d, ()) for s, k, d in hits]
-    n = len(plain)
-    ablations = hs.SetAblations("w", runs, acc(plain), [acc(h) for h in hits.values()], acc(zero), acc(zero),
-                                torch.arange(n))
+    as_acc = lambda h: h if isinstance(h, Accuracy) else acc(h)  # noqa: E731
+    n = len(as_acc(plain).predictions)
+    ablations = hs.SetAblations("w", runs, as_acc(plain), [as_acc(h) for h in hits.values()], acc(zero), acc(zero),
+                                torch.arange(n), torch.full((n,), 2))
     scores = scores or {name: torch.zeros(3, 4) for name in hs.SCORES}
     L, H = scores[hs.INDUCTION].shape
     return hs.HeadSetStudy("fake", L, H, hs.HeadScores(scores, torch.zeros(L, H) if null is None else null, {}, {}),
@@ -260,14 +264,107 @@ def test_the_literature_is_a_registry_apart_and_every_rule_is_written_out():
 
     assert not set(lit.LITERATURE) & set(CLAIMS)
     for c in lit.LITERATURE.values():
-        assert "{" not in c.rule and c.paper.split(" ")[0] in ("Olsson", "Crosbie", "Yin")
-        assert c.set_on == lit.RULES_SET
+        assert "{" not in c.rule and c.paper.split(" ")[0] in ("Olsson", "Crosbie", "Yin", "Yang,")
+        assert c.set_on == (lit.TR_TL_RULES_SET if c.paper.startswith("Yang") else lit.RULES_SET)
     every = {name: (18, 18) for name in (*hs.SCORES, *(hs.exclusive(a, b) for a, b in hs.EXCLUSIONS))}
     findings = lit.judged(fake_study(runs_for(every), [True] * N, [False] * N))
     assert [f.id for f in findings] == list(lit.LITERATURE) and NOT_TESTED not in {f.verdict for f in findings}
     text = lit.markdown(findings)
     assert text.startswith("| id | claim of the literature |") and "| claim |" not in text
     assert lit.fewest_prompts() >= 2 and lit.fewest_prompts() == lit.fewest_prompts(0)
+
+
+def labelled(n: int, inside: int, ranked: int) -> Accuracy:
+    """An `Accuracy` of n prompts (gold id 1, other 2): prompt i ranks the gold label above the other
+    where i < ranked, and its argmax is a label where i < inside (the gold one where also i < ranked,
+    else the other), a token outside the labels (0) elsewhere."""
+    i = torch.arange(n)
+    predictions = torch.where(i < inside, torch.where(i < ranked, 1, 2), 0)
+    return Accuracy((i < ranked).float(), torch.zeros(n), predictions, torch.ones(n, dtype=torch.long), torch.full((n,), 0.5))
+
+
+def test_the_tr_ratio_counts_the_predictions_inside_the_label_set():
+    """Yang et al.'s TR ratio: an argmax on the gold (1) or the other label (2) counts, any other token
+    not; per prompt against the random draws as `effect` reads top-1; in the curves and the effect table."""
+    plain = Accuracy(torch.zeros(6), torch.zeros(6), torch.tensor([1, 2, 0, 1, 3, 2]), torch.ones(6, dtype=torch.long),
+                     torch.full((6,), 0.5))
+    runs = [hs.Ablation(hs.TR, 1, None, ()), hs.Ablation(hs.TR, 1, 0, ()), hs.Ablation(hs.TR, 1, 1, ())]
+    ablated = [labelled(6, 2, 1), labelled(6, 6, 0), labelled(6, 3, 3)]  # TR ratios 2/6, 6/6, 3/6
+    a = hs.SetAblations("w", runs, plain, ablated, plain, plain, torch.arange(6), torch.full((6,), 2))
+    assert a.hits(plain, hs.TR_RATIO).tolist() == [True, True, False, True, False, True] and a.tr_ratio(plain) == 4 / 6
+    assert a.hits(plain).tolist() == [True, False, False, True, False, False]  # top-1: the gold label only
+    exact(a.effect(hs.TR, 1, hs.TR_RATIO), torch.tensor([0.0, 0.0, -1.0, -0.5, -0.5, -0.5], dtype=torch.float64))
+    exact(a.effect(hs.TR, 1, hs.RANKED), torch.tensor([0.5, -0.5, -0.5, 0.0, 0.0, 0.0], dtype=torch.float64))  # ranked: 1, 0, 3
+    row = a.effect_table([hs.TR], [1]).loc[(hs.TR, 1)]
+    assert (row["TR ratio ablated"], row["TR ratio random"]) == (2 / 6, (1 + 3 / 6) / 2)
+    assert math.isclose(row["TR ratio beyond random"], 2 / 6 - 0.75)
+    curves = a.curves()
+    assert curves.loc[curves["k"] == 0, "tr_ratio"].tolist() == [4 / 6] * 3
+    assert curves.loc[(curves["k"] == 1) & (curves["heads"] == "set"), "tr_ratio"].tolist() == [2 / 6]
+    with pytest.raises(UsageError, match="Unknown readout"):
+        a.hits(plain, "top-5")
+
+
+M = 100  # prompts of the TR/TL rules' studies: intervals narrow enough to test the minimum effects
+
+
+def tr_tl_study(tr: tuple[int, int], tl: tuple[int, int], sizes=(2, 3)) -> hs.HeadSetStudy:
+    """Every prompt right plainly and under each random draw; with the top TR heads ablated `labelled(M, *tr)`,
+    with the top TL heads `labelled(M, *tl)`, at each size."""
+    full = labelled(M, M, M)
+    runs = {(name, k, d): (labelled(M, *kept) if d is None else full)
+            for name, kept in ((hs.TR, tr), (hs.TL, tl)) for k in sizes for d in (None, 0)}
+    return fake_study(runs, full, [False] * M, sizes=sizes)
+
+
+@pytest.mark.parametrize("tr, tl, verdict", [
+    ((20, 60), (90, 30), REPLICATES),  # TR ratio 100% -> 20% (TL: 90%); TL ablated ranks the gold label first on 30%
+    ((20, 60), (90, 100), PARTLY),  # the recognition branch alone
+    ((100, 100), (90, 30), PARTLY),  # the learning branch alone
+    ((100, 100), (100, 100), FAILS),
+    ((85, 100), (100, 92), FAILS),  # both below their minimum effects (-0.15 of 0.2; -0.08 of 0.1), intervals below 0
+    ((20, 60), (25, 30), PARTLY),  # TL ablated drops the TR ratio nearly as much (+0.05 of 0.1): recognition fails
+])
+def test_tr_tl_roles_reads_each_branch_and_its_minimum(tr, tl, verdict):
+    study = tr_tl_study(tr, tl)
+    j = lit.LITERATURE["tr_tl_roles"].judge(study)
+    assert j.verdict == verdict and j.n == M, j.why
+    assert math.isclose(j.ours, tr[0] / M - 1)  # the TR ratio beyond random (not ranked): a flipped sign fails here
+    assert j.ci[1] < 0 if tr[0] < M else j.ci == (0.0, 0.0)
+    assert "plain: TR ratio 100.0%" in j.why
+    recognition, learning = lit.tr_tl_branches(study, 2)
+    assert math.isclose(learning[0], tl[1] / M - 1)
+
+
+def test_tr_tl_roles_holds_at_one_size_partly():
+    runs = tr_tl_study((20, 60), (90, 30), (2,)).ablations["w"]
+    other = tr_tl_study((100, 100), (100, 100), (3,)).ablations["w"]
+    both = hs.SetAblations("w", runs.runs + other.runs, runs.plain, runs.ablated + other.ablated, runs.zero_shot,
+                           runs.shuffled, runs.inputs, runs.false_ids)
+    study = replace(tr_tl_study((20, 60), (90, 30)), ablations={"w": both})
+    j = lit.LITERATURE["tr_tl_roles"].judge(study)
+    assert j.verdict == PARTLY and j.why.count("(holds)") == 2 and j.why.count("(does not hold)") == 2
+
+
+def test_tr_overlaps_induction_reads_the_sets_and_the_rank_correlation():
+    """24 heads, induction ranking head 0 first: TR follows it (head 2 last), TL mostly reverses it."""
+    ind = torch.arange(24.0).flip(0)
+    tr = ind.clone()
+    tr[2] = -1.0  # top 3: heads 0, 1, 3
+    tl = torch.arange(24.0)
+    tl[2], tl[0] = 100.0, 99.0  # top 2: heads 2, 0 (one induction head of the top 2); top 3: 2, 0, 23
+
+    def judge(tr_scores, tl_scores):
+        scores = {name: torch.zeros(24) for name in hs.SCORES} | {hs.INDUCTION: ind, hs.TR: tr_scores, hs.TL: tl_scores}
+        scores = {name: s.view(6, 4) for name, s in scores.items()}
+        return lit.LITERATURE["tr_overlaps_induction"].judge(fake_study({}, [True] * N, [False] * N, scores))
+    j = judge(tr, tl)
+    assert j.verdict == PARTLY and "top-2 induction set shares 2 heads with the TR set, 1 with the TL set" in j.why
+    assert "top-3 induction set shares 2 heads with the TR set, 2 with the TL set" in j.why
+    assert math.isclose(j.ours, spearman(tr, ind) - spearman(tl, ind)) and j.ours > 1
+    assert judge(tr, -ind).verdict == REPLICATES
+    assert judge(tl, tr).verdict == FAILS
+    assert judge(tr, tr + 0.01 * torch.arange(24.0)).verdict == FAILS  # the same sets: neither shares more
 
 
 # --- the pieces on a small model ---------------------------------------------------------------

@@ -2,14 +2,17 @@
 accuracy lost when each is ablated against layer-matched random heads, and the two-tower signature
 in each.
 
-Every head of the model is scored five ways (`head_scores`), [L, H] each:
+Every head of the model is scored seven ways (`head_scores`), [L, H] each:
 
 * in-context: the paper's mean log-probability increase at the last position (`in_context_heads`),
   over the SCORE half's prompts the model answers correctly (all of them where it answers none);
 * induction, prefix-matching and previous-token: attention on repeated random token sequences
   (`head_types`), with the induction score's null on sequences whose copies share no id;
 * function-vector: Todd et al.'s average indirect effect in probability (`function_vectors`), on
-  the same SCORE prompts (the correct ones, where any).
+  the same SCORE prompts (the correct ones, where any);
+* task-recognition and task-learning (Yang, Cho & Inoue 2025; `label_subspace`): the norm of a head's
+  normed output at the last position projected onto the plane of the prompt's two labels'
+  unembeddings, and its gold-minus-other direct logit over that norm, on the same prompts.
 
 Scores read the SCORE half of each word dataset's records, split by distinct input
 (`head_types.score_and_eval`), averaged over the datasets; everything causal reads the EVAL half
@@ -25,7 +28,9 @@ set, size and random draw is a one-token pass over each prompt's kept keys and v
 (`core.passes.last_token_passes`), the sets on the batch axis. The control of a set draws, for each
 of its heads, another head of its layer (`core.heads.same_layer_random_heads`), seeded draw by
 draw; the floors are the zero-shot prompt (the input alone) and the prompt with its labels re-dealt
-so that no mapping is left (`function_vectors.corrupted_prompts`).
+so that no mapping is left (`function_vectors.corrupted_prompts`). Each run is read three ways
+(`READOUTS`): top-1 (the argmax is the gold label), ranked (the gold label above the other) and the
+TR ratio (the argmax is one of the prompt's two labels, Yang et al.'s readout).
 """
 from __future__ import annotations
 
@@ -57,14 +62,18 @@ from .head_types import (
     score_and_eval,
 )
 from .in_context_heads import answered_correctly, located
+from .label_subspace import label_subspace_scores
 from .mrr import layer_matched_mrr
 from .runner import PromptSet, study_result
 
 IN_CONTEXT, INDUCTION, PREFIX, PREVIOUS, FV = "in-context", "induction", "prefix-matching", "previous-token", "function-vector"
-SCORES = (IN_CONTEXT, INDUCTION, PREFIX, PREVIOUS, FV)
+TR, TL = "task-recognition", "task-learning"
+SCORES = (IN_CONTEXT, INDUCTION, PREFIX, PREVIOUS, FV, TR, TL)
 EXCLUSIONS = ((IN_CONTEXT, FV), (FV, IN_CONTEXT), (INDUCTION, FV), (FV, INDUCTION))  # (A, B): "A, not B"
 GIVEN = "heads given"  # the set of the heads a user names, beside the scored ones
 ROWS = 512  # one-token rows a pass of `set_ablations` holds at most (prompts x sets)
+TOP1, RANKED, TR_RATIO = "top-1", "ranked", "TR ratio"
+READOUTS = (TOP1, RANKED, TR_RATIO)  # what a run is read by (`SetAblations.hits`)
 
 
 def exclusive(a: str, b: str) -> str:
@@ -88,19 +97,23 @@ class HeadScores:
 
 def head_scores(m: ICLModel, score_sets: dict[str, PromptSet], n_sequences: int = 200, length: int = 50,
                 seed: int = 0, batch_size: int = 32) -> HeadScores:
-    """Each head's five scores (see the module) on the SCORE prompt sets given (dataset -> its
+    """Each head's seven scores (see the module) on the SCORE prompt sets given (dataset -> its
     SCORE half) and on n_sequences random sequences of `length` ids; each part cached by its study."""
-    increase, effect, scored = [], [], {}
+    increase, effect, recognition, learning, scored = [], [], [], [], {}
     for d, ps in score_sets.items():
         right = answered_correctly(m, ps)
         rows = right if right.any() else torch.ones_like(right)
         increase.append(located(m, ps, batch_size).head[rows].mean(0))
         effect.append(function_vector_scores(m, ps, seed, bool(right.any()), batch_size).prob)
+        subspace = label_subspace_scores(m, ps, batch_size)
+        recognition.append(subspace.tr[rows].mean(0))
+        learning.append(subspace.tl[rows].mean(0))
         scored[d] = int(rows.sum())
     repeated = repeated_sequence_scores(m, n_sequences, length, 2, seed, batch_size=batch_size)
     scores = {IN_CONTEXT: torch.stack(increase).mean(0), INDUCTION: repeated["repeat"],
               PREFIX: prefix_matching_scores(m, n_sequences, length, seed, batch_size=batch_size),
-              PREVIOUS: repeated["previous"], FV: torch.stack(effect).mean(0)}
+              PREVIOUS: repeated["previous"], FV: torch.stack(effect).mean(0),
+              TR: torch.stack(recognition).mean(0), TL: torch.stack(learning).mean(0)}
     null = induction_scores(m, n_sequences, length, seed, null=True, batch_size=batch_size)
     return HeadScores(scores, null, scored, {d: len(ps) for d, ps in score_sets.items()})
 
@@ -233,6 +246,7 @@ class SetAblations:
     zero_shot: Accuracy  # the input alone
     shuffled: Accuracy  # labels re-dealt so that no mapping is left; the gold label the clean prompt's
     inputs: torch.Tensor  # [N] long: each prompt's distinct input (numbered apart across datasets)
+    false_ids: torch.Tensor  # [N] long: each prompt's other label (its first token; the gold one is `Accuracy.true_id`)
 
     @classmethod
     def cat(cls, parts: Sequence[SetAblations], name: str) -> SetAblations:
@@ -241,7 +255,20 @@ class SetAblations:
         return cls(name, parts[0].runs, Accuracy.cat([p.plain for p in parts]),
                    [Accuracy.cat([p.ablated[i] for p in parts]) for i in range(len(parts[0].runs))],
                    Accuracy.cat([p.zero_shot for p in parts]), Accuracy.cat([p.shuffled for p in parts]),
-                   torch.cat([p.inputs + b for p, b in zip(parts, base.tolist())]))
+                   torch.cat([p.inputs + b for p, b in zip(parts, base.tolist())]), torch.cat([p.false_ids for p in parts]))
+
+    def hits(self, acc: Accuracy, readout: str = TOP1) -> torch.Tensor:
+        """[N] bool: each prompt's hit by a readout of `READOUTS`: top-1 (the argmax is the gold label),
+        ranked (the gold label's logit above the other's) or TR ratio (the argmax is either label)."""
+        if readout == TR_RATIO:
+            return (acc.predictions == acc.true_id) | (acc.predictions == self.false_ids)
+        if readout not in READOUTS:
+            raise UsageError(f"Unknown readout {readout!r}: choose one of {', '.join(READOUTS)}.")
+        return acc.top1_hits if readout == TOP1 else acc.ranked_hits
+
+    def tr_ratio(self, acc: Accuracy) -> float:
+        """Yang et al.'s TR ratio of a run: the share of prompts whose argmax is one of their two labels."""
+        return self.hits(acc, TR_RATIO).double().mean().item()
 
     def at(self, name: str, k: int) -> tuple[Accuracy, list[Accuracy]]:
         """(the set's first k heads ablated, each layer-matched draw of k ablated)."""
@@ -250,18 +277,18 @@ class SetAblations:
             raise UsageError(f"No run ablates the first {k} heads of {name!r}.")
         return chosen[None], [chosen[d] for d in sorted(d for d in chosen if d is not None)]
 
-    def effect(self, name: str, k: int) -> torch.Tensor:
-        """[N]: each prompt's top-1 hit with the set's first k heads ablated minus its mean over the
-        random draws (the accuracy the set costs beyond random heads, negative where it hurts)."""
+    def effect(self, name: str, k: int, readout: str = TOP1) -> torch.Tensor:
+        """[N]: each prompt's hit (`hits` by the readout) with the set's first k heads ablated minus its
+        mean over the random draws (what the set costs beyond random heads, negative where it hurts)."""
         top, draws = self.at(name, k)
-        return top.top1_hits.double() - torch.stack([d.top1_hits.double() for d in draws]).mean(0)
+        return self.hits(top, readout).double() - torch.stack([self.hits(d, readout).double() for d in draws]).mean(0)
 
     def curves(self) -> pd.DataFrame:
         """Columns dataset, set, heads ("set" or "random"), draw, k (0: the plain model), accuracy
-        (top-1), ranked (true above false), true_prob."""
+        (top-1), ranked (true above false), tr_ratio (the argmax either label), true_prob."""
         def row(name: str, heads: str, draw: int, k: int, acc: Accuracy) -> dict:
             return dict(dataset=self.dataset, set=name, heads=heads, draw=draw, k=k, accuracy=acc.top1,
-                        ranked=acc.ranked, true_prob=float(acc.true_prob.mean()))
+                        ranked=acc.ranked, tr_ratio=self.tr_ratio(acc), true_prob=float(acc.true_prob.mean()))
         names = list(dict.fromkeys(r.set for r in self.runs))
         draws = sorted({r.draw for r in self.runs if r.draw is not None})
         rows = [row(n, "set", 0, 0, self.plain) for n in names] + [row(n, "random", d, 0, self.plain) for n in names for d in draws]
@@ -270,7 +297,8 @@ class SetAblations:
 
     def effect_table(self, names: Sequence[str], ks: Sequence[int]) -> pd.DataFrame:
         """One row a named set and size it was ablated at: top-1 with its first k heads ablated, the
-        layer-matched draws' mean, and the difference (`effect`) with its 95% interval over distinct inputs."""
+        layer-matched draws' mean, and the difference (`effect`) with its 95% interval over distinct inputs;
+        then the TR ratio with the set ablated, its draws' mean and the difference."""
         rows = []
         for name in names:
             for k in ks:
@@ -285,7 +313,9 @@ class SetAblations:
                     ci = "too few inputs"
                 rows.append({"set": name, "k": k, "top-1 ablated": top.top1,
                              "random: mean": float(torch.tensor([d.top1 for d in draws]).mean()),
-                             "beyond random": float(effect.mean()), "95% CI": ci})
+                             "beyond random": float(effect.mean()), "95% CI": ci, "TR ratio ablated": self.tr_ratio(top),
+                             "TR ratio random": float(torch.tensor([self.tr_ratio(d) for d in draws]).mean()),
+                             "TR ratio beyond random": float(self.effect(name, k, TR_RATIO).mean())})
         return pd.DataFrame(rows).set_index(["set", "k"])
 
     def floors(self) -> dict[str, float]:
@@ -352,7 +382,7 @@ def set_ablations(m: ICLModel, ps: PromptSet, runs: Sequence[Ablation], means: t
     inputs = torch.tensor([numbers.setdefault(zero_shot(p), len(numbers)) for p in ps.prompts])
     return SetAblations(ps.dataset, list(runs), _accuracies(got["plain"], true_ids),
                         [_accuracies(a, true_ids) for a in got["ablated"]], _accuracies(got["zero_shot"], true_ids),
-                        _accuracies(got["shuffled"], true_ids), inputs)
+                        _accuracies(got["shuffled"], true_ids), inputs, false_ids)
 
 
 # --- the study ---------------------------------------------------------------------------------

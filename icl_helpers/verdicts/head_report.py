@@ -92,7 +92,7 @@ def markdown(report: dict) -> str:
         parts += [f"\n## Overlaps of the top {k}\n", table(rows)]
     for what, rows in report["ablations"].items():
         floors = ", ".join(f"{name} {v:.1%}" for name, v in report["floors"][what].items() if name != "N")
-        parts += [f"\n## Top-1 with each set mean-ablated at the last position: {what} datasets "
+        parts += [f"\n## Top-1 and the TR ratio with each set mean-ablated at the last position: {what} datasets "
                   f"(N={report['floors'][what]['N']}; {floors})\n", table(rows)]
     parts += [f"\n## The two-tower signature of each set of {report['k']} (word datasets' EVAL records)\n",
               table(report["signatures"])]

@@ -384,17 +384,23 @@ def bias_change(effects: dict[str, BiasEffect]) -> Figure:
 
 
 # --- notebook 09: head types ------------------------------------------------------------------
-SET_COLOURS = ("#d62728", "#1f77b4", "#17becf", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")  # a set each, in order
+SET_COLOURS = ("#d62728", "#1f77b4", "#17becf", "#2ca02c", "#9467bd", "#ff7f0e", "#bcbd22", "#8c564b", "#e377c2")  # a set each
 
 
 def score_scatter(scores: dict[str, torch.Tensor], x: str, title: str) -> Figure:
-    """Every head as a point, score `x` (e.g. in-context) against each other score, one panel each,
-    coloured by layer; scores maps a name to [L, H]."""
+    """Every head as a point, score `x` (e.g. in-context) against each other score, one panel each (at
+    most 4 a row), coloured by layer; scores maps a name to [L, H]."""
     others = [name for name in scores if name != x]
     L = scores[x].shape[0]
-    fig, axes = _fig(min(3.2 * len(others) + 1, MAX_WIDTH), 3.6, ncols=len(others))
+    ncols = min(4, len(others))
+    rows = -(-len(others) // ncols)
+    fig = Figure(figsize=(min(3.2 * ncols + 1, MAX_WIDTH), 3.2 * rows + 0.4), layout="constrained")
+    axes = fig.subplots(rows, ncols, squeeze=False).flatten()
+    for ax in axes[len(others):]:
+        ax.remove()  # the last row's spare panels
+    axes = axes[:len(others)]
     layers = np.repeat(np.arange(L), scores[x].shape[1])
-    for ax, name in zip(np.atleast_1d(axes), others):
+    for ax, name in zip(axes, others):
         points = ax.scatter(scores[x].flatten().numpy(), scores[name].flatten().numpy(), c=layers, cmap="viridis",
                             vmin=0, vmax=L - 1, s=10, alpha=0.8)
         ax.set(xlabel=f"{x} score", ylabel=f"{name} score")
@@ -408,7 +414,7 @@ def overlap_diagram(shared: torch.Tensor, rho: torch.Tensor, names: Sequence[str
     the title); right, Spearman's rho of their scores over all N heads (rho [S, S])."""
     S = len(names)
     fig, (left, right) = _fig(min(2.6 * S + 2, MAX_WIDTH), 1.4 + 0.75 * S, ncols=2)
-    wrapped = [textwrap.fill(n, 10) for n in names]
+    wrapped = [textwrap.fill(n, 12) for n in names]
     sns.heatmap(shared.numpy(), ax=left, annot=True, fmt="d", cmap="Greens", vmin=0, vmax=k, xticklabels=wrapped,
                 yticklabels=wrapped, cbar_kws={"label": "shared heads"})
     left.set_title(f"heads shared by the top-{k} sets\n(chance: {k * k / n_heads:.1f} of {k})")
@@ -416,7 +422,7 @@ def overlap_diagram(shared: torch.Tensor, rho: torch.Tensor, names: Sequence[str
                 yticklabels=wrapped, cbar_kws={"label": "Spearman's rho"})
     right.set_title(f"rank correlation of the scores\n(all {n_heads} heads)")
     for ax in (left, right):
-        ax.tick_params(axis="x", rotation=45)
+        ax.tick_params(axis="x", rotation=90 if S > 5 else 45)  # upright where many sets narrow the columns
         ax.tick_params(axis="y", rotation=0)
         ax.set(xlabel="score", ylabel="score")
     return fig
@@ -463,7 +469,8 @@ def signature_bars(table: pd.DataFrame, title: str) -> Figure:
         ax.bar(x - 0.2, table[ours], width=0.4, color=[SET_COLOURS[i % len(SET_COLOURS)] for i in range(len(table))])
         ax.bar(x + 0.2, table[mean], width=0.4, color=PALETTE[RANDOM])
         ax.scatter(x + 0.2, table[p95], marker="_", s=300, color="black", zorder=3)
-        ax.set_xticks(x, [textwrap.fill(n, 14) for n in table.index], rotation=45, ha="right")
+        ax.set_xticks(x, [textwrap.fill(n, 14) for n in table.index], rotation=90 if len(table) > 5 else 45,
+                      ha="center" if len(table) > 5 else "right")
         ax.set_xlabel("set")
     left.set_yscale("log")
     left.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
