@@ -1,9 +1,18 @@
-"""The results cache: tensors and JSON kept on disk under `$ICL_HELPERS_CACHE/results/`.
+"""The results cache: the one door to the results kept on disk under `$ICL_HELPERS_CACHE/results/`.
 
-An entry is one file named for its key (`cache_file`: a kind such as "locate" and the
-values that decide the result: a model, a fingerprint of what its weights hold, a hash of the prompts
-(`prompts_hash`), of the package's code (`source_hash`), ...). `cached` keeps a dict of
-tensors (a torch file, `.pt`), `cached_json` a JSON value (a text file, `.json`). Each entry
+A study asks it for a result by kind (e.g. "locate"), model and what the result was computed on,
+and gives the computation: `stored` keeps tensors, `stored_accuracies` the `Accuracy` of passes
+under several interventions, `stored_json` a JSON value (a finding), `stored_together` the results
+of one computation that gives several kinds at once. Caching a study is one call of one of them.
+Every entry's name is built by one function, `key`: the kind, the model's name, a fingerprint of
+what its weights hold and dtype, what the result was computed on (a prompt set, prompts, token
+sequences, or a finding's claim and sizes), a hash of anything else that decides it (heads,
+seeds, ...), and the package's code version where the result depends on it (`source_hash`).
+The weights' fingerprint is taken once a result, and a result is stored only where the weights
+still have it after; while an intervention is active on the model nothing is read or stored.
+
+An entry is one file named for its key (`cache_file`). `cached` keeps a dict of tensors (a torch
+file, `.pt`), `cached_json` a JSON value (a text file, `.json`). Each entry
 is written atomically and holds its value, its SHA-256, checked on every read, and the file
 name it was written under: a damaged entry, or one copied over another key's file, is
 rebuilt with a warning (an older version's tensors without one). A cache that cannot be
@@ -19,15 +28,19 @@ import io
 import json
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, Mapping, Protocol, Sequence, TypeVar, Union, runtime_checkable
 
 import torch
 
+from .core.batching import Tensors
+from .core.interventions import intervening
+from .core.passes import Accuracy
+from .data.prompts import Prompt
+from .model.loading import ICLModel
 from .paths import cache_root, locked, remove_orphans, sweep_leftovers, write_atomically
 
-Tensors = dict[str, torch.Tensor]
 JSON = Any  # what json.loads returns: dicts, lists, strings, numbers, booleans and None
 Value = TypeVar("Value")
 
@@ -51,11 +64,12 @@ def source_hash() -> str:
 NAME_MAX = 200  # a file name's length at most, so that its lock's and a writer's temporary names fit in 255 bytes
 
 
-def cache_file(kind: str, **key: object) -> Path:
-    """The tensors' file for `kind` (e.g. "locate") and a key such as model=..., dataset=..., n=...
-    (`.with_suffix(".json")`: the same key's JSON file). A key too long for a file name (a model
-    named by a long local path) keeps its start and ends with a hash of the whole key."""
-    parts = [kind] + [f"{k}={v}" for k, v in key.items()]
+def cache_file(kind: str, **values: object) -> Path:
+    """The tensors' file for `kind` (e.g. "locate") and a key's values such as model=..., dataset=...,
+    n=... in order (`key` gives every study's; `.with_suffix(".json")`: the same key's JSON file). A key
+    too long for a file name (a model named by a long local path) keeps its start and ends with a hash
+    of the whole key."""
+    parts = [kind] + [f"{k}={v}" for k, v in values.items()]
     name = re.sub(r"[^A-Za-z0-9=._-]+", "-", "__".join(parts))
     room = NAME_MAX - len(".json")
     if len(name) > room:
@@ -64,8 +78,50 @@ def cache_file(kind: str, **key: object) -> Path:
     return cache_root() / "results" / f"{name}.pt"
 
 
+@runtime_checkable
+class PromptSetLike(Protocol):
+    """A prompt set (`studies.runner.PromptSet`, on the floor above): what its key names."""
+
+    dataset: str
+    variant: str
+    seed: int
+
+    @property
+    def texts(self) -> list[str]: ...
+
+    def __len__(self) -> int: ...
+
+
+On = Union[PromptSetLike, Sequence[Prompt], torch.Tensor, Mapping[str, object]]  # what a result is computed on
+
+
+def _named(on: On) -> dict[str, object]:
+    """What a key says of the inputs a result was computed on: a prompt set's dataset, variant, N,
+    seed and a hash of its texts; prompts' N and a hash of the prompts themselves (texts, spans and
+    label words: a text alone does not say which label is true); token sequences' [S, T] count S,
+    length T and a hash of their ids; a mapping's items as they are (a finding's claim, sizes and seed)."""
+    if isinstance(on, Mapping):
+        return dict(on)
+    if isinstance(on, torch.Tensor):
+        return {"n": len(on), "T": on.shape[1], "ids": prompts_hash([" ".join(map(str, r)) for r in on.tolist()])}
+    if isinstance(on, PromptSetLike):
+        return {"dataset": on.dataset, "variant": on.variant, "n": len(on), "seed": on.seed,
+                "prompts": prompts_hash(on.texts)}
+    return {"n": len(on), "prompts": prompts_hash([repr(p) for p in on])}
+
+
+def key(kind: str, m: ICLModel, on: On, code: str | None = None, **extra: object) -> Path:
+    """The one key of every result, as its tensors' file (`.with_suffix(".json")`: its JSON file):
+    the kind, the model's name, its weights' fingerprint (`ICLModel.fingerprint`) and dtype, what
+    the result was computed on (`_named`), a hash of the repr of each `extra` value (heads, seeds,
+    ...) and, for a result that depends on the package's code, its version (`source_hash`)."""
+    return cache_file(kind, model=m.name, weights=m.fingerprint(), dtype=str(m.model.dtype).removeprefix("torch."),
+                      **_named(on), **{k: prompts_hash([repr(v)]) for k, v in extra.items()},
+                      **({} if code is None else {"code": code}))
+
+
 @dataclass(frozen=True)
-class _Kind(Generic[Value]):
+class _Form(Generic[Value]):
     """How one kind of value is checked, stored, read back and handed out."""
 
     settle: Callable[[Value], Value]  # a computed value as a read would give it
@@ -78,27 +134,27 @@ _KEPT: dict[Path, object] = {}  # results whose cache file could not be written,
 _UNWRITABLE: set[Path] = set()  # the cache folders this process has warned of
 
 
-def _cached(path: Path, compute: Callable[[], Value], kind: _Kind[Value]) -> Value:
+def _cached(path: Path, compute: Callable[[], Value], form: _Form[Value]) -> Value:
     """Load the value at `path`, or compute and save it there. One process at a time makes an
     entry: another that wants it meanwhile waits, then reads it. Where the entry cannot be
     written, the result is kept in memory for the rest of the run (`_keep`)."""
     if path in _KEPT:
-        return kind.copy(_KEPT[path])  # the caller's to change, as a read's would be
+        return form.copy(_KEPT[path])  # the caller's to change, as a read's would be
     with locked(path) as alone:
         if alone:
             remove_orphans(path)  # a killed writer's temporary file
         if path.exists():
             try:
-                stored = kind.read(path)
+                stored = form.read(path)
                 if stored is not None:
                     return stored
             except Exception as err:  # a damaged entry of any kind is rebuilt
                 warnings.warn(f"Rebuilding the damaged cache file {path} ({err}).", stacklevel=3)
-        result = kind.settle(compute())
+        result = form.settle(compute())
         try:
-            _write(path, kind.dump(path, result))
+            _write(path, form.dump(path, result))
         except Exception as err:  # a full disk or no permission, whatever type the writer raises
-            _keep(path, kind.copy(result), err)
+            _keep(path, form.copy(result), err)
         return result
 
 
@@ -168,7 +224,7 @@ def _dump_tensors(path: Path, tensors: Tensors) -> bytes:
     return buffer.getvalue()
 
 
-_TENSOR_KIND = _Kind[Tensors](
+_TENSORS_FORM = _Form[Tensors](
     settle=lambda tensors: {k: v.detach().cpu() for k, v in tensors.items()},
     copy=lambda tensors: {k: v.clone() for k, v in tensors.items()},
     dump=_dump_tensors,
@@ -179,7 +235,7 @@ _TENSOR_KIND = _Kind[Tensors](
 def cached(path: Path, compute: Callable[[], Tensors]) -> Tensors:
     """The tensors at `path` (a `cache_file`), or compute() (name -> tensor, moved to the CPU)
     saved there."""
-    return _cached(path, compute, _TENSOR_KIND)
+    return _cached(path, compute, _TENSORS_FORM)
 
 
 # --- JSON ----------------------------------------------------------------------------------
@@ -210,7 +266,7 @@ def _dump_json(path: Path, value: JSON) -> bytes:
     return json.dumps(entry).encode("utf-8")
 
 
-_JSON_KIND = _Kind[JSON](
+_JSON_FORM = _Form[JSON](
     settle=lambda value: json.loads(_text(value)),  # tuples to lists, as read back
     copy=lambda value: json.loads(_text(value)),
     dump=_dump_json,
@@ -221,4 +277,70 @@ _JSON_KIND = _Kind[JSON](
 def cached_json(path: Path, compute: Callable[[], JSON]) -> JSON:
     """The JSON value at `path` (a `cache_file(...).with_suffix(".json")`), or compute()
     (dicts, lists, strings, numbers, booleans, None) saved there."""
-    return _cached(path, compute, _JSON_KIND)
+    return _cached(path, compute, _JSON_FORM)
+
+
+# --- the door: every kind of result a study keeps, each one call -------------------------
+def _stored(m: ICLModel, path: Callable[[], Path], compute: Callable[[], Value], form: _Form[Value],
+            cache: bool) -> Value:
+    """compute(), kept at path() (taken once the weights' fingerprint is held, `ICLModel.held`) and
+    stored only where the weights still have that fingerprint after (`ICLModel.computed_from`);
+    computed afresh and not stored where cache is False or while an intervention is active."""
+    if not cache or intervening(m):
+        return form.settle(compute())
+    with m.held() as fingerprint:
+        return _cached(path(), lambda: m.computed_from(fingerprint, compute), form)
+
+
+def stored(kind: str, m: ICLModel, on: On, compute: Callable[[], Tensors], cache: bool = True,
+           **extra: object) -> Tensors:
+    """compute() (name -> tensor, moved to the CPU), kept under `key(kind, m, on, **extra)`:
+    read where it is there, else computed and stored (cache=False: computed afresh at any
+    options, e.g. batch_size, and not stored)."""
+    return _stored(m, lambda: key(kind, m, on, **extra), compute, _TENSORS_FORM, cache)
+
+
+def stored_accuracies(kind: str, m: ICLModel, on: On, compute: Callable[[], list[Accuracy]],
+                      **extra: object) -> list[Accuracy]:
+    """compute(): the `Accuracy` of passes under each of several interventions (`core.passes`),
+    kept as one result under `key(kind, m, on, **extra)`, as `stored` keeps tensors."""
+    names = [f.name for f in fields(Accuracy)]
+
+    def tensors() -> Tensors:
+        return {f"{i}.{name}": getattr(a, name) for i, a in enumerate(compute()) for name in names}
+    got = stored(kind, m, on, tensors, **extra)
+    return [Accuracy(**{name: got[f"{i}.{name}"] for name in names}) for i in range(len(got) // len(names))]
+
+
+def stored_json(kind: str, m: ICLModel, on: On, compute: Callable[[], JSON], code: str | None = None,
+                **extra: object) -> JSON:
+    """compute() (dicts, lists, strings, numbers, booleans, None), kept under
+    `key(kind, m, on, code, **extra)`'s JSON file, as `stored` keeps tensors."""
+    return _stored(m, lambda: key(kind, m, on, code, **extra).with_suffix(".json"), compute, _JSON_FORM, True)
+
+
+def stored_together(kind: str, kinds: Sequence[str], m: ICLModel, on: On, compute: Callable[[], dict[str, Tensors]],
+                    cache: bool = True) -> Tensors:
+    """Result `kind` of a computation that gives each of `kinds` at once (compute() -> kind ->
+    tensors), kept as `stored` keeps one; where it was computed and stored, the other kinds are
+    stored too, each under its own key, unless there already."""
+    done: dict[str, Tensors] = {}
+
+    def one() -> Tensors:
+        done.update(compute())
+        return done[kind]
+
+    with m.held():  # the other kinds stored under the fingerprint their computation was checked against
+        result = stored(kind, m, on, one, cache)
+        if done and cache and not intervening(m):
+            for other in set(kinds) - {kind}:
+                path = key(other, m, on)
+                if not path.exists():
+                    cached(path, lambda: done[other])
+    return result
+
+
+def forget(kind: str, m: ICLModel, on: On, **extra: object) -> None:
+    """Remove the entry of `key(kind, m, on, **extra)`, if there is one (e.g. one written before its result
+    gained a part), so that the next ask computes it again."""
+    key(kind, m, on, **extra).unlink(missing_ok=True)

@@ -265,6 +265,7 @@ QUICK = {
     "test_cli.py": ("test_argument_errors_come_before_torch_is_imported", "test_bad_input_is_one_line_before_torch_loads"),
     "test_words.py": (),
     "test_layout.py": (),
+    "test_cache.py": (),
     "test_docs.py": (),
     "test_weights_key.py": ("test_an_edit_changes_the_fingerprint_and_rebuilds_the_readout",
                             "test_every_one_element_edit_changes_the_fingerprint", "test_chunk_sums_are_the_sums_mod_2_32",

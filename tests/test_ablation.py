@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from icl_helpers import ICLModel
+from icl_helpers.cache import stored_accuracies
 from icl_helpers.core.heads import same_layer_random_heads, top_heads
 from icl_helpers.core.interventions import Intervention
 from icl_helpers.core.passes import intervened_accuracies, intervened_accuracy
@@ -35,7 +36,7 @@ from icl_helpers.studies.ablation import (
 from icl_helpers.studies.accuracy import accuracy
 from icl_helpers.studies.head_types import input_halves
 from icl_helpers.studies.in_context_heads import located
-from icl_helpers.studies.runner import accuracies_result, prompt_set
+from icl_helpers.studies.runner import prompt_set
 from icl_helpers.verdicts.evidence import WORD, Evidence
 from icl_helpers.verdicts.rules import RANDOM_DRAWS
 from tests.conftest import close, logprob_scale, small_model
@@ -183,14 +184,14 @@ def test_accuracies_are_kept_under_their_prompts_and_key(llama, tmp_path, monkey
     def compute() -> list:
         calls.append(1)
         return intervened_accuracies(llama, prompts, [None, Intervention.ablated(llama, [(1, 2)])])
-    first = accuracies_result("test", llama, prompts, compute, heads=[(1, 2)])
-    again = accuracies_result("test", llama, prompts, compute, heads=[(1, 2)])
+    first = stored_accuracies("test", llama, prompts, compute, heads=[(1, 2)])
+    again = stored_accuracies("test", llama, prompts, compute, heads=[(1, 2)])
     assert len(calls) == 1 and len(again) == 2 and all(torch.equal(a.true_logit, b.true_logit) for a, b in zip(first, again))
     assert torch.equal(again[1].predictions, first[1].predictions) and again[0].true_prob is not None
-    accuracies_result("test", llama, prompts, compute, heads=[(1, 3)])
+    stored_accuracies("test", llama, prompts, compute, heads=[(1, 3)])
     swapped = [replace(p, true_label=p.false_label, false_label=p.true_label) for p in prompts]
     assert [p.text for p in swapped] == [p.text for p in prompts]
-    accuracies_result("test", llama, swapped, compute, heads=[(1, 2)])
+    stored_accuracies("test", llama, swapped, compute, heads=[(1, 2)])
     assert len(calls) == 3
 
 

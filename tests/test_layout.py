@@ -11,9 +11,10 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "icl_helpers"
 PRESENTATION = ("matplotlib", "seaborn", "ipywidgets", "IPython")
 # Floors, lowest first: a module may import its own floor and those below it, except data from model.
-BASE = {"errors", "paths", "cache", "hub", "progress", "stats"}  # top-level modules everything may use
+BASE = {"errors", "paths", "hub", "progress", "stats"}  # top-level modules everything may use
 FRONT = {"__init__", "__main__", "cli", "notebook"}  # the doors users come in by
-LAYERS = ["base", "model", "data", "core", "studies", "verdicts", "viz", "front"]
+# `cache`, the results cache, is a floor of its own: it keys results by model and inputs, and studies ask it
+LAYERS = ["base", "model", "data", "core", "cache", "studies", "verdicts", "viz", "front"]
 
 
 def imports(path: Path, package: Path) -> list[tuple[str, list[str]]]:
@@ -84,6 +85,28 @@ def test_the_rules_can_fail(tmp_path):
     stray.write_text("")
     assert violations(stray, tmp_path / "icl_helpers") == [
         "stray is on no floor: add it to BASE or FRONT, or move it into a subpackage"]
+
+
+def cache_importers(folder: str, package: Path = PACKAGE) -> list[str]:
+    """The files under `folder` of the package that import the results cache (`cache.py`), in any form."""
+    return [str(path.relative_to(package)) for path in sorted((package / folder).rglob("*.py"))
+            if any(module == f"{package.name}.cache" or (module == package.name and "cache" in names)
+                   for module, names in imports(path, package))]
+
+
+def test_the_core_imports_no_cache():
+    """The exact computations know no disk: the cache keys and keeps their results a floor above them."""
+    assert cache_importers("core") == []
+
+
+def test_a_core_that_imports_the_cache_is_found(tmp_path):
+    package = tmp_path / "icl_helpers"
+    (package / "core").mkdir(parents=True)
+    (package / "core" / "fine.py").write_text("from ..paths import cache_root\nfrom .batching import Tensors\n")
+    (package / "core" / "alias.py").write_text("from ..cache import Tensors\n")
+    (package / "core" / "whole.py").write_text("from .. import cache\n")
+    (package / "core" / "plain.py").write_text("import icl_helpers.cache\n")
+    assert cache_importers("core", package) == ["core/alias.py", "core/plain.py", "core/whole.py"]
 
 
 PRODUCT = ["README.md", "docs/*.md", "data/README.md", "notebooks/README.md", "notebooks/*.ipynb", "scripts/*.sh", "icl_helpers/**/*.py"]

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from icl_helpers.cache import prompts_hash
+from icl_helpers.cache import key, prompts_hash
 from icl_helpers.cli import main
 from icl_helpers.data import setting as setting_module
 from icl_helpers.data.datasets import dataset_records
@@ -32,7 +32,7 @@ from icl_helpers.data.setting import MAIN, Setting, class_pools, more_demonstrat
 from icl_helpers.data.words import WORD_DATASETS, make_word_records, read_word_list
 from icl_helpers.errors import Unjudgeable, UsageError
 from icl_helpers.studies import recency
-from icl_helpers.studies.runner import prompt_set, result_file
+from icl_helpers.studies.runner import prompt_set
 from icl_helpers.verdicts import claims, evidence, findings, robustness, rules
 from icl_helpers.verdicts.judgement import NOT_TESTED, PARTLY, REPLICATES, Judgement
 from tests.conftest import vocab_tokenizer
@@ -153,8 +153,8 @@ def test_settings_reach_the_studies_and_keep_their_own_cache_entries(small, word
     main_ps, pen_ps = (prompt_set(small, WORD, "balanced", 6, setting=s) for s in (MAIN, PEN))
     assert main_ps.texts == prompt_set(small, WORD, "balanced", 6).texts
     assert re.fullmatch(rf"locate__model=gpt2__weights=\w+__dtype=float32__dataset={WORD}__variant=balanced__n=6__seed=0"
-                        rf"__prompts={prompts_hash(main_ps.texts)}\.pt", result_file("locate", small, main_ps).name)
-    assert result_file("locate", small, pen_ps) != result_file("locate", small, main_ps)
+                        rf"__prompts={prompts_hash(main_ps.texts)}\.pt", key("locate", small, main_ps).name)
+    assert key("locate", small, pen_ps) != key("locate", small, main_ps)
     assert all(" : pen " in t or " : sky " in t for t in pen_ps.texts)
     ids = ["fig3_4", "fig8", "majority_bias_words"]
     main_run = findings.report(small, 12, 2, announce=lambda step: None, ids=ids)

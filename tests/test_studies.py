@@ -438,7 +438,7 @@ def test_an_older_versions_entry_is_rebuilt_without_a_warning(fresh, tmp_path):
 def test_a_label_record_cached_before_a_field_was_added_is_recorded_again(fresh):
     m, ps = fresh
     want = prompt_pass.label_record(m, ps)
-    path = runner.result_file("label-record", m, ps)
+    path = results_cache.key("label-record", m, ps)
     old = results_cache._read(path)
     del old["attn_scale"]  # as a version before Gemma's post-norms wrote it
     path.unlink()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import torch
 
+from icl_helpers.cache import stored
 from icl_helpers.core.attribution import Readout
 from icl_helpers.core.decompose import decompose
 from icl_helpers.data.positions import LabelPositions
-from icl_helpers.studies import order, runner, subvalues
+from icl_helpers.studies import order, subvalues
 from icl_helpers.studies.subvalues import DEMONSTRATION, FALSE_LABEL, LAST, OTHER, TRUE_LABEL
 from icl_helpers.verdicts import claims, evidence
 from icl_helpers.verdicts.claims.appendices import judge_app_e
@@ -85,7 +86,7 @@ def test_neuron_increases_and_their_ranking_are_neuron_increase(small, ps, tmp_p
     assert all(len(t) == 4 for t in table["top tokens"])
     close(subvalues.neuron_increases(small, ps, layers), got, scale=scale)  # decomposed in one batch, not in twos
     top = subvalues.top_ffn_layers(small, ps, 2)
-    loc = runner.study_result("locate", small, ps, lambda: {})  # filled by top_ffn_layers
+    loc = stored("locate", small, ps, lambda: {})  # filled by top_ffn_layers
     assert top == loc["ffn"].mean(0).topk(2).indices.tolist()
 
 

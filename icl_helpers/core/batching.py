@@ -12,10 +12,11 @@ from typing import Iterator, Sequence
 
 import torch
 
-from ..cache import Tensors
 from ..errors import check_count
 from ..model.loading import ICLModel
 from ..progress import progress_bar
+
+Tensors = dict[str, torch.Tensor]  # a result's parts by name: a batch's [b, ...], a prompt set's [N, ...]
 
 BATCH_TOKENS = 2048  # tokens with padding a batch of long prompts may hold (see bench/RESULTS.md, padding)
 

@@ -5,12 +5,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ..cache import Tensors
 from ..errors import UsageError, check_prompts, warn_without_demonstration
 from ..model.adapters import Arch
 from ..model.loading import ICLModel, check_model
 from .attribution import Readout, layer_head_increase, readout_of
-from .batching import in_prompt_order, length_batches, scoring_groups, walk
+from .batching import Tensors, in_prompt_order, length_batches, scoring_groups, walk
 from .decompose import Decomposition, decompose
 from .heads import Head, Shape, at_heads, model_heads, top_heads
 from .sizes import sizes_for

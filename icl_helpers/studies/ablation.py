@@ -7,7 +7,7 @@ by default: each head's output set to its mean over those prompts; zero as an op
 baseline, k random heads matched to them layer by layer in 20 draws, on prompts of the other
 half's records (`evaluation_prompts`): no input is both located on and evaluated. It measures
 top-1, ranked (true above false) and the true label's probability, each run under its ablation
-batch by batch (`core.passes`), the runs kept in the results cache (`runner.accuracies_result`).
+batch by batch (`core.passes`), the runs kept in the results cache (`cache.stored_accuracies`).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Sequence
 import pandas as pd
 import torch
 
-from ..cache import prompts_hash
+from ..cache import prompts_hash, stored_accuracies
 from ..core.heads import Head, same_layer_random_heads, top_heads
 from ..core.interventions import Intervention, head_means
 from ..core.passes import Accuracy, intervened_accuracies
@@ -29,7 +29,7 @@ from ..errors import UsageError
 from ..model.loading import ICLModel
 from .head_types import input_halves, records_in
 from .in_context_heads import located
-from .runner import accuracies_result, prompt_set
+from .runner import prompt_set
 
 IN_CONTEXT, RANDOM = "top in-context heads", "random heads"  # the `heads` column of `AblationRuns.curves`
 ABLATIONS = ("mean", "zero")  # what an ablated head's output is set to
@@ -138,7 +138,7 @@ def causal_check(m: ICLModel, datasets: Sequence[str], n: int, seed: int = 0, da
     n_random layer-matched random draws (`ablation_runs`). more_ks: other numbers of heads to ablate
     as well (a curve; the other runs' results do not depend on them). Mean ablation by the heads'
     means over the locating prompts, or zero. Keyed by dataset; each dataset's runs are cached
-    (`runner.accuracies_result`): a report judged again does not run them again."""
+    (`cache.stored_accuracies`): a report judged again does not run them again."""
     check_ablation(ablation)
     runs = {}
     for d in datasets:
@@ -152,7 +152,7 @@ def causal_check(m: ICLModel, datasets: Sequence[str], n: int, seed: int = 0, da
 
         def compute() -> list[Accuracy]:
             return ablation_accuracies(m, evaluated, heads, ks, n_random, seed, ablation_means(m, texts, ablation))
-        accs = accuracies_result("causal-check", m, evaluated, compute, heads=heads, ks=ks, n_random=n_random, seed=seed,
+        accs = stored_accuracies("causal-check", m, evaluated, compute, heads=heads, ks=ks, n_random=n_random, seed=seed,
                                  ablation=ablation, locating=prompts_hash(texts))
         runs[d] = AblationRuns.of(accs, ks, n_random)
     return runs

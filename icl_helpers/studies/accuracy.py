@@ -13,12 +13,13 @@ from typing import Sequence
 import pandas as pd
 import torch
 
+from ..cache import stored
 from ..core.interventions import Intervention
 from ..core.passes import Accuracy, accuracies
 from ..data.prompts import prompt_label_ids
 from ..data.setting import MAIN, Setting
 from ..model.loading import ICLModel
-from .runner import PromptSet, prompt_set, study_result
+from .runner import PromptSet, prompt_set
 
 
 def accuracy(
@@ -44,13 +45,13 @@ def accuracy(
 
 def prompt_accuracy(m: ICLModel, ps: PromptSet, batch_size: int = 32) -> Accuracy:
     """Accuracy of the model on a prompt set (true label against false label), cached on disk
-    as every study's result is (`runner.study_result`): a notebook's Table 2, its accuracy
+    as every study's result is (`cache.stored`): a notebook's Table 2, its accuracy
     lines and its verdicts run each prompt set once."""
     def compute() -> dict[str, torch.Tensor]:
         (acc,) = accuracies(m, ps.texts, *prompt_label_ids(m.tokenizer, ps.prompts), [None], batch_size,
                             f"accuracy, {ps.title}")
         return {f.name: getattr(acc, f.name) for f in fields(Accuracy)}
-    return Accuracy(**study_result("accuracy", m, ps, compute))
+    return Accuracy(**stored("accuracy", m, ps, compute))
 
 
 @dataclass

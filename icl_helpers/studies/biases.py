@@ -7,7 +7,7 @@ input in a re-ordered prompt. The bias rate is how often the model predicts the 
 label among the prompts where that label is wrong. With two labels in a prompt, every
 wrong answer that is a label is the biased one, so the share of wrong predictions naming
 it is reported beside the rate: it counts how many wrong answers are some other token.
-Each intervention's passes are kept in the results cache (`runner.accuracies_result`).
+Each intervention's passes are kept in the results cache (`cache.stored_accuracies`).
 """
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ from typing import Callable, Sequence
 import pandas as pd
 import torch
 
+from ..cache import stored_accuracies
 from ..core.heads import Head
 from ..core.interventions import Intervention
 from ..core.passes import Accuracy, intervened_accuracies
 from ..data.prompts import Prompt, Record, majority_labels, mixed_label_prompts, nearest_labels, prompt_label_ids
 from ..data.setting import MAIN, Setting
 from ..model.loading import ICLModel
-from .runner import accuracies_result
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ def measured_bias(m: ICLModel, measure: str, records: Sequence[Record], heads: S
     standard, biased = (mixed_label_prompts(records, setting.variant(v)) for v in ("balanced", variant))
 
     def passes(prompts: Sequence[Prompt]) -> list[Accuracy]:
-        return accuracies_result(f"{measure}-bias", m, prompts, lambda: intervened_accuracies(
+        return stored_accuracies(f"{measure}-bias", m, prompts, lambda: intervened_accuracies(
             m, prompts, [None, intervention(m, heads)], batch_size), heads=list(heads))
     return bias_effect(m, biased, biased_labels(biased), standard, passes)
 

@@ -36,6 +36,7 @@ from typing import Iterator, Sequence
 
 import torch
 
+from ..cache import stored
 from ..core.batching import length_batches, walk
 from ..core.decompose import decompose
 from ..core.interventions import Intervention
@@ -45,7 +46,7 @@ from ..errors import UsageError
 from ..model.hooks import attached
 from ..model.loading import ICLModel, runs_model
 from ..model.weights import execution_device
-from .runner import PromptSet, study_result
+from .runner import PromptSet
 
 
 def cell_of(prompt: Prompt, direction: str) -> str:
@@ -151,7 +152,7 @@ def function_vector_scores(m: ICLModel, ps: PromptSet, seed: int = 0, correct_on
     follow the classes, two or more demonstrations a class; e.g. `head_types.score_and_eval`'s
     SCORE set), cached under the prompts, their cells, seed and correct_only. See the module."""
     cells = [cell_of(p, d) for p, d in zip(ps.prompts, ps.directions)]  # in the key: the texts do not say them
-    result = study_result("function-vectors", m, ps, lambda: _effects(m, ps, seed, correct_only, batch_size, reuse_keys),
+    result = stored("function-vectors", m, ps, lambda: _effects(m, ps, seed, correct_only, batch_size, reuse_keys),
                           cache, cells=cells, corruption_seed=seed, correct_only=correct_only)
     return FunctionVectorScores(cells=sorted(set(cells)), **result)
 

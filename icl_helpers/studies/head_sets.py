@@ -43,6 +43,7 @@ from typing import Sequence
 import pandas as pd
 import torch
 
+from ..cache import stored
 from ..core.heads import Head, head_mask, head_name, same_layer_random_heads, top_heads
 from ..core.interventions import ablated_rows, first_layer
 from ..core.passes import Accuracy, LastRun, last_token_passes
@@ -64,7 +65,7 @@ from .head_types import (
 from .in_context_heads import answered_correctly, located
 from .label_subspace import label_subspace_scores
 from .mrr import layer_matched_mrr
-from .runner import PromptSet, study_result
+from .runner import PromptSet
 
 IN_CONTEXT, INDUCTION, PREFIX, PREVIOUS, FV = "in-context", "induction", "prefix-matching", "previous-token", "function-vector"
 TR, TL = "task-recognition", "task-learning"
@@ -214,7 +215,7 @@ def membership(scores: dict[str, torch.Tensor], k: int) -> pd.DataFrame:
 def last_position_means(m: ICLModel, score_sets: Sequence[PromptSet], batch_size: int = 32) -> torch.Tensor:
     """[L, H, dh]: every head's z at the last position averaged over every prompt of the sets
     pooled (both label mappings, every dataset: no mapping survives the mean), each set's sum cached."""
-    sums = [study_result("last-position-sums", m, ps, lambda ps=ps: {"sum": last_outputs(m, ps.texts, batch_size)[0]
+    sums = [stored("last-position-sums", m, ps, lambda ps=ps: {"sum": last_outputs(m, ps.texts, batch_size)[0]
                                                                          .double().sum(0)})["sum"] for ps in score_sets]
     return (torch.stack(sums).sum(0) / sum(len(ps) for ps in score_sets)).float()
 
@@ -377,7 +378,7 @@ def set_ablations(m: ICLModel, ps: PromptSet, runs: Sequence[Ablation], means: t
         return {"plain": plain, "ablated": ablated, **floors}
 
     plan = [(r.set, r.k, r.draw, r.heads) for r in runs]
-    got = study_result("head-set-ablations", m, ps, compute, cache, runs=plan, means=digest, shuffle_seed=seed)
+    got = stored("head-set-ablations", m, ps, compute, cache, runs=plan, means=digest, shuffle_seed=seed)
     numbers: dict[str, int] = {}
     inputs = torch.tensor([numbers.setdefault(zero_shot(p), len(numbers)) for p in ps.prompts])
     return SetAblations(ps.dataset, list(runs), _accuracies(got["plain"], true_ids),

@@ -31,12 +31,12 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import torch
 
-from ..cache import Tensors, cache_file, cached, prompts_hash
-from ..core.interventions import intervening
+from ..cache import stored
+from ..core.batching import Tensors
 from ..data.positions import find_positions
 from ..data.prompts import Prompt, Record, build_prompt
 from ..data.setting import MAIN, Setting
@@ -139,28 +139,16 @@ def target_attention(m: ICLModel, ids: torch.Tensor, targets: dict[str, tuple[to
     return {name: (s / S).float() for name, s in sums.items()}
 
 
-def _kept(kind: str, m: ICLModel, ids: torch.Tensor, compute: Callable[[], Tensors], cache: bool) -> Tensors:
-    """compute(), cached as a study is (`runner.study_result`): under the model, its weights'
-    fingerprint, dtype and the sequences themselves; afresh where cache is False or while an
-    intervention is active."""
-    if not cache or intervening(m):
-        return compute()
-    with m.held() as key:
-        path = cache_file(kind, model=m.name, weights=key, dtype=str(m.model.dtype).removeprefix("torch."),
-                          n=len(ids), T=ids.shape[1], ids=prompts_hash([" ".join(map(str, r)) for r in ids.tolist()]))
-        return cached(path, lambda: m.computed_from(key, compute))
-
-
 def repeated_sequence_scores(m: ICLModel, n_sequences: int = 200, length: int = 50, copies: int = 2, seed: int = 0,
                              null: bool = False, batch_size: int = 32, cache: bool = True) -> Tensors:
     """{"repeat": [L, H], "previous": [L, H]} on `random_sequences(m, n_sequences, length, copies,
     seed, null)`: the attention on the repeat targets (`repeat_targets`: the stripe with 2 copies,
     the prefix-matching score with 4) and on the previous token (`previous_targets`), one pass
-    for both, cached."""
+    for both, cached under the sequences themselves."""
     ids = random_sequences(m, n_sequences, length, copies, seed, null)
     prefix, T = len(text_prefix(m)), ids.shape[1]
     targets = {"repeat": repeat_targets(T, prefix, length), "previous": previous_targets(T, prefix)}
-    return _kept("repeated-sequences", m, ids, lambda: target_attention(m, ids, targets, batch_size), cache)
+    return stored("repeated-sequences", m, ids, lambda: target_attention(m, ids, targets, batch_size), cache)
 
 
 def induction_scores(m: ICLModel, n_sequences: int = 200, length: int = 50, seed: int = 0, null: bool = False,

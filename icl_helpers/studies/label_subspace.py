@@ -34,11 +34,12 @@ from dataclasses import dataclass
 
 import torch
 
+from ..cache import stored
 from ..core.attribution import readout_of
 from ..core.decompose import Decomposition
 from ..data.prompts import prompt_label_ids
 from ..model.loading import ICLModel
-from .runner import PromptSet, decomposed, study_result
+from .runner import PromptSet, decomposed
 
 KIND = "label-subspace-scores"  # the results cache's kind
 
@@ -90,4 +91,4 @@ def label_subspace_scores(m: ICLModel, ps: PromptSet, batch_size: int = 32, cach
         return out
 
     labels = [(p.true_label, p.false_label) for p in ps.prompts]
-    return LabelSubspaceScores(**study_result(KIND, m, ps, compute, cache, labels=labels))
+    return LabelSubspaceScores(**stored(KIND, m, ps, compute, cache, labels=labels))

@@ -13,10 +13,11 @@ from typing import Sequence
 
 import torch
 
+from ..cache import stored
 from ..core.attribution import readout_of
 from ..core.heads import Head
 from ..model.loading import ICLModel
-from .runner import PromptSet, decomposed, study_result
+from .runner import PromptSet, decomposed
 
 ORDERS = ("alone", "random order", "last")  # what is added before the head
 
@@ -50,4 +51,4 @@ def order_increases(m: ICLModel, ps: PromptSet, heads: Sequence[Head], seed: int
             out[rows] = readout.increase(base, contrib, 1, dec.predictions, dec.scale)[..., 0].cpu()
         return {"increase": out}
 
-    return study_result("order-increase", m, ps, compute, cache, heads=heads, order_seed=seed)["increase"]
+    return stored("order-increase", m, ps, compute, cache, heads=heads, order_seed=seed)["increase"]

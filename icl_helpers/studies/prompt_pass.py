@@ -16,17 +16,16 @@ from typing import Iterator, Sequence
 
 import torch
 
-from ..cache import Tensors, cached
+from ..cache import forget, stored_together
 from ..core.attribution import readout_of
-from ..core.batching import chunks, in_prompt_order, length_batches, walk
+from ..core.batching import Tensors, chunks, in_prompt_order, length_batches, walk
 from ..core.decompose import Decomposition, decompose
-from ..core.interventions import intervening
 from ..core.locate import Scoring
 from ..core.projections import attention_at, label_attention
 from ..data.positions import LabelPositions
 from ..errors import UsageError
 from ..model.loading import ICLModel
-from .runner import PromptSet, result_file, study_result
+from .runner import PromptSet
 
 KINDS = ("locate", "label-attention", "label-record")
 
@@ -106,19 +105,7 @@ def from_pass(kind: str, m: ICLModel, ps: PromptSet, batch_size: int = 32, cache
     records all of `KINDS` in its pass and stores those not yet stored; a label-only kind (as
     the prompt variants of Figs. 8-11 need) is recorded alone, with no scoring of heads."""
     kinds = KINDS if kind == "locate" else (kind,)
-    done: dict[str, Tensors] = {}
-
-    def compute() -> Tensors:
-        done.update(prompt_pass(m, ps, kinds, batch_size))
-        return done[kind]
-
-    with m.held():  # the pass's other results stored under the key their pass was checked against
-        result = study_result(kind, m, ps, compute, cache)
-        if done and cache and not intervening(m):
-            for other in set(kinds) - {kind}:
-                if not result_file(other, m, ps).exists():
-                    cached(result_file(other, m, ps), lambda: done[other])
-    return result
+    return stored_together(kind, kinds, m, ps, lambda: prompt_pass(m, ps, kinds, batch_size), cache)
 
 
 def label_record(m: ICLModel, ps: PromptSet) -> LabelRecord:
@@ -127,6 +114,6 @@ def label_record(m: ICLModel, ps: PromptSet) -> LabelRecord:
     record = from_pass("label-record", m, ps)
     names = [f.name for f in fields(LabelRecord)]
     if not set(names) <= record.keys():
-        result_file("label-record", m, ps).unlink(missing_ok=True)
+        forget("label-record", m, ps)
         record = from_pass("label-record", m, ps)
     return LabelRecord(**{name: record[name] for name in names})

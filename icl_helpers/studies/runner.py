@@ -1,15 +1,14 @@
-"""What every study runs on: prompt sets, batched decompositions of them, and their results' keys.
+"""What every study runs on: prompt sets and batched decompositions of them.
 
 A `PromptSet` is N prompts of one dataset and variant with their label positions for one
-tokenizer. `decomposed` runs a prompt set through the model in batches; `study_result`
-keeps a study's tensors in the results cache (`cache`), one file per key: the key names the
-kind of result, the model, a fingerprint of its weights, dtype, dataset, variant, N and
-seed, and ends with a hash of the prompts themselves (and of any extra argument), so
-neither other weights nor a changed prompt builder ever read a stale result. The weights'
-fingerprint hashes what they hold (`ICLModel.fingerprint`), taken once a study, so that an
-edit by any means (`.data`, in place, `load_state_dict`, a swapped module) keys a new result. While an
-intervention is active on the model nothing is read from or written to the cache. `accuracies_result`
-keeps the same way the accuracies of prompts that are not a prompt set (an ablation's, a bias's passes).
+tokenizer. `decomposed` runs a prompt set through the model in batches. A study keeps its
+result in the results cache by asking `cache` (`cache.stored(kind, m, ps, compute, ...)`), which
+builds its key: the kind, the model, a fingerprint of its weights (`ICLModel.fingerprint`:
+what they hold, taken once a study, so that an edit by any means, `.data`, in place,
+`load_state_dict`, a swapped module, keys a new result), dtype, dataset, variant, N and seed,
+and a hash of the prompts themselves (and of any extra argument), so neither other weights
+nor a changed prompt builder ever read a stale result. While an intervention is active on the
+model nothing is read from or written to the cache.
 
 Study functions, the naming rule: one function a result, named for what it returns, never
 for how it is computed (`label_ranks`, `position_increases`, `attention_on_labels`); it
@@ -19,17 +18,15 @@ some heads or layers), and cache=False computes it afresh (at any batch_size), s
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 
-from ..cache import Tensors, cache_file, cached, prompts_hash
+from ..cache import stored
 from ..core.batching import length_batches, prompt_order, walk
 from ..core.decompose import Decomposition, concat, decompose
-from ..core.interventions import intervening
-from ..core.passes import Accuracy
 from ..data.positions import LabelPositions, find_positions
 from ..data.prompts import LABELS, SEP, Prompt, build_prompts, parse_prompt
 from ..data.setting import MAIN, Setting
@@ -106,57 +103,11 @@ def gathered(m: ICLModel, ps: PromptSet, batch_size: int, record: Iterable[str],
 
 def cached_study(kind: str, name: str, key: str) -> Callable[[Study], Study]:
     """A study function from compute(m, ps, arg, **options) -> [N, ...], arg the heads or layers
-    studied: its result is cached as the tensor `name` under `result_file(kind, m, ps,
-    **{key: list(arg)})`; cache=False computes it afresh (at any options, e.g. batch_size)."""
+    studied: its result is cached as the tensor `name` (`cache.stored(kind, m, ps, ..., **{key:
+    list(arg)})`); cache=False computes it afresh (at any options, e.g. batch_size)."""
     def decorate(compute: Study) -> Study:
         @functools.wraps(compute)
         def study(m: ICLModel, ps: PromptSet, arg: Sequence, *, cache: bool = True, **options: object) -> torch.Tensor:
-            return study_result(kind, m, ps, lambda: {name: compute(m, ps, arg, **options)}, cache, **{key: list(arg)})[name]
+            return stored(kind, m, ps, lambda: {name: compute(m, ps, arg, **options)}, cache, **{key: list(arg)})[name]
         return study
     return decorate
-
-
-def result_file(kind: str, m: ICLModel, ps: PromptSet, **extra: object) -> Path:
-    """The cache file of a result on a prompt set: model, weights, dtype, dataset, variant,
-    N, seed, and a hash of the prompts (and of anything in `extra`)."""
-    return cache_file(kind, model=m.name, weights=m.fingerprint(), dtype=str(m.model.dtype).removeprefix("torch."),
-                      dataset=ps.dataset, variant=ps.variant, n=len(ps), seed=ps.seed, prompts=prompts_hash(ps.texts),
-                      **{k: prompts_hash([repr(v)]) for k, v in extra.items()})
-
-
-def study_result(kind: str, m: ICLModel, ps: PromptSet, compute: Callable[[], Tensors], cache: bool = True,
-                 **extra: object) -> Tensors:
-    """compute(), cached under `result_file(kind, m, ps, **extra)`, its key taken from the
-    weights once, before it is read or computed, and stored only where the weights still have
-    it after (`ICLModel.computed_from`); computed afresh and not stored where cache is False or
-    while an intervention is active on the model."""
-    return _stored(m, lambda: result_file(kind, m, ps, **extra), compute, cache)
-
-
-def _stored(m: ICLModel, path: Callable[[], Path], compute: Callable[[], Tensors], cache: bool) -> Tensors:
-    """compute(), cached at path() as `study_result` says (the path taken once the weights' key is held)."""
-    if not cache or intervening(m):
-        return {k: v.detach().cpu() for k, v in compute().items()}
-    with m.held() as key:
-        return cached(path(), lambda: m.computed_from(key, compute))
-
-
-def prompts_file(kind: str, m: ICLModel, prompts: Sequence[Prompt], **extra: object) -> Path:
-    """The cache file of a result on prompts that are not a prompt set (a held-out half, a bias
-    variant's prompts): model, weights, dtype, N and a hash of the prompts themselves (texts,
-    spans and label words: a text alone does not say which label is true), and of anything in `extra`."""
-    return cache_file(kind, model=m.name, weights=m.fingerprint(), dtype=str(m.model.dtype).removeprefix("torch."),
-                      n=len(prompts), prompts=prompts_hash([repr(p) for p in prompts]),
-                      **{k: prompts_hash([repr(v)]) for k, v in extra.items()})
-
-
-def accuracies_result(kind: str, m: ICLModel, prompts: Sequence[Prompt], compute: Callable[[], list[Accuracy]],
-                      **extra: object) -> list[Accuracy]:
-    """compute(): the prompts' `Accuracy` under each of several interventions (`core.passes`), cached as
-    one result under `prompts_file(kind, m, prompts, **extra)`, as `study_result` keeps a study's."""
-    names = [f.name for f in fields(Accuracy)]
-
-    def tensors() -> Tensors:
-        return {f"{i}.{name}": getattr(a, name) for i, a in enumerate(compute()) for name in names}
-    stored = _stored(m, lambda: prompts_file(kind, m, prompts, **extra), tensors, True)
-    return [Accuracy(**{name: stored[f"{i}.{name}"] for name in names}) for i in range(len(stored) // len(names))]

@@ -20,6 +20,7 @@ from typing import Sequence
 import pandas as pd
 import torch
 
+from ..cache import stored
 from ..core.attribution import Readout, readout_of
 from ..core.heads import Head, head_name, same_layer_random_heads
 from ..core.projections import kept_tokens
@@ -28,7 +29,7 @@ from ..data.sentences import SOURCES
 from ..model.adapters import Arch
 from ..model.loading import ICLModel
 from ..model.weights import weight
-from .runner import PromptSet, decomposed, study_result
+from .runner import PromptSet, decomposed
 
 SPELLINGS = 4  # first tokens a word is looked for as: " word", "word", " Word", "Word"
 
@@ -170,7 +171,7 @@ def tower_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: i
                 "query_rotated": word_ranks(readout, turned, given, kept, W_K).view(N, len(heads), D).cpu()
                 .masked_fill(~ps.positions.valid[:, None], torch.nan)}
 
-    return study_result("tower-ranks", m, ps, compute, cache, heads=heads)
+    return stored("tower-ranks", m, ps, compute, cache, heads=heads)
 
 
 def _key_ranks(readout: Readout, keys: torch.Tensor, at: torch.Tensor, words: torch.Tensor, kept: torch.Tensor

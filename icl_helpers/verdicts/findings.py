@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..cache import cache_file, cached_json, prompts_hash, source_hash
+from ..cache import prompts_hash, source_hash, stored_json
 from ..core.heads import Head
 from ..data.setting import MAIN, Setting
 from ..errors import Unjudgeable, UsageError
@@ -111,13 +111,10 @@ def kept_finding(id: str, s: Evidence) -> Finding:
     heads given, sentence datasets at hand, setting (other than the main one) and the package's
     own source: a report run again, or resumed after an interruption, judges only the claims it
     had not finished."""
-    m = s.m
-    setting = {} if s.setting == MAIN else {"setting": prompts_hash([repr(s.setting)])}  # the main run's names as they were
-    with m.held() as key:  # one key for the finding and every study it reads, checked before it is stored
-        path = cache_file("finding", model=m.name, weights=key, dtype=str(m.model.dtype).removeprefix("torch."),
-                          claim=id, n=s.n, sentence_n=s.sentence_n, seed=s.seed, heads=prompts_hash([repr(s.given)]),
-                          data=prompts_hash(s.sentence), **setting, code=CODE).with_suffix(".json")
-        return Finding.from_dict(cached_json(path, lambda: m.computed_from(key, lambda: judged(id, s).to_dict())))
+    on = dict(claim=id, n=s.n, sentence_n=s.sentence_n, seed=s.seed, heads=prompts_hash([repr(s.given)]),
+              data=prompts_hash(s.sentence))
+    setting = {} if s.setting == MAIN else {"setting": s.setting}  # the main run's names as they were
+    return Finding.from_dict(stored_json("finding", s.m, on, lambda: judged(id, s).to_dict(), CODE, **setting))
 
 
 def in_view(find: Callable[[Evidence], Judgement], view: Callable[[], Evidence]) -> Judgement:
