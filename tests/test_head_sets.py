@@ -21,6 +21,7 @@ from icl_helpers.stats import spearman
 from icl_helpers.studies import function_vectors as fv
 from icl_helpers.studies import head_sets as hs
 from icl_helpers.studies import recency
+from icl_helpers.studies import set_ablations as sa
 from icl_helpers.verdicts import literature as lit
 from icl_helpers.verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES
 from tests.conftest import close, exact, logprob_scale, small_model
@@ -58,13 +59,13 @@ def test_sets_ablated_at_the_last_position_equal_each_prompt_run_by_hand(model, 
     """Several sets and draws on the batch axis, in chunks of 3 rows (ROWS), runs sorted by their first
     layer: every run's logits of the true and false labels, its argmax and the true label's
     probability are those of the prompt run alone with the run's heads replaced."""
-    monkeypatch.setattr(hs, "ROWS", 6)  # batch_size 2: 3 runs a pass, several passes of mixed starts
+    monkeypatch.setattr(sa, "ROWS", 6)  # batch_size 2: 3 runs a pass, several passes of mixed starts
     ps = fv_prompt_set(model)
     ranked = {"a": [(2, 1), (0, 3), (1, 0)], "b": [(1, 2), (2, 0)], "c": [(0, 0)]}
-    runs = hs.ablation_plan(ranked, {"a": [1, 3], "b": [2], "c": [1]}, model.arch.n_heads, n_random=2, seed=0)
+    runs = sa.ablation_plan(ranked, {"a": [1, 3], "b": [2], "c": [1]}, model.arch.n_heads, n_random=2, seed=0)
     assert len(runs) == 3 * (2 + 1 + 1) and {r.set for r in runs} == {"a", "b", "c"}
     fill = torch.randn(model.arch.n_layers, model.arch.n_heads, model.arch.d_head, generator=torch.Generator().manual_seed(1))
-    got = hs.set_ablations(model, ps, runs, fill, seed=0, batch_size=2, cache=False)
+    got = sa.set_ablations(model, ps, runs, fill, seed=0, batch_size=2, cache=False)
     true_ids, false_ids = prompt_label_ids(model.tokenizer, ps.prompts)
     rows = torch.arange(len(ps))
 
@@ -84,14 +85,14 @@ def test_sets_ablated_at_the_last_position_equal_each_prompt_run_by_hand(model, 
         check(acc, logits)
         moved = max(moved, float((acc.true_logit - got.plain.true_logit).abs().max()))
     assert moved > 1e-2  # the replaced heads do move the labels' logits: a test of something
-    check(got.zero_shot, by_hand(model, [hs.zero_shot(p) for p in ps.prompts], [], fill))
+    check(got.zero_shot, by_hand(model, [sa.zero_shot(p) for p in ps.prompts], [], fill))
     check(got.shuffled, by_hand(model, [p.text for p in fv.corrupted_prompts(ps.prompts, 0)], [], fill))
-    assert [hs.zero_shot(p) for p in ps.prompts][0] == "one :"
+    assert [sa.zero_shot(p) for p in ps.prompts][0] == "one :"
 
 
 def test_the_plan_matches_each_draw_layer_by_layer_and_nests_the_sizes():
     ranked = {"x": [(5, 0), (5, 1), (2, 3), (7, 2)]}
-    runs = hs.ablation_plan(ranked, {"x": [2, 4, 9]}, n_heads=4, n_random=3, seed=7)  # 9 > the ranking: left out
+    runs = sa.ablation_plan(ranked, {"x": [2, 4, 9]}, n_heads=4, n_random=3, seed=7)  # 9 > the ranking: left out
     assert [(r.k, r.draw) for r in runs] == [(k, d) for k in (2, 4) for d in (None, 0, 1, 2)]
     by = {(r.k, r.draw): r.heads for r in runs}
     for d in range(3):
@@ -162,10 +163,10 @@ def fake_study(hits: dict[tuple[str, int, int | None], list[bool] | Accuracy], p
                sizes: tuple[int, ...] = (2, 3)) -> hs.HeadSetStudy:
     """A study of one word dataset whose runs give the hits given (an `Accuracy` as it is), inputs all
     distinct, every prompt's other label id 2."""
-    runs = [hs.Ablation(s, k, d, ()) for s, k, d in hits]
+    runs = [sa.Ablation(s, k, d, ()) for s, k, d in hits]
     as_acc = lambda h: h if isinstance(h, Accuracy) else acc(h)  # noqa: E731
     n = len(as_acc(plain).predictions)
-    ablations = hs.SetAblations("w", runs, as_acc(plain), [as_acc(h) for h in hits.values()], acc(zero), acc(zero),
+    ablations = sa.SetAblations("w", runs, as_acc(plain), [as_acc(h) for h in hits.values()], acc(zero), acc(zero),
                                 torch.arange(n), torch.full((n,), 2))
     scores = scores or {name: torch.zeros(3, 4) for name in hs.SCORES}
     L, H = scores[hs.INDUCTION].shape
@@ -288,13 +289,13 @@ def test_the_tr_ratio_counts_the_predictions_inside_the_label_set():
     not; per prompt against the random draws as `effect` reads top-1; in the curves and the effect table."""
     plain = Accuracy(torch.zeros(6), torch.zeros(6), torch.tensor([1, 2, 0, 1, 3, 2]), torch.ones(6, dtype=torch.long),
                      torch.full((6,), 0.5))
-    runs = [hs.Ablation(hs.TR, 1, None, ()), hs.Ablation(hs.TR, 1, 0, ()), hs.Ablation(hs.TR, 1, 1, ())]
+    runs = [sa.Ablation(hs.TR, 1, None, ()), sa.Ablation(hs.TR, 1, 0, ()), sa.Ablation(hs.TR, 1, 1, ())]
     ablated = [labelled(6, 2, 1), labelled(6, 6, 0), labelled(6, 3, 3)]  # TR ratios 2/6, 6/6, 3/6
-    a = hs.SetAblations("w", runs, plain, ablated, plain, plain, torch.arange(6), torch.full((6,), 2))
-    assert a.hits(plain, hs.TR_RATIO).tolist() == [True, True, False, True, False, True] and a.tr_ratio(plain) == 4 / 6
+    a = sa.SetAblations("w", runs, plain, ablated, plain, plain, torch.arange(6), torch.full((6,), 2))
+    assert a.hits(plain, sa.TR_RATIO).tolist() == [True, True, False, True, False, True] and a.tr_ratio(plain) == 4 / 6
     assert a.hits(plain).tolist() == [True, False, False, True, False, False]  # top-1: the gold label only
-    exact(a.effect(hs.TR, 1, hs.TR_RATIO), torch.tensor([0.0, 0.0, -1.0, -0.5, -0.5, -0.5], dtype=torch.float64))
-    exact(a.effect(hs.TR, 1, hs.RANKED), torch.tensor([0.5, -0.5, -0.5, 0.0, 0.0, 0.0], dtype=torch.float64))  # ranked: 1, 0, 3
+    exact(a.effect(hs.TR, 1, sa.TR_RATIO), torch.tensor([0.0, 0.0, -1.0, -0.5, -0.5, -0.5], dtype=torch.float64))
+    exact(a.effect(hs.TR, 1, sa.RANKED), torch.tensor([0.5, -0.5, -0.5, 0.0, 0.0, 0.0], dtype=torch.float64))  # ranked: 1, 0, 3
     row = a.effect_table([hs.TR], [1]).loc[(hs.TR, 1)]
     assert (row["TR ratio ablated"], row["TR ratio random"]) == (2 / 6, (1 + 3 / 6) / 2)
     assert math.isclose(row["TR ratio beyond random"], 2 / 6 - 0.75)
@@ -339,7 +340,7 @@ def test_tr_tl_roles_reads_each_branch_and_its_minimum(tr, tl, verdict):
 def test_tr_tl_roles_holds_at_one_size_partly():
     runs = tr_tl_study((20, 60), (90, 30), (2,)).ablations["w"]
     other = tr_tl_study((100, 100), (100, 100), (3,)).ablations["w"]
-    both = hs.SetAblations("w", runs.runs + other.runs, runs.plain, runs.ablated + other.ablated, runs.zero_shot,
+    both = sa.SetAblations("w", runs.runs + other.runs, runs.plain, runs.ablated + other.ablated, runs.zero_shot,
                            runs.shuffled, runs.inputs, runs.false_ids)
     study = replace(tr_tl_study((20, 60), (90, 30)), ablations={"w": both})
     j = lit.LITERATURE["tr_tl_roles"].judge(study)
@@ -453,7 +454,7 @@ def test_the_ablation_mean_pools_every_score_prompt(model, tmp_path, monkeypatch
     ps = fv_prompt_set(model)
     rest = replace(ps, prompts=ps.prompts[2:], directions=ps.directions[2:], positions=ps.positions[2:])
     z, _ = fv.last_outputs(model, ps.texts)  # [5, L, H, dh]
-    got = hs.last_position_means(model, [ps.first(2), rest])
+    got = sa.last_position_means(model, [ps.first(2), rest])
     close(got, z.double().mean(0).float(), scale=float(z.abs().max()))
     assert (got - (z[:2].mean(0) + z[2:].mean(0)) / 2).abs().max() > 1e-3  # the mean of the two means differs
 

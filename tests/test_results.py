@@ -80,3 +80,32 @@ def test_a_committed_robustness_section_judges_every_claim_under_the_five_factor
     for e in entries:
         assert list(e["verdicts"]) == list(claims.CLAIMS)
         assert set(e["not_tested"]) == {id for id, v in e["verdicts"].items() if v == NOT_TESTED}
+
+
+HEADS = sorted(ROOT.glob("heads-*.json"))  # `python -m icl_helpers heads` files: the literature's claims on head types
+
+
+def test_every_committed_head_types_report_is_of_an_offline_model_at_the_issues_sizes():
+    """Judged on at least 256 word records a dataset and the sentence datasets; at least the bundled model's."""
+    from icl_helpers.paths import BUNDLED
+
+    assert any(json.loads(p.read_text())["model"] == BUNDLED for p in HEADS)
+    for path in HEADS:
+        report = json.loads(path.read_text())
+        assert path.name == f"heads-{report['model']}-n{report['n']}.json" and report["model"] in OFFLINE_MODELS
+        assert report["kind"] == "head-types" and report["n"] >= 256 and report["sentence_n"], path.name
+
+
+@pytest.mark.parametrize("path", HEADS, ids=lambda p: p.name)
+def test_a_committed_head_types_report_states_each_claim_as_registered_and_its_page_is_its_json(path: Path):
+    from icl_helpers.verdicts import head_report, literature
+
+    report = json.loads(path.read_text())
+    assert [c["id"] for c in report["claims"]] == list(literature.LITERATURE)
+    for c in report["claims"]:
+        registered = literature.LITERATURE[c["id"]]
+        assert (c["claim"], c["rule"], c["paper"]) == (registered.claim, registered.rule, registered.paper)
+        assert c["verdict"] in (REPLICATES, PARTLY, FAILS), c["id"]  # every claim tested at these sizes
+        if c["ci"] is not None:
+            assert c["ci"][0] <= c["ours"] <= c["ci"][1], c["id"]
+    assert path.with_suffix(".md").read_text() == head_report.markdown(report)

@@ -28,15 +28,14 @@ from ..studies.head_sets import (
     FV,
     INDUCTION,
     PREFIX,
-    RANKED,
     TL,
     TR,
-    TR_RATIO,
     HeadSetStudy,
     chance_overlap,
     exclusive,
 )
 from ..studies.head_types import input_halves
+from ..studies.set_ablations import RANKED, TR_RATIO
 from .evidence import WORD, paper_share_heads
 from .judgement import Judgement, all_hold, not_tested, ours_text
 from .rules import K
