@@ -26,6 +26,7 @@ those of v: the direct logits of the parts do not sum to the model's.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import cached_property
 from typing import Callable, Iterator, Sequence
 
@@ -36,7 +37,7 @@ from ..model.loading import ICLModel
 from ..model.weights import execution_device
 from .decompose import Decomposition
 from .heads import Head
-from .sizes import sizes_for
+from .sizes import Sizes, sizes_for
 
 # contrib(P, rows) -> [b, *S, n, Vc]: projections of the n vectors of prompts `rows`,
 # already divided by sigma, given P = prepare(start, G_c) for the readout chunk G_c [d, Vc] at column start.
@@ -51,19 +52,20 @@ class Readout:
 
     def __init__(self, arch: Arch, vocab_chunk: int | None = None, block_floats: int | None = None,
                  keep_floats: int | None = None):
-        """vocab_chunk: vocabulary columns a step; block_floats: floats the logit tiles of a
-        prompt block may hold; keep_floats: floats of every head's fold W_O G that may be kept
-        between calls. Each defaults to its device's (`sizes_for`)."""
+        """The plan of its scoring (`sizes`) is its device's (`sizes_for`), decided now, but for
+        those given: vocab_chunk, vocabulary columns a step; block_floats, floats the logit tiles
+        of a prompt block may hold; keep_floats, floats of every head's fold W_O G that may be kept
+        between calls."""
         G = arch.W_U().float() * arch.norm_weight().float()
         if arch.norm_kind == "layer":
             G = G - G.mean(1, keepdim=True)
         self.G = G  # [V, d]
         self.arch = arch
         self.cap = arch.final_softcap  # the final logits' soft cap, or None
-        sizes = sizes_for(G.device)
-        self.vocab_chunk = vocab_chunk or sizes.vocab_chunk
-        self.block_floats = block_floats or sizes.block_floats
-        self.keep_floats = sizes.keep_floats if keep_floats is None else keep_floats
+        device = sizes_for(G.device)
+        self.sizes: Sizes = replace(device, vocab_chunk=vocab_chunk or device.vocab_chunk,
+                                    block_floats=block_floats or device.block_floats,
+                                    keep_floats=device.keep_floats if keep_floats is None else keep_floats)
         self.kept: dict[int, torch.Tensor] = {}  # first column -> W_O G_c [L, H, dh, Vc] of every head
 
     @cached_property
@@ -76,7 +78,7 @@ class Readout:
         `start`: kept from an earlier call, else made, and kept where the whole fold (L H dh V
         floats) fits keep_floats; a fold that is not kept goes into `out` where given."""
         if start not in self.kept:
-            if self.W_O.numel() // self.G.shape[1] * self.G.shape[0] > self.keep_floats:
+            if self.W_O.numel() // self.G.shape[1] * self.G.shape[0] > self.sizes.keep_floats:
                 return torch.matmul(self.W_O, G_c, out=out)
             self.kept[start] = self.W_O @ G_c
         return self.kept[start]
@@ -103,12 +105,12 @@ class Readout:
 
     def chunks(self) -> Iterator[tuple[int, torch.Tensor]]:
         """(first column, G_c [d, Vc]) for each vocabulary chunk."""
-        for start in range(0, self.G.shape[0], self.vocab_chunk):
-            yield start, self.G[start : start + self.vocab_chunk].T
+        for start in range(0, self.G.shape[0], self.sizes.vocab_chunk):
+            yield start, self.G[start : start + self.sizes.vocab_chunk].T
 
     def blocks(self, n: int, floats_per_prompt: int) -> Iterator[slice]:
-        """Slices of n prompts, each block's logits within block_floats."""
-        size = max(1, self.block_floats // (floats_per_prompt * min(self.vocab_chunk, self.G.shape[0])))
+        """Slices of n prompts, each block's logits within the plan's block_floats (`Sizes.block_size`)."""
+        size = self.sizes.block_size(floats_per_prompt, self.G.shape[0])
         return (slice(start, start + size) for start in range(0, n, size))
 
     def increase(
