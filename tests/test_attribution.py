@@ -108,7 +108,7 @@ def test_heads_position_increase_equals_naive_at_the_chosen_positions(small, dec
 def test_neuron_increase_equals_naive(small, dec):
     r = Readout(small.arch)
     w, l = dec.predictions, small.arch.n_layers - 1
-    neurons = dec.neurons[:, l, :, None] * small.arch.W_out(l) * dec.ffn_scale[:, l, None, None]  # [B, K, d]
+    neurons = dec.neurons[:, l, :, None] * small.arch.W_out(l) * dec.ffn_scale[:, l, None, None]  # [B, d_ffn, d]
     close(neuron_increase(r, dec, l, w), naive_increase(r, dec.mid[:, l], neurons, w, dec.scale), scale=logprob_scale(dec))
 
 
