@@ -6,7 +6,8 @@ import importlib
 from typing import Callable
 
 
-def lazy_exports(package: str, where: dict[str, str]) -> tuple[list[str], Callable[[str], object], Callable[[], list[str]]]:
+def lazy_exports(package: str, where: dict[str, str]
+                 ) -> tuple[list[str], Callable[[str], object], Callable[[], list[str]]]:
     """(__all__, __getattr__, __dir__) of `package`, whose public names are those of `where`
     (name -> the module of the package that defines it), each imported when first asked for."""
     names = sorted(where)

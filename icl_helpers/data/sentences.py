@@ -1,13 +1,13 @@
 """The sentence classification datasets (Appendix A) as prompt records.
 
-SST-2, TREC (coarse), AG News and ETHOS (`data.sources`: their classes, files and checks), read from a data directory (argument, else
-$ICL_DATA_DIR, else the copy `python -m icl_helpers data fetch` downloads into the cache,
-`fetched_dir()`), or else from the Hugging Face hub with the `datasets` package;
-`sentence_datasets` says whether this machine has them. Long texts:
-every demonstration and input is cut to at most `max_chars` characters (default 400, at
-the last space before the limit; 2% of AG News and 3% of ETHOS texts are cut, no SST-2 or
-TREC text). The tests check that this keeps every 4-demonstration prompt that any of the four datasets
-can give within 1,024 GPT-2 tokens, the smallest context of the supported models.
+SST-2, TREC (coarse), AG News and ETHOS (`data.sources`: their classes, files and checks), read from
+a data directory (argument, else $ICL_DATA_DIR, else the copy `python -m icl_helpers data fetch`
+downloads into the cache, `fetched_dir()`), or else from the Hugging Face hub with the `datasets`
+package; `sentence_datasets` says whether this machine has them. Long texts: every demonstration and
+input is cut to at most `max_chars` characters (default 400, at the last space before the limit; 2%
+of AG News and 3% of ETHOS texts are cut, no SST-2 or TREC text). The tests check that this keeps
+every 4-demonstration prompt that any of the four datasets can give within 1,024 GPT-2 tokens, the
+smallest context of the supported models.
 """
 from __future__ import annotations
 
@@ -122,7 +122,8 @@ def _read_hub(name: str, source: Source) -> dict[str, list[Example]]:
         with library_bars_off():  # in a notebook, datasets' own bars would leave widgets behind
             loaded = hf.load_dataset(**source.hub)
         return {
-            split: [Example(clean_text(row["text"]), source.classes[row[source.hub_label]]) for row in loaded[hub_split]]
+            split: [Example(clean_text(row["text"]), source.classes[row[source.hub_label]])
+                    for row in loaded[hub_split]]
             for split, hub_split in source.hub_splits.items()
         }
     except Exception as err:  # network, hub and schema errors alike: one message
