@@ -21,7 +21,8 @@ from ..model.adapters import Arch
 
 @dataclass(frozen=True)
 class Sizes:
-    """The sizes one device's scoring works in, in float32 values."""
+    """The plan of one device's scoring: the sizes it works in (in float32 values), and the
+    tiles and groups they cut its prompts into."""
 
     vocab_chunk: int  # vocabulary columns a step
     block_floats: int  # floats the logit tiles of a prompt block may hold
@@ -29,8 +30,8 @@ class Sizes:
     keep_floats: int  # floats of folded readout (W_O G, every head) that may be kept between calls
 
     def block_size(self, floats_per_prompt: int, vocab: int) -> int:
-        """How many prompts one logit tile takes (one at least): as many whose floats_per_prompt
-        rows of a chunk's logits (vocab_chunk columns, or the whole vocabulary where smaller) fit block_floats."""
+        """How many prompts one logit tile takes (one at least): as many whose floats_per_prompt rows
+        of a chunk's logits (vocab_chunk columns, or the whole vocabulary where smaller) fit block_floats."""
         return max(1, self.block_floats // (floats_per_prompt * min(self.vocab_chunk, vocab)))
 
     def group_size(self, arch: Arch, batch_size: int) -> int:
