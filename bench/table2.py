@@ -12,7 +12,8 @@ import time
 
 from icl_helpers import load_model
 from icl_helpers.data.prompts import Record, Variant, build_prompts, by_direction, prompt_label_ids
-from icl_helpers.data.sentences import SOURCES, sentence_records
+from icl_helpers.data.sentences import sentence_records
+from icl_helpers.data.sources import SOURCES
 from icl_helpers.data.words import WORD_DATASETS, load_word_records
 from icl_helpers.model.loading import ICLModel
 from icl_helpers.studies.accuracy import accuracy

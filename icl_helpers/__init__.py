@@ -81,12 +81,10 @@ paper analysis), `icl_helpers.verdicts` (the paper's claims, each judged by its 
 """
 from __future__ import annotations
 
-import importlib
-
-from .errors import UsageError  # noqa: F401 (public)
+from .lazy import lazy_exports
 
 _WHERE = {  # public name -> module that defines it
-    "BUNDLED": "paths", "ICLModel": "model.loading", "load_model": "model.loading",
+    "UsageError": "errors", "BUNDLED": "paths", "ICLModel": "model.loading", "load_model": "model.loading",
     "Decomposition": "core.decompose", "decompose": "core.decompose", "Readout": "core.attribution",
     "LocateResult": "core.locate", "locate": "core.locate", "Head": "core.heads",
     "ablated": "core.interventions", "balanced_labels": "core.interventions", "position_free_labels": "core.interventions",
@@ -94,14 +92,5 @@ _WHERE = {  # public name -> module that defines it
     "Prompt": "data.prompts", "Record": "data.prompts", "Variant": "data.prompts", "build_prompt": "data.prompts",
     "build_prompts": "data.prompts", "parse_prompt": "data.prompts",
 }
-__all__ = sorted([*_WHERE, "UsageError"])
+__all__, __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
 
-
-def __getattr__(name: str) -> object:
-    if name not in _WHERE:
-        raise AttributeError(f"module 'icl_helpers' has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-
-
-def __dir__() -> list[str]:
-    return __all__

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import pytest
 import torch
@@ -107,7 +108,7 @@ def test_heads_position_increase_equals_naive_at_the_chosen_positions(small, dec
 def test_neuron_increase_equals_naive(small, dec):
     r = Readout(small.arch)
     w, l = dec.predictions, small.arch.n_layers - 1
-    neurons = dec.neurons[:, l, :, None] * small.arch.W_out(l) * dec.ffn_scale[:, l, None, None]  # [B, K, d]
+    neurons = dec.neurons[:, l, :, None] * small.arch.W_out(l) * dec.ffn_scale[:, l, None, None]  # [B, d_ffn, d]
     close(neuron_increase(r, dec, l, w), naive_increase(r, dec.mid[:, l], neurons, w, dec.scale), scale=logprob_scale(dec))
 
 
@@ -143,8 +144,8 @@ def test_locate_scores_given_targets(small):
 def test_locate_in_groups_equals_one_group(small, dec, monkeypatch):
     prompts = PROMPTS * 4
     whole = locate(small, prompts, batch_size=4)
-    one_batch = sizes.Sizes(1024, sizes.CPU_BLOCK, group_floats=1, keep_floats=0)  # one batch of 4 prompts a group
-    monkeypatch.setattr("icl_helpers.core.locate.sizes_for", lambda device: one_batch)
+    readout = readout_of(small)  # the one locate made, kept on the model: its plan cut the groups
+    monkeypatch.setattr(readout, "sizes", replace(readout.sizes, group_floats=1))  # one batch of 4 prompts a group
     grouped = locate(small, prompts, batch_size=4)
     for got, want in zip((grouped.head, grouped.attn, grouped.ffn), (whole.head, whole.attn, whole.ffn)):
         close(got, want, scale=logprob_scale(dec))  # dec: the same prompts, 8 times over
@@ -169,6 +170,18 @@ def test_a_model_keeps_its_readout_until_its_weights_change(small, dec, monkeypa
                                dec_after.scale, dec_after.attn_scale)[0]
     close(fresh.head, want, scale=logprob_scale(dec_after))
     assert (fresh.head - first.head).abs().max() > 1e-3  # the edit moved the scores
+
+
+def test_scoring_asks_one_plan_once(small, monkeypatch):
+    """A readout decides its chunks, tiles, groups and kept fold once, when it is made; locate asks
+    that plan, never the device again, however many calls it scores."""
+    asked = []
+    available = sizes.available_memory
+    monkeypatch.setattr(sizes, "available_memory", lambda: asked.append(1) or available())  # once a sizes_for("cpu")
+    m = ICLModel(copy.deepcopy(small.model), small.tokenizer)
+    locate(m, PROMPTS * 4, batch_size=3)
+    locate(m, PROMPTS, batch_size=3)
+    assert len(asked) == 1  # when locate made the readout
 
 
 def test_sizes_suit_the_device(monkeypatch):

@@ -9,8 +9,9 @@ import torch
 
 from icl_helpers import ICLModel, UsageError
 from icl_helpers.core import batching
-from icl_helpers.core.batching import chunks, in_prompt_order, length_batches, scoring_groups, token_batches, walk
+from icl_helpers.core.batching import chunks, in_prompt_order, length_batches, token_batches, walk
 from icl_helpers.core.decompose import decompose
+from icl_helpers.core.sizes import scoring_groups
 from tests.conftest import PROMPTS, close, small_model
 
 

@@ -29,7 +29,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from icl_helpers import UsageError
 from icl_helpers import cache as results_cache
 from icl_helpers.cli import main
-from icl_helpers.model import loading
+from icl_helpers.model import offline
 from icl_helpers.paths import BUNDLED, REPO_ROOT, sweep_leftovers, write_atomically
 
 TENSORS = {"head": torch.arange(12.0).reshape(3, 4), "targets": torch.tensor([1, 2, 3])}
@@ -369,8 +369,8 @@ def fake_conversion(patch, tokenizer: TinyTokenizer = TinyTokenizer(), before=la
                              num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32)
         return LlamaForCausalLM(config), tokenizer
 
-    patch(loading, "_copy_bytes", lambda gguf: 1_000_000)
-    patch(loading, "_dequantised", load)
+    patch(offline, "_copy_bytes", lambda gguf: 1_000_000)
+    patch(offline, "_dequantised", load)
 
 
 @pytest.mark.parametrize("disk", ["tmpfs", "patched"])
@@ -380,9 +380,9 @@ def test_the_bundled_model_onto_too_small_a_disk_is_one_line_before_it_loads(dis
     if disk == "patched":
         monkeypatch.setattr(shutil, "disk_usage", lambda path: SimpleNamespace(free=67_000_000))
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(cache))
-    monkeypatch.setattr(loading, "_dequantised", lambda gguf: pytest.fail("loaded the weights"))
+    monkeypatch.setattr(offline, "_dequantised", lambda gguf: pytest.fail("loaded the weights"))
     with pytest.raises(UsageError) as info:
-        loading.offline_model_dir(BUNDLED)
+        offline.offline_model_dir(BUNDLED)
     assert re.fullmatch(rf"Converting SmolLM2-135M-Instruct\.Q4_1\.gguf needs about 5\d\d MB free in {re.escape(str(cache))}, "
                         r"which has 6\d MB: free some space there, or set ICL_HELPERS_CACHE to a folder on a disk with room\.",
                         str(info.value)), str(info.value)
@@ -409,12 +409,12 @@ def test_a_disk_filled_during_a_conversion_is_one_line_and_leaves_nothing(fault,
     fake_conversion(monkeypatch.setattr, tokenizer, before)
     if fault == "not-space":
         with pytest.raises(RuntimeError, match="^not a matter of space$"):
-            loading.convert_gguf(tmp_path / "tiny.gguf", folder / "tiny")
+            offline.convert_gguf(tmp_path / "tiny.gguf", folder / "tiny")
     else:
         with pytest.raises(UsageError, match=rf"^The disk ran out of space while converting tiny\.gguf into "
                                              rf"{re.escape(str(folder))} \(it needs about 1 MB\): free some space there, or "
                                              r"convert into a folder on a disk with room\.$"):
-            loading.convert_gguf(tmp_path / "tiny.gguf", folder / "tiny")
+            offline.convert_gguf(tmp_path / "tiny.gguf", folder / "tiny")
     left = {"earlier", "tiny.lock"} | ({"filler"} if fault == "tmpfs" else set())
     assert set(os.listdir(folder)) == left and (folder / "earlier").read_text() == "an earlier file"
 
@@ -427,17 +427,17 @@ def conversion_child(target: str, stall: str) -> None:
         time.sleep(1)
 
     fake_conversion(lambda module, name, value: setattr(module, name, value), TinyTokenizer(stall=float(stall)), started)
-    loading.convert_gguf(Path(target).with_suffix(".gguf"), Path(target))
+    offline.convert_gguf(Path(target).with_suffix(".gguf"), Path(target))
 
 
 def test_a_second_conversion_waits_for_the_first_and_uses_its_copy(tmp_path, monkeypatch, capfd):
     target = tmp_path / "tiny"
     first = child("conversion_child", target, 0)
     wait_for(lambda: Path(f"{target}.started").exists() or first.poll() is not None, "the first conversion")
-    monkeypatch.setattr(loading, "_dequantised", lambda gguf: pytest.fail("converted a second time"))
-    assert loading.convert_gguf(tmp_path / "tiny.gguf", target) == target
+    monkeypatch.setattr(offline, "_dequantised", lambda gguf: pytest.fail("converted a second time"))
+    assert offline.convert_gguf(tmp_path / "tiny.gguf", target) == target
     finished(first)
-    assert loading.damage_of(target) is None
+    assert offline.damage_of(target) is None
     assert f"Waiting for another process that is making {target} ..." in capfd.readouterr().err
 
 
@@ -453,8 +453,8 @@ def test_a_conversion_killed_midway_is_removed_at_once_by_the_next(tmp_path, mon
     fake_conversion(monkeypatch.setattr)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert loading.convert_gguf(tmp_path / "tiny.gguf", target) == target  # its lock died with it: no wait
-    assert loading.damage_of(target) is None and not orphan.exists()
+        assert offline.convert_gguf(tmp_path / "tiny.gguf", target) == target  # its lock died with it: no wait
+    assert offline.damage_of(target) is None and not orphan.exists()
 
 
 
@@ -467,10 +467,10 @@ def test_a_model_cache_that_cannot_be_written_is_one_line_naming_it(place, tmp_p
         reason = "a file is in the way"
     else:
         cache.mkdir()
-        monkeypatch.setattr(loading, "try_write", raising(PermissionError(errno.EACCES, "Permission denied")))
+        monkeypatch.setattr(offline, "try_write", raising(PermissionError(errno.EACCES, "Permission denied")))
         reason = "Permission denied"
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(cache))
-    monkeypatch.setattr(loading, "_dequantised", lambda gguf: pytest.fail("loaded the weights"))
+    monkeypatch.setattr(offline, "_dequantised", lambda gguf: pytest.fail("loaded the weights"))
     assert main(["locate", "--prompt", "a : foo b :", "--json", str(tmp_path / "out.json")]) == 2
     assert capsys.readouterr().err == (f"error: The converted model cannot be written into {cache} ({reason}): set "
                                        "ICL_HELPERS_CACHE to a folder you can write.\n")
@@ -481,7 +481,7 @@ def test_a_converted_model_takes_the_users_umask_in_every_file(tmp_path, monkeyp
     fake_conversion(monkeypatch.setattr)
     old = os.umask(0o022)
     try:
-        target = loading.convert_gguf(tmp_path / "tiny.gguf", tmp_path / "tiny")
+        target = offline.convert_gguf(tmp_path / "tiny.gguf", tmp_path / "tiny")
     finally:
         os.umask(old)
     assert {p.name: p.stat().st_mode & 0o777 for p in target.iterdir()} == {p.name: 0o644 for p in target.iterdir()}

@@ -24,6 +24,7 @@ from icl_helpers import UsageError
 from icl_helpers.cli import main
 from icl_helpers.data import sentences as ds
 from icl_helpers.data.fetch import fetch
+from icl_helpers.data.sources import SOURCES
 from icl_helpers.paths import REPO_ROOT
 from tests.test_sentences import DATA_DIR, SIZES, SMALL, full_copy
 
@@ -82,9 +83,9 @@ def served(cache, tmp_path, monkeypatch) -> Iterator[Path]:
     for path, data in SMALL_FILES.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_bytes(data)
-    for name, source in list(ds.SOURCES.items()):
+    for name, source in list(SOURCES.items()):
         sha = {split: hashlib.sha256(SMALL_FILES[f"{name}/{file}"]).hexdigest() for split, file in source.files.items()}
-        monkeypatch.setitem(ds.SOURCES, name, dataclasses.replace(source, counts=COUNTS[name], sha256=sha))
+        monkeypatch.setitem(SOURCES, name, dataclasses.replace(source, counts=COUNTS[name], sha256=sha))
     with serve(root) as url:
         monkeypatch.setenv("ICL_DATA_URL", url)
         yield root
@@ -222,7 +223,7 @@ def test_the_command_fetches_the_standard_copies(cache, tmp_path):
         run = _command({"ICL_DATA_URL": url, "ICL_HELPERS_CACHE": str(tmp_path / "cache")})
     assert (run.returncode, run.stderr) == (0, "")
     wrote = [f"wrote {cache / n / f} ({(DATA_DIR / n / f).stat().st_size:,} bytes, checked)"
-             for n, s in ds.SOURCES.items() for f in s.files.values()]
+             for n, s in SOURCES.items() for f in s.files.values()]
     assert run.stdout.splitlines() == wrote + [f"{cache}: sst2, trec, agnews, ethos, checked; found there while ICL_DATA_DIR is unset."]
     for name, (n_test, n_train, first) in SIZES.items():
         data = ds.load_sentences(name)

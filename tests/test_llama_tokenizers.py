@@ -145,7 +145,7 @@ def test_increases_toward_the_true_label_equal_the_naive_ones(llama, dec, pos):
         close(located.ffn[:, l], naive_increase(r, dec.mid[:, l], dec.ffn[:, l, None], true, dec.scale)[:, 0], scale=at)
     every = [(l, h) for l in range(arch.n_layers) for h in range(arch.n_heads)]
     labels = pos.labels.clamp(min=0)
-    got = heads_position_increase(r, dec, every, labels, true)  # [B, S, K]
+    got = heads_position_increase(r, dec, every, labels, true)  # [B, S, D]
     rows = torch.arange(len(TEXTS))[:, None]
     for s, (l, h) in enumerate(every):
         want = naive_increase(r, dec.resid[:, l], dec.position_terms(l, h)[rows, labels], true, dec.scale)

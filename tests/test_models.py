@@ -17,7 +17,7 @@ from transformers import BertConfig, BertForMaskedLM
 from icl_helpers import ICLModel, UsageError, hub, load_model
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.locate import locate
-from icl_helpers.model import loading
+from icl_helpers.model import loading, offline
 from icl_helpers.model.adapters import architectures
 from icl_helpers.paths import BUNDLED, checksum_of, sweep_leftovers
 from tests.conftest import close, exact, small_model
@@ -200,16 +200,16 @@ def test_a_converted_copy_is_checked_against_its_checksums(tmp_path):
     folder.mkdir()
     (folder / "a.bin").write_bytes(b"\x00" * 1000)
     (folder / "checksums.json").write_text(json.dumps({"a.bin": checksum_of(folder / "a.bin")}))
-    assert loading.damage_of(folder) is None
+    assert offline.damage_of(folder) is None
     (folder / "a.bin").write_bytes(b"\x00" * 999 + b"\x01")  # one byte changed, same size
-    assert loading.damage_of(folder) == "damaged (a.bin does not match its checksum)"
+    assert offline.damage_of(folder) == "damaged (a.bin does not match its checksum)"
     (folder / "a.bin").write_bytes(b"\x00" * 500)  # cut short
-    assert loading.damage_of(folder) == "damaged (a.bin does not match its checksum)"
+    assert offline.damage_of(folder) == "damaged (a.bin does not match its checksum)"
     (folder / "a.bin").unlink()
-    assert loading.damage_of(folder) == "missing a.bin"
+    assert offline.damage_of(folder) == "missing a.bin"
     (folder / "checksums.json").unlink()
-    assert loading.damage_of(folder).startswith("incomplete")
-    assert loading.damage_of(tmp_path / "empty").startswith("incomplete")  # an emptied or deleted folder
+    assert offline.damage_of(folder).startswith("incomplete")
+    assert offline.damage_of(tmp_path / "empty").startswith("incomplete")  # an emptied or deleted folder
 
 
 def test_leftovers_of_a_killed_process_are_swept(tmp_path):
@@ -240,16 +240,16 @@ def _zero_the_last_weights(folder: Path) -> None:
 ], ids=["weight-zeroed", "config-deleted"])
 def test_a_damaged_bundled_model_is_converted_again(damage, complaint, tmp_path, monkeypatch):
     """A weight zeroed, or config.json deleted, in the cached copy: warned once, converted afresh, whole again."""
-    whole = loading.offline_model_dir(BUNDLED)
+    whole = offline.offline_model_dir(BUNDLED)
     shutil.copytree(whole, tmp_path / "smollm2-135m")
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     damage(tmp_path / "smollm2-135m")
     with pytest.warns(UserWarning, match=rf"cache .*smollm2-135m {complaint}; converting it again"):
-        target = loading.offline_model_dir(BUNDLED)
+        target = offline.offline_model_dir(BUNDLED)
     assert checksum_of(target / "model.safetensors") == checksum_of(whole / "model.safetensors")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the next use finds the new copy whole: no second conversion
-        assert loading.offline_model_dir(BUNDLED) == target
+        assert offline.offline_model_dir(BUNDLED) == target
     assert oct(target.stat().st_mode & 0o077) != "0o0"  # not private to one user: the umask decides
 
 

@@ -7,7 +7,7 @@ from transformers import AutoTokenizer
 from icl_helpers import ICLModel, UsageError
 from icl_helpers.data.positions import find_positions, from_encoding, from_offsets
 from icl_helpers.data.prompts import Record, Variant, build_prompt, label_token_ids, parse_prompt
-from icl_helpers.model.loading import offline_model_dir
+from icl_helpers.model.offline import offline_model_dir
 from icl_helpers.paths import BUNDLED
 from tests.conftest import small_model, vocab_tokenizer
 

@@ -9,14 +9,14 @@ from icl_helpers.studies import label_attention, recency
 from icl_helpers.studies.runner import prompt_set
 from tests.conftest import close
 
-PATTERNS = torch.tensor([[c == "t" for c in o] for o in ORDERS])  # [O, K]
+PATTERNS = torch.tensor([[c == "t" for c in o] for o in ORDERS])  # [O, D]
 
 
 def constructed(truth: float, by_distance: list[float], n: int = 30, noise: float = 0.0) -> recency.RecencyOrders:
     """Records whose attention is 0.1 + truth * [true] + by_distance[rank] (+ noise), in 2 heads."""
     g = torch.Generator().manual_seed(0)
     distance = torch.tensor(by_distance).flip(0)  # prompt order: the farthest label first
-    attention = 0.1 + truth * PATTERNS.float() + distance  # [O, K]
+    attention = 0.1 + truth * PATTERNS.float() + distance  # [O, D]
     attention = attention[None, :, None].expand(n, -1, 2, -1) + noise * torch.randn(n, len(ORDERS), 2, 4, generator=g)
     top1_hits = torch.ones(n, len(ORDERS), dtype=torch.bool)
     return recency.RecencyOrders("toy", [(0, 0), (1, 1)], attention, PATTERNS, top1_hits, PATTERNS[:, -1].expand(n, -1))

@@ -27,8 +27,9 @@ from icl_helpers.data.prompts import (
     prompt_label_ids,
     split_separator,
 )
-from icl_helpers.data.sentences import Example, SentenceData
+from icl_helpers.data.sentences import SentenceData
 from icl_helpers.data.setting import MAIN, Setting, class_pools, more_demonstrations
+from icl_helpers.data.sources import Example
 from icl_helpers.data.words import WORD_DATASETS, make_word_records, read_word_list
 from icl_helpers.errors import Unjudgeable, UsageError
 from icl_helpers.studies import recency

@@ -9,6 +9,7 @@ import pytest
 from icl_helpers import UsageError, hub
 from icl_helpers.data import sentences as ds
 from icl_helpers.data.datasets import dataset_records
+from icl_helpers.data.sources import SOURCES, Example, parse_examples
 from tests.conftest import SHARED
 
 DATA_DIR = SHARED / "datasets"
@@ -34,7 +35,7 @@ SMALL = {
         "stsa.binary.test": "0 it 's a bore .\n1 a   joy from start to finish .\n",
     },
     "trec": {
-        "train.txt": "".join(f"{c}:x What is {c.lower()} number {i} ?\n" for c in ds.SOURCES["trec"].classes for i in range(3)),
+        "train.txt": "".join(f"{c}:x What is {c.lower()} number {i} ?\n" for c in SOURCES["trec"].classes for i in range(3)),
         "test.txt": "NUM:dist How far is it from Denver to Aspen ?\nLOC:city What city has the zip code 35824 ?\n"
                     "DESC:def What is a fjord ?\nHUM:ind Who killed Gandhi ?\nENTY:animal What bird flies highest ?\n"
                     "ABBR:exp What does NASA stand for ?\n",
@@ -67,7 +68,7 @@ def own_data(monkeypatch):
 
 def test_small_copies_parse_in_each_format(small_copies, own_data):
     with pytest.warns(UserWarning, match=r"holds \d+ examples, not the standard"):
-        got = {name: ds.load_sentences(name, small_copies) for name in ds.SOURCES}
+        got = {name: ds.load_sentences(name, small_copies) for name in SOURCES}
     assert [(e.text, e.label) for e in got["sst2"].test] == [("it 's a bore .", "negative"), ("a joy from start to finish .", "positive")]
     assert [e.label for e in got["sst2"].train] == ["positive", "negative"] * 3
     assert [e.label for e in got["trec"].test] == ["NUM", "LOC", "DESC", "HUM", "ENTY", "ABBR"]
@@ -84,11 +85,11 @@ def test_small_copies_give_records(small_copies, own_data):
     assert len({r.input for r in records}) == 12
     for r in records:
         assert r.input not in r.true_demos and r.true_class != r.false_class
-        assert all(d.startswith(f"Title, {'1234'[ds.SOURCES['agnews'].classes.index(r.true_class)]}") for d in r.true_demos)
+        assert all(d.startswith(f"Title, {'1234'[SOURCES['agnews'].classes.index(r.true_class)]}") for d in r.true_demos)
 
 
 @full_copy
-@pytest.mark.parametrize("name", list(ds.SOURCES))
+@pytest.mark.parametrize("name", list(SOURCES))
 def test_local_datasets_load(name):
     data = ds.load_sentences(name, DATA_DIR)
     n_test, n_train, first = SIZES[name]
@@ -100,11 +101,11 @@ def test_local_datasets_load(name):
 @full_copy
 def test_class_counts():
     assert Counter(e.label for e in ds.load_sentences("ethos", DATA_DIR).test) == {"not hate": 565, "hate": 433}
-    assert Counter(e.label for e in ds.load_sentences("agnews", DATA_DIR).test) == {c: 1900 for c in ds.SOURCES["agnews"].classes}
+    assert Counter(e.label for e in ds.load_sentences("agnews", DATA_DIR).test) == {c: 1900 for c in SOURCES["agnews"].classes}
 
 
 @full_copy
-@pytest.mark.parametrize("name", list(ds.SOURCES))
+@pytest.mark.parametrize("name", list(SOURCES))
 def test_sentence_records(name):
     data = ds.load_sentences(name, DATA_DIR)
     pool = {ds.truncate(e.text): e.label for e in (data.train or data.test)}
@@ -145,7 +146,7 @@ def test_truncation_policy():
 def test_every_prompt_fits_gpt2_context(gpt2_tokenizer):
     """The worst 4-demonstration prompt any dataset can give: five longest texts plus labels and separators."""
     longest = {}
-    for name in ds.SOURCES:
+    for name in SOURCES:
         data = ds.load_sentences(name, DATA_DIR)
         texts = [" " + ds.truncate(e.text) for e in data.test + (data.train or [])]
         longest[name] = max(map(len, gpt2_tokenizer(texts)["input_ids"]))
@@ -177,10 +178,10 @@ def test_missing_directory_is_refused(tmp_path, monkeypatch):
     ("ethos", "comment;isHate\nok;0.0\nbad;yes\n", 3, "expected 'comment;isHate' with isHate a number in \\[0, 1\\]"),
 ])
 def test_malformed_file_is_refused(tmp_path, name, content, line, what):
-    for file in ds.SOURCES[name].files.values():
+    for file in SOURCES[name].files.values():
         (tmp_path / name).mkdir(exist_ok=True)
         (tmp_path / name / file).write_text(content)
-    path = tmp_path / name / next(iter(ds.SOURCES[name].files.values()))  # the first file read
+    path = tmp_path / name / next(iter(SOURCES[name].files.values()))  # the first file read
     with pytest.raises(UsageError, match=rf"^{path}:{line}: malformed: {what}.*Replace the file with a fresh copy\.$"):
         ds.load_sentences(name, tmp_path)
 
@@ -191,7 +192,7 @@ def test_where_the_loader_looks(small_copies, tmp_path, monkeypatch):
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path / "cache"))
     fetched = tmp_path / "cache" / "datasets"
     assert ds.fetched_dir() == fetched and ds.resolve_data_dir() is None
-    for name in list(ds.SOURCES)[:-1]:
+    for name in list(SOURCES)[:-1]:
         (fetched / name).mkdir(parents=True)
     assert ds.resolve_data_dir() is None  # a fetch cut short: not a data directory
     (fetched / "ethos").mkdir()
@@ -206,8 +207,8 @@ def test_a_byte_order_mark_is_no_text(name):
     """A copy saved by a Windows editor reads as the copy without the mark (SST-2's first label,
     AG News's header, would otherwise be malformed)."""
     file, text = next(iter(SMALL[name].items()))
-    source = ds.SOURCES[name]
-    assert ds.parse_examples(b"\xef\xbb\xbf" + text.encode(), source, file) == ds.parse_examples(text.encode(), source, file)
+    source = SOURCES[name]
+    assert parse_examples(b"\xef\xbb\xbf" + text.encode(), source, file) == parse_examples(text.encode(), source, file)
 
 
 def test_a_file_that_is_not_utf8(tmp_path):
@@ -264,10 +265,10 @@ def test_hub_rows_map_to_the_local_format(no_local_copy, monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
     with pytest.warns(UserWarning, match=r"^iamollas/ethos \(ethos test\) holds 2 examples, not the standard 998"):
         ethos = ds.load_sentences("ethos")
-    assert (ethos.test, ethos.train) == ([ds.Example("a comment", "hate"), ds.Example("fine", "not hate")], None)
+    assert (ethos.test, ethos.train) == ([Example("a comment", "hate"), Example("fine", "not hate")], None)
     with pytest.warns(UserWarning):
         agnews = ds.load_sentences("agnews")
-    assert (agnews.test, agnews.train) == ([ds.Example("x", "Sci/Tech")], None)
+    assert (agnews.test, agnews.train) == ([Example("x", "Sci/Tech")], None)
     assert calls == [{"path": "iamollas/ethos", "name": "binary"}, {"path": "fancyzhx/ag_news"}]
 
 
@@ -288,7 +289,7 @@ def test_hub_failure_is_one_message(no_local_copy, monkeypatch):
     ("agnews", lambda text: text[: text.index('"', 20000) + 15]),  # inside a quoted field
 ])
 def test_a_cut_copy_is_refused(tmp_path, name, cut):
-    for split, file in ds.SOURCES[name].files.items():
+    for split, file in SOURCES[name].files.items():
         (tmp_path / name).mkdir(exist_ok=True)
         text = (DATA_DIR / name / file).read_text(encoding="utf-8")
         (tmp_path / name / file).write_text(text if split == "train" else cut(text), encoding="utf-8")
@@ -304,7 +305,7 @@ def test_a_cut_copy_is_refused(tmp_path, name, cut):
 ])
 def test_an_edited_copy_is_refused(tmp_path, monkeypatch, edit, message):
     (tmp_path / "sst2").mkdir()
-    for split, file in ds.SOURCES["sst2"].files.items():
+    for split, file in SOURCES["sst2"].files.items():
         text = (DATA_DIR / "sst2" / file).read_text(encoding="utf-8")
         (tmp_path / "sst2" / file).write_text(text if split == "train" else edit(text), encoding="utf-8")
     with pytest.raises(UsageError, match=rf"^{tmp_path}/sst2/stsa.binary.test \(sst2 test\) {message}.*: the copy is edited\. "

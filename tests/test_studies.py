@@ -111,7 +111,7 @@ def test_concept_ranks_rank_each_labels_related_concepts_among_the_shown_tokens(
 
 
 def test_mrr_averages_reciprocal_ranks_over_prompts_and_labels():
-    ranks = torch.tensor([[[1.0, 2.0]], [[4.0, torch.nan]]])  # [N=2, S=1, K=2]
+    ranks = torch.tensor([[[1.0, 2.0]], [[4.0, torch.nan]]])  # [N=2, S=1, D=2]
     close(mrr.mrr(ranks), torch.tensor([(1 + 0.5 + 0.25) / 3]))
 
 

@@ -72,7 +72,7 @@ def test_neuron_increases_and_their_ranking_are_neuron_increase(small, ps, tmp_p
     got = subvalues.neuron_increases(small, ps, layers, batch_size=2, cache=False)
     dec = decompose(small, TEXTS, record=["neurons"])
     r, W_out = Readout(small.arch), small.arch.W_out
-    neurons = [dec.neurons[:, l, :, None] * W_out(l) * dec.ffn_scale[:, l, None, None] for l in layers]  # [B, K, d] each
+    neurons = [dec.neurons[:, l, :, None] * W_out(l) * dec.ffn_scale[:, l, None, None] for l in layers]  # [B, d_ffn, d] each
     want = torch.stack([naive_increase(r, dec.mid[:, l], n, dec.predictions, dec.scale) for l, n in zip(layers, neurons)], 1)
     scale = logprob_scale(dec)
     close(got, want, scale=scale)

@@ -7,7 +7,8 @@ import torch
 
 from icl_helpers.core.attribution import Readout
 from icl_helpers.core.decompose import decompose
-from icl_helpers.core.interventions import LabelEdit, _edited
+from icl_helpers.core.interventions import _edited
+from icl_helpers.core.label_edits import LabelEdit
 from icl_helpers.core.projections import kept_tokens
 from icl_helpers.studies import order, towers
 from icl_helpers.studies.runner import prompt_set_from_texts

@@ -95,7 +95,7 @@ def test_variant_explorer_redraws_for_the_chosen_head(att):
 
 def test_rank_explorer_redraws_for_the_chosen_head():
     heads, random = [(1, 0), (2, 1)], [(1, 2), (2, 0)]
-    ranks = torch.tensor([[[1.0, 2.0], [5.0, 6.0]]]).repeat(N, 1, 1)  # [N, S=2, K=2]
+    ranks = torch.tensor([[[1.0, 2.0], [5.0, 6.0]]]).repeat(N, 1, 1)  # [N, S=2, D=2]
     ex = widgets.rank_explorer(heads, ranks, random, ranks * 100, "toy (N=10)")
     assert "head 1-0" in title(ex.shown)
     ex.controls["head"].value = (2, 1)

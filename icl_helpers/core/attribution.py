@@ -9,7 +9,7 @@ W_U beta + b_U to the model's logits, one constant a token whatever the input: b
 both out.
 I(v | x) = log softmax(bs(x + v))[w] - log softmax(bs(x))[w] needs the log-sum-exp over
 the whole vocabulary, so every score streams over vocabulary chunks (outer loop) and
-prompt blocks (inner loop) into running log-sum-exps (`_TargetLogProb`): memory stays
+prompt blocks (inner loop) into running log-sum-exps (`logprob.TargetLogProb`): memory stays
 bounded whatever the batch, and a per-chunk preparation (folding W_O into G) is paid
 once per run, not once per prompt; every head's fold is kept between runs where memory allows
 (`Readout.head_fold`). How large the chunks, blocks and kept fold are depends on the device
@@ -26,6 +26,7 @@ those of v: the direct logits of the parts do not sum to the model's.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import cached_property
 from typing import Callable, Iterator, Sequence
 
@@ -36,7 +37,8 @@ from ..model.loading import ICLModel
 from ..model.weights import execution_device
 from .decompose import Decomposition
 from .heads import Head
-from .sizes import sizes_for
+from .logprob import TargetColumns, TargetLogProb
+from .sizes import Sizes, sizes_for
 
 # contrib(P, rows) -> [b, *S, n, Vc]: projections of the n vectors of prompts `rows`,
 # already divided by sigma, given P = prepare(start, G_c) for the readout chunk G_c [d, Vc] at column start.
@@ -51,19 +53,20 @@ class Readout:
 
     def __init__(self, arch: Arch, vocab_chunk: int | None = None, block_floats: int | None = None,
                  keep_floats: int | None = None):
-        """vocab_chunk: vocabulary columns a step; block_floats: floats the logit tiles of a
-        prompt block may hold; keep_floats: floats of every head's fold W_O G that may be kept
-        between calls. Each defaults to its device's (`sizes_for`)."""
+        """The plan of its scoring (`sizes`) is its device's (`sizes_for`), decided now, but for
+        those given: vocab_chunk, vocabulary columns a step; block_floats, floats the logit tiles
+        of a prompt block may hold; keep_floats, floats of every head's fold W_O G that may be kept
+        between calls."""
         G = arch.W_U().float() * arch.norm_weight().float()
         if arch.norm_kind == "layer":
             G = G - G.mean(1, keepdim=True)
         self.G = G  # [V, d]
         self.arch = arch
         self.cap = arch.final_softcap  # the final logits' soft cap, or None
-        sizes = sizes_for(G.device)
-        self.vocab_chunk = vocab_chunk or sizes.vocab_chunk
-        self.block_floats = block_floats or sizes.block_floats
-        self.keep_floats = sizes.keep_floats if keep_floats is None else keep_floats
+        device = sizes_for(G.device)
+        self.sizes: Sizes = replace(device, vocab_chunk=vocab_chunk or device.vocab_chunk,
+                                    block_floats=block_floats or device.block_floats,
+                                    keep_floats=device.keep_floats if keep_floats is None else keep_floats)
         self.kept: dict[int, torch.Tensor] = {}  # first column -> W_O G_c [L, H, dh, Vc] of every head
 
     @cached_property
@@ -76,7 +79,7 @@ class Readout:
         `start`: kept from an earlier call, else made, and kept where the whole fold (L H dh V
         floats) fits keep_floats; a fold that is not kept goes into `out` where given."""
         if start not in self.kept:
-            if self.W_O.numel() // self.G.shape[1] * self.G.shape[0] > self.keep_floats:
+            if self.W_O.numel() // self.G.shape[1] * self.G.shape[0] > self.sizes.keep_floats:
                 return torch.matmul(self.W_O, G_c, out=out)
             self.kept[start] = self.W_O @ G_c
         return self.kept[start]
@@ -103,12 +106,12 @@ class Readout:
 
     def chunks(self) -> Iterator[tuple[int, torch.Tensor]]:
         """(first column, G_c [d, Vc]) for each vocabulary chunk."""
-        for start in range(0, self.G.shape[0], self.vocab_chunk):
-            yield start, self.G[start : start + self.vocab_chunk].T
+        for start in range(0, self.G.shape[0], self.sizes.vocab_chunk):
+            yield start, self.G[start : start + self.sizes.vocab_chunk].T
 
     def blocks(self, n: int, floats_per_prompt: int) -> Iterator[slice]:
-        """Slices of n prompts, each block's logits within block_floats."""
-        size = max(1, self.block_floats // (floats_per_prompt * min(self.vocab_chunk, self.G.shape[0])))
+        """Slices of n prompts, each block's logits within the plan's block_floats (`Sizes.block_size`)."""
+        size = self.sizes.block_size(floats_per_prompt, self.G.shape[0])
         return (slice(start, start + size) for start in range(0, n, size))
 
     def increase(
@@ -129,8 +132,8 @@ class Readout:
         inv = 1 / scale.float()
         B, S = base.shape[0], base.shape[1:-1]
         device = self.G.device
-        before, after = _TargetLogProb((B, *S), device, self.cap), _TargetLogProb((B, *S, n), device, self.cap)
-        columns = _Columns(target, device)
+        before, after = TargetLogProb((B, *S), device, self.cap), TargetLogProb((B, *S, n), device, self.cap)
+        columns = TargetColumns(target, device)
         for start, G_c in self.chunks():
             P = prepare(start, G_c)
             for rows in self.blocks(B, math.prod(S) * (n + 1)):
@@ -152,63 +155,9 @@ def readout_of(m: ICLModel) -> Readout:
     return m._readout[1]
 
 
-class _TargetLogProb:
-    """log softmax(logits)[w] of logits streamed over vocabulary chunks, into a tensor of
-    `shape`; the logits soft-capped first where `cap` is given."""
-
-    def __init__(self, shape: tuple[int, ...], device: torch.device | None = None, cap: float | None = None):
-        self.lse = torch.full(shape, -torch.inf, device=device)
-        self.logit = torch.zeros(shape, device=device)
-        self.cap = cap
-
-    def add(self, at: tuple, logits: torch.Tensor, column: torch.Tensor | None) -> None:
-        """Take in logits [*Q, Vc] for the entries self[at] (of shape Q); column: the
-        target's index in this chunk, broadcastable to Q (outside [0, Vc): not here), or
-        None where no entry's target is in this chunk. Overwrites the logits."""
-        logits = softcap_(logits, self.cap)
-        if column is not None:
-            self.logit[at] += _pick(logits, column)
-        self.lse[at] = torch.logaddexp(self.lse[at], _logsumexp_(logits))
-
-    @property
-    def value(self) -> torch.Tensor:
-        return self.logit - self.lse
-
-
 def _layers_and_heads(heads: Sequence[Head]) -> tuple[list[int], list[int]]:
     """The index of the listed (layer, head) pairs into an [L, H, ...] tensor."""
     return [l for l, _ in heads], [h for _, h in heads]
-
-
-def _logsumexp_(x: torch.Tensor) -> torch.Tensor:
-    """logsumexp over the last dim, computed in place: [...] from x [..., Vc], which it overwrites."""
-    top = x.amax(-1, keepdim=True)
-    return x.sub_(top).exp_().sum(-1).log_().add_(top.squeeze(-1))
-
-
-class _Columns:
-    """Each prompt's target column in a vocabulary chunk, or None where no prompt of a block
-    has its target there: most chunks, for the few label tokens of a study, which then pick
-    nothing. Which chunks hold a target is read from a copy on the CPU, so a GPU waits for
-    nothing."""
-
-    def __init__(self, target: torch.Tensor, device: torch.device):
-        self.target, self.on_cpu = target.to(device), target.cpu()
-
-    def at(self, rows: slice, start: int, width: int, dims: int = 0) -> torch.Tensor | None:
-        """[b, 1 (dims times)]: target - start of prompts `rows`, or None where none lies in
-        [start, start + width)."""
-        here = self.on_cpu[rows]
-        if not ((here >= start) & (here < start + width)).any():
-            return None
-        return (self.target[rows] - start).view(-1, *[1] * dims)
-
-
-def _pick(c: torch.Tensor, column: torch.Tensor) -> torch.Tensor:
-    """c[..., column] where 0 <= column < Vc, else 0: [*Q] from c [*Q, Vc], column broadcastable to Q."""
-    column = column.to(c.device).expand(c.shape[:-1])
-    inside = (column >= 0) & (column < c.shape[-1])
-    return c.gather(-1, column.clamp(0, c.shape[-1] - 1).unsqueeze(-1)).squeeze(-1) * inside
 
 
 def _expand(scale: torch.Tensor, dims: int) -> torch.Tensor:
@@ -279,13 +228,13 @@ def layer_head_increase(
     arch = readout.arch
     B, L, H = z.shape[0], arch.n_layers, arch.n_heads
     device = readout.G.device
-    inv, columns = 1 / scale.float().to(device), _Columns(target, device)
+    inv, columns = 1 / scale.float().to(device), TargetColumns(target, device)
     head_inv = inv[:, None] * attn_scale.float().to(device)  # [B, L]
     buffers = _Reused(readout.G)
     prepare, head_logits = _head_logits(readout, z, head_inv, buffers)
     b_O = _biases(arch, device)  # [L, d] or None
     r = _scaled(resid.to(device), inv).transpose(0, 1).contiguous()  # [L+1, B, d]: scaled once
-    x, mid, heads = (_TargetLogProb(shape, device, readout.cap) for shape in ((L + 1, B), (L, B), (L, H, B)))
+    x, mid, heads = (TargetLogProb(shape, device, readout.cap) for shape in ((L + 1, B), (L, B), (L, H, B)))
     for start, G_c in readout.chunks():
         P = prepare(start, G_c)
         bias = None if b_O is None else b_O @ G_c  # [L, Vc], unscaled logits of b_O

@@ -2,9 +2,9 @@
 
 A batch is a tensor [b] of prompt indices. `length_batches` puts prompts of similar length
 together (little padding), `chunks` takes them in prompt order, a fixed number a batch;
-`walk` goes through the batches in turn with a progress bar; `scoring_groups` joins
-consecutive batches into what one scoring pass takes; `in_prompt_order` puts the
-batches' results back in prompt order.
+`walk` goes through the batches in turn with a progress bar; `in_prompt_order` puts the
+batches' results back in prompt order (scoring joins consecutive batches into groups:
+`sizes.scoring_groups`).
 """
 from __future__ import annotations
 
@@ -54,19 +54,6 @@ def walk(prompts: Sequence[str], batches: Sequence[torch.Tensor], desc: str = ""
         yield rows, [prompts[i] for i in rows]
         bar.update()
     bar.close()
-
-
-def scoring_groups(batches: Sequence[torch.Tensor], size: int) -> Iterator[list[torch.Tensor]]:
-    """Consecutive batches [b] of prompt indices, as many at a time as hold at most `size`
-    prompts together (one batch at least): what one scoring pass takes."""
-    group: list[torch.Tensor] = []
-    for batch in batches:
-        if group and sum(map(len, group)) + len(batch) > size:
-            yield group
-            group = []
-        group.append(batch)
-    if group:
-        yield group
 
 
 def in_prompt_order(parts: Sequence[Tensors], batches: Sequence[torch.Tensor]) -> Tensors:

@@ -19,7 +19,7 @@ weight and is not counted.
 
 Each is a context manager that changes nothing outside its `with` block: hooks are
 removed, and the attention function (registered through transformers'
-`AttentionInterface`, see `_edited_attention`, and put in place by the adapter's
+`AttentionInterface`, see `label_edits.edited_attention`, and put in place by the adapter's
 `edited_attention`) is switched back. They compose by nesting
 or with `applied(...)`, and act on a right-padded batch of B prompts and T tokens: the
 label edits take that batch's `LabelPositions`, row for row in the order the batch runs.
@@ -37,8 +37,6 @@ from weakref import WeakKeyDictionary
 
 import torch
 from torch import nn
-from transformers import AttentionInterface
-from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
 from ..data.positions import LabelPositions
 from ..errors import UsageError
@@ -47,6 +45,7 @@ from ..model.loading import ICLModel, check_model, runs_model
 from ..model.weights import execution_device
 from .batching import chunks, walk
 from .heads import Head, head_mask, model_heads
+from .label_edits import IMPLEMENTATION, BalanceLabels, LabelEdit, PositionFreeLabels, editing
 
 Heads = Sequence[Head]
 
@@ -178,117 +177,7 @@ def head_means(m: ICLModel, prompts: list[str], batch_size: int = 32) -> torch.T
     return (total / count).float().view(arch.n_layers, arch.n_heads, arch.d_head)
 
 
-# --- attention edits at the last position -------------------------------------------
-
-
-class LabelEdit:
-    """Edits one attention module's last-position row for the heads `heads` [H] bool.
-
-    `scores` acts on the scaled scores q.k * scaling, before any soft cap and the mask,
-    `weights` after the softmax; both get and return [B, H, T, T], and are given the
-    model's additive attention mask [B, 1, T, T] (or None: no mask).
-    labels: the batch's label positions (true labels are one class, false labels the other).
-    """
-
-    def __init__(self, heads: torch.Tensor, labels: LabelPositions):
-        self.heads = heads
-        self.labels = labels
-
-    def scores(self, query: torch.Tensor, key: torch.Tensor, scores: torch.Tensor, scaling: float,
-               mask: torch.Tensor | None) -> torch.Tensor:
-        return scores
-
-    def weights(self, weights: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        return weights
-
-    def _classes(self, mask: torch.Tensor | None, T: int, device: torch.device) -> torch.Tensor:
-        """[B, C, T] bool: each class's label positions that the last position may attend to
-        under the additive attention mask [B, 1, T, T] (causal, padding, sliding window)."""
-        classes = self.labels.to(device).class_masks(T)
-        if mask is None:
-            return classes
-        rows = torch.arange(len(classes), device=device)
-        row = mask.expand(len(classes), *mask.shape[1:])[rows, 0, self.labels.last.to(device)]  # [B, T]
-        allowed = row if row.dtype == torch.bool else row > torch.finfo(row.dtype).min / 2
-        return classes & allowed[:, None]
-
-    def _set_last_row(self, full: torch.Tensor, row: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
-        """full [B, H, T, T] with its last-position row replaced by `row` [B, H, T] where
-        `where` [B, H, T] and the edited heads; a new tensor."""
-        rows = torch.arange(full.shape[0], device=full.device)
-        last = self.labels.last.to(full.device)
-        where = where & self.heads.to(full.device)[None, :, None]
-        out = full.clone()
-        out[rows, :, last] = torch.where(where, row, full[rows, :, last])
-        return out
-
-
-class BalanceLabels(LabelEdit):
-    """Weights on label positions divided by their class's count, rescaled to their old total."""
-
-    def weights(self, weights: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        rows = torch.arange(weights.shape[0], device=weights.device)
-        classes = self._classes(mask, weights.shape[-1], weights.device)  # [B, C, T]
-        counts = classes.sum(-1, keepdim=True).clamp(min=1)  # [B, C, 1]
-        per_position = (classes / counts).sum(1).to(weights.dtype)  # [B, T]: 1/count, 0 off labels
-        row = weights[rows, :, self.labels.last.to(weights.device)]  # [B, H, T]
-        scaled = row * per_position[:, None]
-        old_total = (row * classes.any(1)[:, None]).sum(-1, keepdim=True)
-        new_total = scaled.sum(-1, keepdim=True)
-        rescaled = scaled * old_total / new_total.clamp(min=torch.finfo(weights.dtype).tiny)
-        return self._set_last_row(weights, rescaled, classes.any(1)[:, None].expand_as(row))
-
-
-class PositionFreeLabels(LabelEdit):
-    """Scores of the last query to label keys with the keys' position term removed.
-
-    keys(key [B, H_kv, T, dh]) -> [B, H_kv, T, dh] gives the position-free keys.
-    """
-
-    def __init__(self, heads: torch.Tensor, labels: LabelPositions, keys: Callable[[torch.Tensor], torch.Tensor]):
-        super().__init__(heads, labels)
-        self.keys = keys
-
-    def scores(self, query: torch.Tensor, key: torch.Tensor, scores: torch.Tensor, scaling: float,
-               mask: torch.Tensor | None) -> torch.Tensor:
-        rows = torch.arange(query.shape[0], device=query.device)
-        q = query[rows, :, self.labels.last.to(query.device)]  # [B, H, dh]
-        free = self.keys(key).repeat_interleave(query.shape[1] // key.shape[1], 1)  # [B, H, T, dh]
-        row = torch.einsum("bhd,bhtd->bht", q, free) * scaling
-        is_label = self._classes(mask, row.shape[-1], query.device).any(1)  # [B, T]
-        return self._set_last_row(scores, row, is_label[:, None].expand_as(row))
-
-
-_IMPLEMENTATION = "icl_helpers_edited"
-_EDITS: WeakKeyDictionary[nn.Module, list[LabelEdit]] = WeakKeyDictionary()
-
-
-def _edited_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, softcap=None, **kwargs):
-    """Eager attention (as in LlamaAttention / Gemma2Attention), with the `scaling` the module
-    passes (Gemma 2 and 3: query_pre_attn_scalar**-0.5), its `softcap` (Gemma 2:
-    cap * tanh(s / cap) of the scaled scores s, before the mask, as the model's own eager
-    attention does) and the module's active `LabelEdit`s applied to the scaled scores before
-    the cap. query [B, H, T, dh], key and value [B, H_kv, T, dh]; returns the output [B, T,
-    H, dh] and the (edited) weights [B, H, T, T]."""
-    groups = query.shape[1] // key.shape[1]
-    scores = query @ key.repeat_interleave(groups, 1).transpose(2, 3) * scaling
-    edits = _EDITS.get(module, [])
-    for edit in edits:
-        scores = edit.scores(query, key, scores, scaling, attention_mask)
-    if softcap is not None:
-        scores = torch.tanh(scores / softcap) * softcap
-    if attention_mask is not None:
-        scores = scores + attention_mask
-    weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-    for edit in edits:
-        weights = edit.weights(weights, attention_mask)
-    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
-    out = weights @ value.repeat_interleave(groups, 1)
-    return out.transpose(1, 2).contiguous(), weights
-
-
-AttentionInterface.register(_IMPLEMENTATION, _edited_attention)
-AttentionMaskInterface.register(_IMPLEMENTATION, eager_mask)
+# --- attention edits at the last position (`label_edits`) ---------------------------
 
 
 def _check_labels(labels: LabelPositions) -> LabelPositions:
@@ -314,19 +203,14 @@ def _check_batch(labels: LabelPositions, embeddings: nn.Module, args: tuple) -> 
 @contextmanager
 def _edited(m: ICLModel, edits: dict[int, LabelEdit], labels: LabelPositions, hooks: Sequence[Hook] = ()
             ) -> Iterator[None]:
-    """Activate `edits` (layer -> edit) and `hooks`; route the edited modules' attention
-    through `_edited_attention` (the adapter's `edited_attention`). Each batch is first checked
+    """Activate `edits` (layer -> edit) and `hooks`; route the edited modules' attention through
+    `label_edits.edited_attention` (the adapter's `edited_attention`). Each batch is first checked
     against `labels` (`_check_batch`), before any layer runs."""
     modules = {l: m.arch.attn(l) for l in edits}
     check: Hook = (m.model.get_input_embeddings(), "pre", functools.partial(_check_batch, labels))
-    for l, edit in edits.items():
-        _EDITS.setdefault(modules[l], []).append(edit)
-    try:
-        with m.arch.edited_attention(list(modules.values()), _IMPLEMENTATION), attached([check, *hooks]), _active(m):
-            yield
-    finally:
-        for l, edit in edits.items():
-            _EDITS[modules[l]].remove(edit)
+    with (editing({modules[l]: edit for l, edit in edits.items()}),
+          m.arch.edited_attention(list(modules.values()), IMPLEMENTATION), attached([check, *hooks]), _active(m)):
+        yield
 
 
 def balanced_labels(m: ICLModel, heads: Heads, labels: LabelPositions) -> ContextManager[None]:

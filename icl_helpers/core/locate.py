@@ -6,13 +6,11 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import UsageError, check_prompts, warn_without_demonstration
-from ..model.adapters import Arch
 from ..model.loading import ICLModel, check_model
 from .attribution import Readout, layer_head_increase, readout_of
-from .batching import Tensors, in_prompt_order, length_batches, scoring_groups, walk
+from .batching import Tensors, in_prompt_order, length_batches, walk
 from .decompose import Decomposition, decompose
 from .heads import Head, Shape, at_heads, model_heads, top_heads
-from .sizes import sizes_for
 
 
 @dataclass
@@ -84,25 +82,17 @@ def check_targets(targets: torch.Tensor | list[int], n: int, vocab: int) -> torc
     return t
 
 
-def group_size(arch: Arch, batch_size: int, group_floats: int) -> int:
-    """How many prompts one scoring pass takes (at least batch_size): as many as whose
-    last-position vectors (z, residuals) fit in group_floats."""
-    per_prompt = arch.n_layers * arch.n_heads * arch.d_head + (arch.n_layers + 1) * arch.d_model
-    return max(1, group_floats // per_prompt // batch_size) * batch_size
-
-
 class Scoring:
     """The located scores of the decompositions of `batches` (batch_size prompts at most a
-    batch), given a batch at a time in their order (`add`) and scored a group at a time
-    (`scoring_groups` of `group_size` prompts), each group's vectors written in place into
+    batch), given a batch at a time in their order (`add`) and scored a group at a time (the
+    groups of the readout's plan, `Sizes.groups`), each group's vectors written in place into
     one buffer: no second copy while concatenating. targets: [N] token ids to score,
     default each prompt's prediction."""
 
     def __init__(self, readout: Readout, batches: list[torch.Tensor], batch_size: int,
                  targets: torch.Tensor | None = None):
         self.readout, self.batches, self.targets = readout, batches, targets
-        group_floats = sizes_for(readout.G.device).group_floats
-        self.groups = scoring_groups(batches, group_size(readout.arch, batch_size, group_floats))
+        self.groups = readout.sizes.groups(batches, readout.arch, batch_size)
         self.parts: list[Tensors] = []  # per group: LocateResult's fields, [n, ...] each, on the CPU
         self._next_group()
 

@@ -1,5 +1,6 @@
-"""How scoring cuts its work on one device: vocabulary chunks, prompt blocks, scoring groups,
-and how much of the folded readout it may keep.
+"""The one plan of scoring on one device: its vocabulary chunks, the prompt blocks of its logit
+tiles, its scoring groups, and how much of the folded readout it may keep. A readout decides it
+once, when it is made (`sizes_for`), and everything that scores asks the readout's.
 
 A CPU wants small logit tiles that stay in its cache (bench/RESULTS.md: on SmolLM2, 1,024 to
 8,192 columns a chunk score at the same speed, 2^28-float blocks 45% slower). A GPU wants
@@ -11,18 +12,37 @@ is read from its free memory when a readout is made.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator, Sequence
 
 import torch
+
+from ..model.adapters import Arch
 
 
 @dataclass(frozen=True)
 class Sizes:
-    """The sizes one device's scoring works in, in float32 values."""
+    """The plan of one device's scoring: the sizes it works in (in float32 values), and the
+    tiles and groups they cut its prompts into."""
 
     vocab_chunk: int  # vocabulary columns a step
     block_floats: int  # floats the logit tiles of a prompt block may hold
     group_floats: int  # floats of last-position vectors (z, residuals) one scoring pass may hold
     keep_floats: int  # floats of folded readout (W_O G, every head) that may be kept between calls
+
+    def block_size(self, floats_per_prompt: int, vocab: int) -> int:
+        """How many prompts one logit tile takes (one at least): as many whose floats_per_prompt rows
+        of a chunk's logits (vocab_chunk columns, or the whole vocabulary where smaller) fit block_floats."""
+        return max(1, self.block_floats // (floats_per_prompt * min(self.vocab_chunk, vocab)))
+
+    def group_size(self, arch: Arch, batch_size: int) -> int:
+        """How many prompts one scoring pass takes (at least batch_size): as many as whose
+        last-position vectors (z, residuals) fit group_floats."""
+        per_prompt = arch.n_layers * arch.n_heads * arch.d_head + (arch.n_layers + 1) * arch.d_model
+        return max(1, self.group_floats // per_prompt // batch_size) * batch_size
+
+    def groups(self, batches: Sequence[torch.Tensor], arch: Arch, batch_size: int) -> Iterator[list[torch.Tensor]]:
+        """The `scoring_groups` of batches of at most batch_size prompts, `group_size` prompts a group."""
+        return scoring_groups(batches, self.group_size(arch, batch_size))
 
 
 CPU_BLOCK = 2**22  # a 16 MB logit tile: a few MB a layer, in a CPU's cache through its log-sum-exp
@@ -52,3 +72,16 @@ def available_memory() -> int:
             return int(dict(line.split(":", 1) for line in f)["MemAvailable"].split()[0]) * 1024
     except (OSError, KeyError, ValueError):
         return 0
+
+
+def scoring_groups(batches: Sequence[torch.Tensor], size: int) -> Iterator[list[torch.Tensor]]:
+    """Consecutive batches [b] of prompt indices, as many at a time as hold at most `size`
+    prompts together (one batch at least): what one scoring pass takes."""
+    group: list[torch.Tensor] = []
+    for batch in batches:
+        if group and sum(map(len, group)) + len(batch) > size:
+            yield group
+            group = []
+        group.append(batch)
+    if group:
+        yield group

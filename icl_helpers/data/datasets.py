@@ -6,7 +6,8 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .prompts import Record, check_size
-from .sentences import SOURCES, load_sentences, resolve_data_dir, sentence_records
+from .sentences import load_sentences, resolve_data_dir, sentence_records
+from .sources import SOURCES
 from .words import STORED, WORD_DATASETS, word_records
 
 

@@ -21,7 +21,8 @@ from urllib.parse import urlparse
 
 from ..errors import UsageError
 from ..paths import checksum_of, write_atomically
-from .sentences import SOURCES, BadCopy, Source, copy_difference, fetched_dir, parse_examples
+from .sentences import fetched_dir
+from .sources import SOURCES, BadCopy, Source, copy_difference, parse_examples
 
 URL_ENV = "ICL_DATA_URL"  # a server holding <name>/<file>, as a data directory does, instead of the originals
 TIMEOUT = 10.0  # seconds to connect, and between bytes: offline, the first file fails at once

@@ -1,20 +1,38 @@
-"""The real models that install offline from PyPI, and how their GGUF files are put together.
+"""The real models that install offline from PyPI: their GGUF files put together, checked, and
+converted into the float32 copies `model.loading` loads.
 
 Each model is one GGUF file shipped in one or more pip packages (a large file split in
 parts, one a package). `assemble_gguf` joins the parts in order into one file while
 hashing them, and refuses a result whose size or SHA-256 is not the published one, so a
-cut or edited part never reaches the conversion (`model.loading`).
+cut or edited part never reaches the conversion; `convert_gguf` turns a checked file into a
+safetensors copy in the cache, once, checked on each use (`damage_of`).
 """
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import shutil
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ..errors import UsageError
-from ..paths import write_atomically
+from ..paths import (
+    cache_root,
+    checksum_of,
+    locked,
+    out_of_space,
+    remove,
+    remove_orphans,
+    sweep_leftovers,
+    try_write,
+    write_atomically,
+)
 
 SETUP = "bash scripts/setup.sh --models"  # installs every offline model's packages
 
@@ -126,6 +144,160 @@ def _sha256(paths: list[Path]) -> str:
             while block := f.read(1 << 24):
                 digest.update(block)
     return digest.hexdigest()
+
+
+def offline_model_dir(name: str) -> Path:
+    """A float32 safetensors copy of the offline model `name` (`OFFLINE_MODELS`: the bundled
+    SmolLM2, and the models `scripts/setup.sh --models` installs), made once from its GGUF
+    parts, joined and checked against their published SHA-256 (`convert_gguf`; about 25 s
+    for SmolLM2, a minute or two for the larger ones), and checked on each use (about half
+    a second). Where its packages are missing, one UsageError names the set-up step."""
+    model = OFFLINE_MODELS[name]
+    target = cache_root() / name
+    sweep_leftovers(target.parent, f"{_CONVERTING}*")  # an older version's conversions, killed
+    if damage_of(target) is None:
+        return target
+    parts = model.part_paths()  # the set-up step, in one line, before anything is written
+    if len(parts) == 1:  # converted where it lies
+        check_gguf(model, parts[0])
+        return convert_gguf(parts[0], target)
+    return convert_gguf(target.parent / model.gguf_name, target, make=lambda gguf: assemble_gguf(model, gguf))
+
+
+def convert_gguf(gguf: Path, target: Path, make: Callable[[Path], object] | None = None) -> Path:
+    """`target`: a float32 safetensors copy of the GGUF model file `gguf` (weights, config
+    and tokenizer, loadable with from_pretrained), made once and returned as it is after.
+    With `make`, `gguf` is a temporary file: make(gguf) writes it, under the lock and only
+    where a conversion is needed, and it is removed after the conversion, whatever happens
+    (a killed process's is removed by the next conversion).
+
+    The copy records every file's size and SHA-256 (`checksums.json`, see `damage_of`); a
+    damaged or incomplete copy is converted again with a warning. One process at a time
+    converts (`locked(target)`): another waits, then uses its copy, and a killed conversion's
+    half-written folder is removed at once. The room the copy needs (4 bytes a parameter,
+    and the tokenizer) is checked before anything loads; a disk too small, or filled
+    meanwhile, ends in one UsageError saying how much is needed where, with nothing left behind.
+    """
+    with locked(target) as alone:
+        if alone:
+            remove_orphans(target)
+            if make is not None:
+                remove_orphans(gguf)
+                remove(gguf)
+        problem = damage_of(target)
+        if problem is None:
+            return target
+        _check_writable(target)
+        if target.exists():
+            warnings.warn(f"The model cache {target} is {problem}; converting it again from {gguf.name}.", stacklevel=2)
+            remove(target)
+        try:
+            if make is not None:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                _made(make, gguf, target)
+            _convert(gguf, target, alone)
+        finally:
+            if make is not None:
+                remove(gguf)
+    return target
+
+
+def _check_writable(target: Path) -> None:
+    """A UsageError naming `target`'s folder and what to do, where no file can be made there (a
+    file in its place, no permission); a full disk is left to the room check, which says how much is needed."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try_write(target.parent)
+    except OSError as err:
+        if out_of_space(err):
+            return
+        fix = ("set ICL_HELPERS_CACHE to a folder you can write" if target.is_relative_to(cache_root())
+               else "convert into a folder you can write")
+        reason = "a file is in the way" if isinstance(err, (FileExistsError, NotADirectoryError)) else err.strerror or err
+        raise UsageError(f"The converted model cannot be written into {target.parent} ({reason}): {fix}.") from None
+
+
+def _made(make: Callable[[Path], object], gguf: Path, target: Path) -> None:
+    """make(gguf), a full disk said in one line."""
+    try:
+        make(gguf)
+    except OSError as err:
+        if out_of_space(err):
+            raise UsageError(f"The disk ran out of space while writing {gguf.name} into {gguf.parent}: "
+                             f"{_make_room(target)}.") from None
+        raise
+
+
+def _convert(gguf: Path, target: Path, alone: bool) -> None:
+    """The conversion itself, `convert_gguf` holding the lock: room checked, then written atomically."""
+    need = _copy_bytes(gguf)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(target.parent).free
+    if free < need:
+        raise UsageError(f"Converting {gguf.name} needs about {need / 1e6:,.0f} MB free in {target.parent}, which has "
+                         f"{free / 1e6:,.0f} MB: {_make_room(target)}.")
+    model, tokenizer = _dequantised(gguf)
+    try:
+        write_atomically(target, lambda tmp: _save_copy(model, tokenizer, tmp))
+    except Exception as err:  # safetensors and tokenizers raise their own types, not OSError
+        if out_of_space(err):
+            raise UsageError(f"The disk ran out of space while converting {gguf.name} into {target.parent} (it needs "
+                             f"about {need / 1e6:,.0f} MB): {_make_room(target)}.") from None
+        if alone or damage_of(target) is not None:  # unlocked, another process may have made it first
+            raise
+
+
+def _copy_bytes(gguf: Path) -> int:
+    """About the bytes a float32 copy of a GGUF model takes: 4 a parameter (counted in the
+    file's tensor index, without reading the weights) and 32 MiB for the tokenizer and the rest."""
+    from gguf import GGUFReader
+
+    return 4 * sum(int(t.n_elements) for t in GGUFReader(gguf).tensors) + (32 << 20)
+
+
+def _make_room(target: Path) -> str:
+    """What to do where a disk has no room for `target`."""
+    if target.is_relative_to(cache_root()):
+        return "free some space there, or set ICL_HELPERS_CACHE to a folder on a disk with room"
+    return "free some space there, or convert into a folder on a disk with room"
+
+
+def _dequantised(gguf: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The GGUF file's model as plain, dequantised float32 weights, and its tokenizer."""
+    gguf_model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    config = gguf_model.config
+    del config.quantization_config  # the copy holds plain float32 weights
+    model = type(gguf_model)(config)
+    model.load_state_dict(gguf_model.state_dict())
+    return model, tokenizer
+
+
+def _save_copy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: Path) -> None:
+    """The model and tokenizer saved in a new `folder`, every file's size and SHA-256 in checksums.json."""
+    folder.mkdir()
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    files = sorted(p for p in folder.iterdir() if p.is_file())
+    (folder / _CHECKSUMS).write_text(json.dumps({p.name: checksum_of(p) for p in files}, indent=1))
+
+
+_CHECKSUMS = "checksums.json"
+_CONVERTING = ".converting-"  # an older version's temporary folders
+
+
+def damage_of(folder: Path) -> str | None:
+    """What is wrong with a converted copy, or None if every file matches its checksum."""
+    try:
+        recorded = json.loads((folder / _CHECKSUMS).read_text())
+    except (OSError, ValueError):
+        return "incomplete (no checksums: cut short, or made by an older version)"
+    for name, want in recorded.items():
+        if not (folder / name).is_file():
+            return f"missing {name}"
+        if checksum_of(folder / name) != want:
+            return f"damaged ({name} does not match its checksum)"
+    return None
 
 
 if __name__ == "__main__":  # the pip requirements of every offline model, for scripts/setup.sh --models

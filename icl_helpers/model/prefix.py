@@ -11,26 +11,21 @@ ablations (`studies.ablation`) run this way: an ablation of heads in layers 23-2
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterable, Iterator
+from typing import ContextManager, Iterable, Iterator
 
 import torch
 from torch import nn
 
+from .hooks import attached
 from .loading import ICLModel
 
 
-@contextmanager
-def block_inputs(m: ICLModel, layers: Iterable[int], into: dict[int, torch.Tensor]) -> Iterator[None]:
+def block_inputs(m: ICLModel, layers: Iterable[int], into: dict[int, torch.Tensor]) -> ContextManager[None]:
     """Inside the block, each forward pass stores block l's input x_l [B, T, d] as into[l],
     for each of `layers`, as the block receives it (before any other pre-hook)."""
     blocks = m.arch.blocks()
-    handles = [blocks[l].register_forward_pre_hook(lambda module, args, l=l: into.__setitem__(l, args[0]), prepend=True)
-               for l in layers]
-    try:
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
+    return attached([(blocks[l], "pre", lambda module, args, l=l: into.__setitem__(l, args[0])) for l in layers],
+                    first=True)
 
 
 class _Given(nn.Module):

@@ -25,7 +25,7 @@ from ..core.attribution import Readout, readout_of
 from ..core.heads import Head, head_name, same_layer_random_heads
 from ..core.projections import kept_tokens
 from ..data.prompts import Prompt, split_separator
-from ..data.sentences import SOURCES
+from ..data.sources import SOURCES
 from ..model.adapters import Arch
 from ..model.loading import ICLModel
 from ..model.weights import weight

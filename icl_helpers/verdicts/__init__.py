@@ -6,21 +6,12 @@ paper fixed changed in turn, `compare` puts reports of several models side by si
 Names are imported on first use, so `compare`, which needs no torch, answers at once."""
 from __future__ import annotations
 
-import importlib
+from ..lazy import lazy_exports
 
 _WHERE = {  # public name -> module that defines it
     **dict.fromkeys(["CLAIMS", "Claim", "Finding", "claims_of", "intro", "markdown", "table"], "claims"),
     **dict.fromkeys(["Evidence", "FIRST", "SENTENCE", "WORD"], "evidence"),
     "report": "findings", **dict.fromkeys(["K", "RANDOM_DRAWS", "TOP"], "rules"),
 }
-__all__ = sorted(_WHERE)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
 
-
-def __getattr__(name: str) -> object:
-    if name not in _WHERE:
-        raise AttributeError(f"module 'icl_helpers.verdicts' has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-
-
-def __dir__() -> list[str]:
-    return __all__

@@ -167,7 +167,7 @@ def projection_explorer(projections: Projections, start: Head, title: str, k: in
 
 def rank_explorer(heads: Sequence[Head], ranks: torch.Tensor, random: Sequence[Head],
                   random_ranks: torch.Tensor, title: str) -> Explorer:
-    """Fig. 5 per head: label-value ranks [N, S, K] of an in-context head beside its random
+    """Fig. 5 per head: label-value ranks [N, S, D] of an in-context head beside its random
     head; title: model, dataset and N."""
     def draw(head: Head):
         s = list(heads).index(head)

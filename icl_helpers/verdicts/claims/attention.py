@@ -18,7 +18,7 @@ from .claim import FLOW, ISSUE_57, V1, Claim, register
 
 
 def word_attention(s: Evidence, dataset: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Summed attention on the true and on the false labels [N, K] in the dataset's heads, judged rows."""
+    """Summed attention on the true and on the false labels [N, S] in the dataset's S heads, judged rows."""
     true, false = label_attention.attention_on_labels(s.m, s.prompts(dataset)).at(s.heads(dataset))
     return true[s.rows(dataset)], false[s.rows(dataset)]
 

@@ -438,10 +438,10 @@ METRIC = {"rho": 0.1}  # a weak but clear rise of a label's score with its demon
 
 
 def judge_metric(score: torch.Tensor, similarity: torch.Tensor, clusters: Clusters = None) -> Judgement:
-    """score: [N, S, K] each label position's query-key score in S heads, centred within the prompt
-    and at its position (`studies.towers.double_centred` of log attention); similarity: [N, K] its
+    """score: [N, S, D] each label position's query-key score in S heads, centred within the prompt
+    and at its position (`studies.towers.double_centred` of log attention); similarity: [N, D] its
     demonstration's similarity to the input, centred alike."""
-    pairs = torch.stack([score, similarity[:, None].expand_as(score)], -1)  # [N, S, K, 2]
+    pairs = torch.stack([score, similarity[:, None].expand_as(score)], -1)  # [N, S, D, 2]
 
     def rho(p: torch.Tensor) -> float:
         return spearman(p[..., 0], p[..., 1])
@@ -459,7 +459,7 @@ def metric(s: Evidence) -> Judgement:
     score, similarity = [], []
     for d in WORD:
         ps, rows = s.prompts(d), s.rows(d)
-        attention = label_attention.attention_on_labels(s.m, ps).per_label_at(s.heads(d))[rows]  # [N, S, K]
+        attention = label_attention.attention_on_labels(s.m, ps).per_label_at(s.heads(d))[rows]  # [N, S, D]
         score.append(towers.double_centred(attention.log().transpose(0, 1)).transpose(0, 1))  # centred per head
         similarity.append(towers.double_centred(towers.similarity(s.m, ps)[rows]))
     return judge_metric(torch.cat(score), torch.cat(similarity), s.clusters(WORD))

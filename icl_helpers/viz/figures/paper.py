@@ -1,13 +1,7 @@
-"""The paper's figures, notebook 08's and notebook 09's (the head types), drawn from what the studies return.
-
-Every function returns a matplotlib `Figure` that is not attached to pyplot: nothing is
-shown twice or kept alive by a widget redraw, and a notebook shows it by ending a cell
-with it. Heads are (layer, head) pairs, S of them; N is the number of prompts.
-"""
+"""The paper's figures (Figs. 2-11 and its appendices, notebooks 01-07) and the EMNLP version's
+interventions (notebook 08), drawn from what the studies return."""
 from __future__ import annotations
 
-import functools
-import itertools
 import textwrap
 from typing import Sequence
 
@@ -15,35 +9,22 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 import torch
-from matplotlib import font_manager
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.font_manager import FontProperties
-from matplotlib.lines import Line2D
-from matplotlib.patches import Patch, Rectangle
-from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
-from pandas.io.formats.style import Styler
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from ..core.heads import Head, head_name
-from ..studies.ablation import IN_CONTEXT, RANDOM
-from ..studies.biases import BiasEffect
-from ..studies.subvalues import POSITION_KINDS
-
-MAX_HEIGHT = 6.8  # inches: 680 px at 100 dpi, a laptop screen's height whole
-MAX_WIDTH = 12.5  # inches: 1,250 px at 100 dpi, shown unshrunk (text at full size) on a page 1,290 px wide
-TRUE, FALSE = "#1f77b4", "#d62728"  # true labels blue, false labels red, in every figure
-PALETTE = {IN_CONTEXT: "#d62728", RANDOM: "#7f7f7f"}  # ablation curves
-
-
-def _fig(width: float = 7.0, height: float = 4.0, ncols: int = 1) -> tuple[Figure, object]:
-    fig = Figure(figsize=(width, height), layout="constrained")
-    axes = fig.subplots(1, ncols)
-    return fig, axes
+from ...core.heads import Head, head_name
+from ...studies.ablation import RANDOM
+from ...studies.biases import BiasEffect
+from ...studies.subvalues import POSITION_KINDS
+from .style import FALSE, MAX_HEIGHT, MAX_WIDTH, PALETTE, TRUE, figure
+from .tables import visible
 
 
 def layer_increase(attn: torch.Tensor, ffn: torch.Tensor, title: str) -> Figure:
     """Fig. 2: log-probability increase of each attention and FFN layer, attn/ffn [L]."""
-    fig, ax = _fig(8, 3.5)
+    fig, ax = figure(8, 3.5)
     layers = np.arange(len(attn))
     ax.bar(layers - 0.2, attn.numpy(), width=0.4, label="attention")
     ax.bar(layers + 0.2, ffn.numpy(), width=0.4, label="FFN")
@@ -59,7 +40,7 @@ def head_heatmaps(panels: dict[str, tuple[torch.Tensor, Sequence[Head]]], title:
     its own colour scale, symmetric about 0."""
     L, H = next(iter(panels.values()))[0].shape
     n = len(panels)
-    fig, axes = _fig(min((2 + 0.3 * H) * n, MAX_WIDTH), min(1.8 + 0.15 * L, MAX_HEIGHT), ncols=n)
+    fig, axes = figure(min((2 + 0.3 * H) * n, MAX_WIDTH), min(1.8 + 0.15 * L, MAX_HEIGHT), ncols=n)
     for ax, (name, (scores, top)) in zip(np.atleast_1d(axes), panels.items()):
         _heatmap_on(ax, scores, top, "mean increase" if ax is np.atleast_1d(axes)[-1] else None)
         ax.set_title(name)
@@ -81,7 +62,7 @@ def _heatmap_on(ax, scores: torch.Tensor, top: Sequence[Head], bar_label: str | 
 
 def overlap_heatmap(overlap: torch.Tensor, names: Sequence[str], k: int) -> Figure:
     """How many of the top-k heads two datasets share, overlap [D, D]."""
-    fig, ax = _fig(1.5 + 0.9 * len(names), 1 + 0.8 * len(names))
+    fig, ax = figure(1.5 + 0.9 * len(names), 1 + 0.8 * len(names))
     sns.heatmap(overlap.numpy(), ax=ax, annot=True, fmt="d", cmap="Greens", vmin=0, vmax=k,
                 xticklabels=names, yticklabels=names, cbar_kws={"label": f"shared heads of the top {k}"})
     ax.set(xlabel="dataset", ylabel="dataset", title=f"Top-{k} in-context heads shared between datasets")
@@ -104,7 +85,7 @@ def mrr_bars(heads: Sequence[Head], series: dict[str, torch.Tensor], title: str)
     names = [head_name(h) for h in heads]
     df = pd.DataFrame([{"head": h, "MRR": float(v), "which": name} for name, mrr in series.items()
                        for h, v in zip(names, mrr)])
-    fig, ax = _fig(min(12, max(6, 0.15 * len(heads) * len(series) + 2)), 3.8)
+    fig, ax = figure(min(12, max(6, 0.15 * len(heads) * len(series) + 2)), 3.8)
     sns.barplot(df, x="head", y="MRR", hue="which", palette="Paired" if len(series) > 2 else None, ax=ax)
     log_mrr_axis(ax)
     sns.move_legend(ax, "upper left", bbox_to_anchor=(1, 1), title=None)  # clear of the bars
@@ -119,7 +100,7 @@ def head_by_dataset(head: Head, mrr: dict[str, tuple[torch.Tensor, torch.Tensor]
     its layer, mrr[dataset] = (head [N], draws [D, N]) (bar: the draws' mean, line: their 95th
     percentile); right, its summed attention on true and false labels, attention[dataset] =
     (true [N], false [N])."""
-    fig, (left, right) = _fig(10, 4.4, ncols=2)
+    fig, (left, right) = figure(10, 4.4, ncols=2)
     x, names = np.arange(len(mrr)), list(mrr)
     ours = [float(o.mean()) for o, _ in mrr.values()]
     draws = [r.mean(1) for _, r in mrr.values()]
@@ -143,7 +124,7 @@ def head_by_dataset(head: Head, mrr: dict[str, tuple[torch.Tensor, torch.Tensor]
 
 def rank_hist(ranks: torch.Tensor, random_ranks: torch.Tensor, head: Head, random_head: Head, title: str) -> Figure:
     """Ranks (1 = top) of label values' own tokens in one head and in a random head, [n] each."""
-    fig, ax = _fig(6, 3.5)
+    fig, ax = figure(6, 3.5)
     top = max(float(ranks.max()), float(random_ranks.max()), 2.0)
     bins = np.logspace(0, np.log10(top), 30)
     ax.hist(ranks.numpy(), bins=bins, alpha=0.7, label=f"head {head_name(head)}")
@@ -160,7 +141,7 @@ def label_attention_bars(heads: Sequence[Head], true: torch.Tensor, false: torch
     """Fig. 6: mean attention from the last position to true and false labels, [N, S] each."""
     names = [head_name(h) for h in heads]
     df = pd.concat([_long(true, names, "true labels"), _long(false, names, "false labels")])
-    fig, ax = _fig(max(6, 0.45 * len(heads) + 2), 3.8)
+    fig, ax = figure(max(6, 0.45 * len(heads) + 2), 3.8)
     sns.barplot(df, x="head", y="attention", hue="labels", palette=[TRUE, FALSE], errorbar="sd", ax=ax)
     ax.set(xlabel="in-context head (layer-head)", ylabel="summed attention weight", title=title)
     ax.tick_params(axis="x", rotation=90)
@@ -175,7 +156,7 @@ def _long(values: torch.Tensor, names: list[str], labels: str) -> pd.DataFrame:
 
 def head_attention_hist(true: torch.Tensor, false: torch.Tensor, head: Head, title: str) -> Figure:
     """One head's summed attention on true and on false labels over the prompts, [N] each."""
-    fig, ax = _fig(6, 3.5)
+    fig, ax = figure(6, 3.5)
     bins = np.linspace(0, max(float(true.max()), float(false.max()), 1e-3), 30)
     ax.hist(true.numpy(), bins=bins, alpha=0.7, color=TRUE, label=f"true labels (mean {true.mean():.3f})")
     ax.hist(false.numpy(), bins=bins, alpha=0.7, color=FALSE, label=f"false labels (mean {false.mean():.3f})")
@@ -189,14 +170,14 @@ def head_attention_hist(true: torch.Tensor, false: torch.Tensor, head: Head, tit
 def prompt_attention(tokens: Sequence[str], alpha: torch.Tensor, true: torch.Tensor, false: torch.Tensor,
                      head: Head, title: str) -> Figure:
     """Attention of the last position over one prompt's tokens, alpha [T]; label masks [T]."""
-    fig, ax = _fig(max(6, 0.25 * len(tokens) + 1), 3.8)
-    _prompt_attention_on(ax, tokens, alpha, true, false)
+    fig, ax = figure(max(6, 0.25 * len(tokens) + 1), 3.8)
+    prompt_attention_on(ax, tokens, alpha, true, false)
     ax.set_title(f"{title}: attention from the last position, head {head_name(head)}")
     return fig
 
 
-def _prompt_attention_on(ax: Axes, tokens: Sequence[str], alpha: torch.Tensor, true: torch.Tensor, false: torch.Tensor
-                         ) -> None:
+def prompt_attention_on(ax: Axes, tokens: Sequence[str], alpha: torch.Tensor, true: torch.Tensor,
+                        false: torch.Tensor) -> None:
     """`prompt_attention`'s bars on one axis: alpha [T] over the tokens, labels coloured (masks [T])."""
     is_label = (true | false).numpy()
     colors = np.where(true.numpy(), TRUE, np.where(false.numpy(), FALSE, "#999999"))
@@ -211,46 +192,12 @@ def _prompt_attention_on(ax: Axes, tokens: Sequence[str], alpha: torch.Tensor, t
            ylabel="attention weight")
 
 
-def visible(token: str) -> str:
-    """A token with its spaces and line breaks shown (␣, ↵)."""
-    return token.replace(" ", "␣").replace("\n", "↵")
-
-
-def token_table(table: pd.DataFrame, title: str) -> Styler:
-    """A table of tokens (a projection table, `studies.projection.Projections.table`; the top
-    neurons, `studies.subvalues.top_neurons`) with each token shown whole, spaces visible, its
-    numbers to three decimals and `title` as its caption."""
-    columns = [c for c in ("token", "top tokens") if c in table]
-    shown = table.assign(**{c: table[c].map(lambda t: visible(t) if isinstance(t, str) else "  ".join(map(visible, t)))
-                            for c in columns})
-    return (shown.style.set_caption(title).hide(axis="index").format(precision=3)
-            .set_properties(subset=columns, **{"font-family": "monospace", "text-align": "left"}))
-
-
-def table_image(table: pd.DataFrame, title: str = "") -> Figure:
-    """A table drawn as a figure (monospace, left-aligned, columns as wide as their longest
-    cell; a character the font lacks as its escape): the static copy of a table for front
-    ends that show no HTML."""
-    cells = table.astype(str).map(_drawable).to_numpy()
-    widths = np.array([max(len(str(c)), *(len(v) for v in cells[:, j])) for j, c in enumerate(table.columns)], float)
-    fig, ax = _fig(0.085 * widths.sum() + 0.3 * len(widths), 0.25 * (len(cells) + 1) + 0.4)
-    ax.axis("off")
-    drawn = ax.table(cellText=cells, colLabels=list(map(str, table.columns)), colWidths=widths / widths.sum(),
-                     cellLoc="left", colLoc="left", loc="center")
-    drawn.auto_set_font_size(False)
-    for cell in drawn.get_celld().values():
-        cell.PAD = 0.02 / len(widths)  # a fraction of the cell's width: small, for wide cells
-        cell.set_text_props(family="monospace", fontsize=9)
-    ax.set_title(title, fontsize=10)
-    return fig
-
-
 def attention_vs_increase(weight: torch.Tensor, increase: torch.Tensor, title: str, xlabel: str, ylabel: str,
                           is_true: torch.Tensor | None = None) -> Figure:
     """Fig. 7: attention weight against log-probability increase, [n] each (one point per
     (prompt, head), or per (prompt, head, label position) coloured by is_true [n] bool), with
     the mean increase in weight bins."""
-    fig, ax = _fig(6, 4)
+    fig, ax = figure(6, 4)
     if is_true is None:
         ax.scatter(weight.numpy(), increase.numpy(), s=6, alpha=0.4, color=TRUE)
     else:
@@ -271,7 +218,7 @@ def variant_attention(heads: Sequence[Head], attention: dict[str, tuple[torch.Te
     """Figs. 8-11: mean summed attention on true and false labels per head, one bar group per
     prompt variant; attention maps variant -> (true [N, S], false [N, S])."""
     names = [head_name(h) for h in heads]
-    fig, axes = _fig(min(max(8, 0.7 * len(heads) + 2), MAX_WIDTH), 3.8, ncols=2)
+    fig, axes = figure(min(max(8, 0.7 * len(heads) + 2), MAX_WIDTH), 3.8, ncols=2)
     for ax, which, color in zip(axes, (0, 1), (TRUE, FALSE)):
         df = pd.concat([_long(pair[which], names, variant) for variant, pair in attention.items()])
         sns.barplot(df, x="head", y="attention", hue="labels", errorbar=None, ax=ax,
@@ -289,7 +236,7 @@ def true_label_weight(heads: Sequence[Head], weight: dict[str, torch.Tensor], ti
     """Figs. 10 and 11: the mean attention a true-label position gets in each head, one bar a
     prompt variant; weight maps variant -> [N, S]."""
     names = [head_name(h) for h in heads]
-    fig, ax = _fig(max(6, 0.6 * len(heads) + 2), 3.6)
+    fig, ax = figure(max(6, 0.6 * len(heads) + 2), 3.6)
     df = pd.concat([_long(w, names, variant) for variant, w in weight.items()])
     sns.barplot(df, x="head", y="attention", hue="labels", errorbar=None, ax=ax,
                 palette=sns.light_palette(TRUE, n_colors=len(weight) + 1)[1:])
@@ -302,7 +249,7 @@ def true_label_weight(heads: Sequence[Head], weight: dict[str, torch.Tensor], ti
 def order_increase(increase: torch.Tensor, title: str) -> Figure:
     """Appendix E: each (prompt, head)'s increase added alone (x) against added after the heads
     before it in a random order of its layer (y), from increase [N, S, 3] (`studies.order`)."""
-    fig, ax = _fig(4.6, 4.2)
+    fig, ax = figure(4.6, 4.2)
     alone, random = increase[..., 0].flatten(), increase[..., 1].flatten()
     ax.scatter(alone, random, s=6, alpha=0.4, color=TRUE)
     low, high = float(min(alone.min(), random.min())), float(max(alone.max(), random.max()))
@@ -315,7 +262,7 @@ def accuracy_change(accuracy: dict[str, float], title: str) -> Figure:
     """Accuracy of each prompt variant (e.g. "sst2, imbalanced"), in [0, 1]: one horizontal bar a
     variant, its name beside it on one line and its value at its end, inside the frame."""
     names = [name.replace("\n", ", ") for name in accuracy]
-    fig, ax = _fig(6, 1 + 0.3 * len(names))
+    fig, ax = figure(6, 1 + 0.3 * len(names))
     bars = ax.barh(names, list(accuracy.values()), color="#7f7f7f")
     ax.bar_label(bars, fmt="{:.1%}", padding=3)
     ax.set(xlabel="accuracy", ylabel="prompts", xlim=(0, 1.25), xticks=np.linspace(0, 1, 5), title=title)
@@ -326,7 +273,7 @@ def accuracy_change(accuracy: dict[str, float], title: str) -> Figure:
 def top_positions(heads: Sequence[Head], shares: torch.Tensor, title: str) -> Figure:
     """Appendix E: where each head's largest position-level increase lies, shares [S, len(POSITION_KINDS)]
     of the prompts (`studies.subvalues.kind_shares`), one stacked bar a head."""
-    fig, ax = _fig(max(6, 0.45 * len(heads) + 3), 3.8)
+    fig, ax = figure(max(6, 0.45 * len(heads) + 3), 3.8)
     names, bottom = [head_name(h) for h in heads], np.zeros(len(heads))
     for kind, share, color in zip(POSITION_KINDS, shares.T.numpy(), (TRUE, FALSE, "#ff9896", "#7f7f7f", "#c7c7c7")):
         ax.bar(names, share, bottom=bottom, color=color, label=kind)
@@ -337,18 +284,6 @@ def top_positions(heads: Sequence[Head], shares: torch.Tensor, title: str) -> Fi
     return fig
 
 
-def _drawable(text: str) -> str:
-    """text with each character the monospace font cannot draw written as an escape, e.g. "\\u7684"."""
-    return "".join(c if ord(c) in _monospace_chars() else f"\\u{ord(c):04x}" for c in text)
-
-
-@functools.cache
-def _monospace_chars() -> frozenset[int]:
-    """The code points the monospace font that tables use can draw."""
-    return frozenset(font_manager.get_font(font_manager.findfont(FontProperties(family="monospace"))).get_charmap())
-
-
-# --- notebook 08 ---------------------------------------------------------------------
 def ablation_curves(curves: pd.DataFrame) -> Figure:
     """Accuracy against the number k of ablated heads, one panel per dataset.
 
@@ -380,128 +315,4 @@ def bias_change(effects: dict[str, BiasEffect]) -> Figure:
         ax.set(title=name, xlabel="measure", ylabel="share of prompts", ylim=(0, 1.15))
         ax.set_xticks(ax.get_xticks(), [textwrap.fill(t.get_text(), 16) for t in ax.get_xticklabels()])
     fig.suptitle("Label biases before and after each intervention")
-    return fig
-
-
-# --- notebook 09: head types ------------------------------------------------------------------
-SET_COLOURS = ("#d62728", "#1f77b4", "#17becf", "#2ca02c", "#9467bd", "#ff7f0e", "#bcbd22", "#8c564b", "#e377c2")  # a set each
-
-
-def score_scatter(scores: dict[str, torch.Tensor], x: str, title: str) -> Figure:
-    """Every head as a point, score `x` (e.g. in-context) against each other score, one panel each (at
-    most 4 a row), coloured by layer; scores maps a name to [L, H]."""
-    others = [name for name in scores if name != x]
-    L = scores[x].shape[0]
-    ncols = min(4, len(others))
-    rows = -(-len(others) // ncols)
-    fig = Figure(figsize=(min(3.2 * ncols + 1, MAX_WIDTH), 3.2 * rows + 0.4), layout="constrained")
-    axes = fig.subplots(rows, ncols, squeeze=False).flatten()
-    for ax in axes[len(others):]:
-        ax.remove()  # the last row's spare panels
-    axes = axes[:len(others)]
-    layers = np.repeat(np.arange(L), scores[x].shape[1])
-    for ax, name in zip(axes, others):
-        points = ax.scatter(scores[x].flatten().numpy(), scores[name].flatten().numpy(), c=layers, cmap="viridis",
-                            vmin=0, vmax=L - 1, s=10, alpha=0.8)
-        ax.set(xlabel=f"{x} score", ylabel=f"{name} score")
-    fig.colorbar(points, ax=axes, label="layer")
-    fig.suptitle(f"{title}: every head, one point each")
-    return fig
-
-
-def overlap_diagram(shared: torch.Tensor, rho: torch.Tensor, names: Sequence[str], k: int, n_heads: int) -> Figure:
-    """How alike the head types are: left, heads two top-k sets share (shared [S, S], chance k^2/N in
-    the title); right, Spearman's rho of their scores over all N heads (rho [S, S])."""
-    S = len(names)
-    fig, (left, right) = _fig(min(2.6 * S + 2, MAX_WIDTH), 1.4 + 0.75 * S, ncols=2)
-    wrapped = [textwrap.fill(n, 12) for n in names]
-    sns.heatmap(shared.numpy(), ax=left, annot=True, fmt="d", cmap="Greens", vmin=0, vmax=k, xticklabels=wrapped,
-                yticklabels=wrapped, cbar_kws={"label": "shared heads"})
-    left.set_title(f"heads shared by the top-{k} sets\n(chance: {k * k / n_heads:.1f} of {k})")
-    sns.heatmap(rho.numpy(), ax=right, annot=True, fmt=".2f", cmap="RdBu_r", vmin=-1, vmax=1, xticklabels=wrapped,
-                yticklabels=wrapped, cbar_kws={"label": "Spearman's rho"})
-    right.set_title(f"rank correlation of the scores\n(all {n_heads} heads)")
-    for ax in (left, right):
-        ax.tick_params(axis="x", rotation=90 if S > 5 else 45)  # upright where many sets narrow the columns
-        ax.tick_params(axis="y", rotation=0)
-        ax.set(xlabel="score", ylabel="score")
-    return fig
-
-
-def layer_spread(counts: torch.Tensor, names: Sequence[str]) -> Figure:
-    """Where each set lies: heads of each set (rows) in each layer (columns), counts [S, L]."""
-    fig, ax = _fig(min(2.5 + 0.35 * counts.shape[1], MAX_WIDTH), 1 + 0.45 * len(names))
-    sns.heatmap(counts.numpy(), ax=ax, annot=True, fmt="d", cmap="Blues", yticklabels=list(names), cbar=False)
-    ax.set(xlabel="layer", ylabel="set", title="heads of each set in each layer")
-    return fig
-
-
-def set_ablation_curves(curves: pd.DataFrame, floors: dict[str, float], title: str) -> Figure:
-    """Top-1 accuracy against the number k of heads ablated, one panel a set: the set's first k heads
-    (coloured) and its layer-matched random draws (grey, mean with a +-1 sd band); the zero-shot and
-    shuffled-label floors dashed. curves: columns set, heads ("set" or "random"), draw, k, accuracy."""
-    names = list(dict.fromkeys(curves["set"]))
-    fig = Figure(figsize=(min(2.6 * len(names) + 0.6, MAX_WIDTH), 3.4), layout="constrained")
-    axes = fig.subplots(1, len(names), sharey=True, squeeze=False)[0]
-    for ax, name, colour in zip(axes, names, itertools.cycle(SET_COLOURS)):
-        part = curves[curves["set"] == name]
-        sns.lineplot(data=part, x="k", y="accuracy", hue="heads", palette={"set": colour, "random": PALETTE[RANDOM]},
-                     errorbar="sd", marker="o", markersize=4, ax=ax, legend=False)
-        for (floor, value), style in zip(floors.items(), ("--", ":")):
-            ax.axhline(value, color="black", lw=0.8, ls=style, label=f"{floor} ({value:.0%})")
-        ax.set(title=textwrap.fill(name, 22), xlabel="heads ablated (k)", ylabel="top-1 accuracy", ylim=(-0.02, 1.02))
-    handles = [Line2D([], [], color="black", marker="o", label="the set's first k"),
-               Line2D([], [], color=PALETTE[RANDOM], marker="o", label="layer-matched random (+-1 sd)"),
-               *axes[0].get_legend_handles_labels()[0]]
-    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles))
-    fig.suptitle(title)
-    return fig
-
-
-def signature_bars(table: pd.DataFrame, title: str) -> Figure:
-    """The two towers per set (rows of `studies.head_sets.signature_table`): label-value MRR (log) and
-    the truth effect at equal distance, each beside its layer-matched random draws (mean bar, 95th
-    percentile tick)."""
-    fig, (left, right) = _fig(min(3 + 1.6 * len(table), MAX_WIDTH), 4.4, ncols=2)
-    x = np.arange(len(table))
-    for ax, (ours, mean, p95) in zip((left, right), (("MRR", "random MRR", "random MRR p95"),
-                                                     ("truth effect", "random truth", "random truth p95"))):
-        ax.bar(x - 0.2, table[ours], width=0.4, color=[SET_COLOURS[i % len(SET_COLOURS)] for i in range(len(table))])
-        ax.bar(x + 0.2, table[mean], width=0.4, color=PALETTE[RANDOM])
-        ax.scatter(x + 0.2, table[p95], marker="_", s=300, color="black", zorder=3)
-        ax.set_xticks(x, [textwrap.fill(n, 14) for n in table.index], rotation=90 if len(table) > 5 else 45,
-                      ha="center" if len(table) > 5 else "right")
-        ax.set_xlabel("set")
-    left.set_yscale("log")
-    left.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    left.yaxis.set_minor_formatter(NullFormatter())
-    left.set(ylabel="MRR of the label's own token\n(1 = ranked first; log scale)",
-             title="value tower: label values rank their label")
-    right.axhline(0, color="black", lw=0.5)
-    right.set(ylabel="attention on a true minus a false label\nat equal distance (truth effect)",
-              title="query-key tower: true labels preferred")
-    handles = [Patch(color=SET_COLOURS[0], label="the set (colour as in the curves)"),
-               Patch(color=PALETTE[RANDOM], label="layer-matched random draws: mean"),
-               Line2D([], [], color="black", marker="_", ls="", markersize=15, label="random draws: 95th percentile")]
-    fig.legend(handles=handles, loc="outside lower center", ncols=3)
-    fig.suptitle(title)
-    return fig
-
-
-def head_profile(values: dict[str, tuple[float, float]], tokens: Sequence[str], alpha: torch.Tensor, true: torch.Tensor,
-                 false: torch.Tensor, head: Head, title: str) -> Figure:
-    """One head: left, its percentile among all heads in each score (values: name -> (score,
-    percentile)), its raw score at each bar's end; right, its attention from the last position over
-    one prompt (alpha [T], label masks [T])."""
-    fig = Figure(figsize=(min(4.5 + 0.25 * len(tokens), MAX_WIDTH), 3.8), layout="constrained")
-    left, right = fig.subplots(1, 2, width_ratios=[1, max(1.5, 0.07 * len(tokens))])
-    names = list(values)
-    bars = left.barh(names, [p for _, p in values.values()], color=SET_COLOURS[: len(names)])
-    left.bar_label(bars, labels=[f"{v:.3g}" for v, _ in values.values()], padding=3)
-    left.set(xlim=(0, 1.5), xticks=[0, 0.5, 1], xlabel="percentile among all heads\n(its score at the bar's end)",
-             ylabel="score", title="its scores")
-    left.invert_yaxis()
-    _prompt_attention_on(right, tokens, alpha, true, false)
-    right.set_title("its attention from the last position")
-    fig.suptitle(f"{title}: head {head_name(head)}")
     return fig
