@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -23,20 +21,16 @@ from .core.heads import check_heads, heads_text, parse_heads
 from .data.datasets import check_sizes
 from .data.sentences import unavailable
 from .errors import UsageError, check_prompts, clean_text, warn_without_demonstration
+from .outputs import WRITTEN, check_output, write_output
 from .paths import (
     BUNDLED,
     DTYPE_NAMES,
     absent,
     check_model_name,
-    out_of_space,
     same_file,
-    try_write,
-    write_text_atomically,
 )
 
 SENTENCE_N = 16  # --sentence-n's default
-ROOM = 1 << 20  # the room an output file needs, checked before the run: a report's JSON or markdown is about 25 kB
-_WRITTEN: list[Path] = []  # the outputs this run has written, for the line a Ctrl-C prints
 
 
 def _positive(text: str) -> int:
@@ -81,58 +75,6 @@ def read_prompts(texts: list[str] | None, file: str | None) -> list[str]:
     if not prompts:
         raise UsageError("No prompts given: use --prompt TEXT (repeatable) or --prompts FILE.")
     return check_prompts(prompts)
-
-
-def check_output(file: str, flag: str = "--json") -> Path:
-    """The output path, if a file of `ROOM` bytes can be written there; else a UsageError saying why."""
-    path = Path(file)
-    if path.is_dir():
-        raise UsageError(f"{flag} {path} is a folder: give a file name, e.g. {path / 'out'}.")
-    folder = path.parent
-    if not folder.is_dir():
-        raise UsageError(f"{flag} {path}: the folder {folder} does not exist; create it first.")
-    try:
-        try_write(folder, ROOM)  # a full disk fails here, not after the run
-        if path.exists():
-            path.open("ab").close()
-    except OSError as err:
-        if out_of_space(err):
-            raise UsageError(f"{flag} {path} cannot be written: its disk is full ({err.strerror}); "
-                             f"free some space there, or choose another place.") from None
-        raise UsageError(f"{flag} {path} cannot be written: choose a writable place.") from None
-    return path
-
-
-def write_output(path: Path, text: str, flag: str = "--json") -> None:
-    """`text` at `path`, atomically: an earlier file there stays whole whatever fails. A
-    failure (a full disk) is a UsageError naming the path and the reason, and the text is
-    kept in the temporary folder, where it fits there, so that no run's results are lost."""
-    try:
-        write_text_atomically(path, text)
-    except OSError as err:
-        kept = _keep_elsewhere(text, path.suffix)
-        raise UsageError(
-            f"{flag} {path} could not be written ({err.strerror or err}): "
-            + ("the earlier file there is unchanged, and " if path.exists() else "")
-            + (f"this run's results are in {kept}. " if kept else "this run's results could not be kept elsewhere either. ")
-            + ("Free some space there, or choose another place." if out_of_space(err) else "Choose a writable place.")
-        ) from None
-    _WRITTEN.append(path)
-
-
-def _keep_elsewhere(text: str, suffix: str) -> Path | None:
-    """`text` in a new file in the temporary folder, or None where it does not fit there either."""
-    try:
-        fd, name = tempfile.mkstemp(prefix="icl_helpers-", suffix=suffix)
-    except OSError:
-        return None
-    try:
-        with open(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError:
-        os.unlink(name)
-        return None
-    return Path(name)
 
 
 def cmd_locate(args: argparse.Namespace) -> None:
@@ -293,7 +235,7 @@ def _interrupted(command: str) -> str:
     and what a rerun finds."""
     if command == "data":
         return "interrupted: no dataset file is left in part; run it again to fetch the rest."
-    wrote = f"wrote {' and '.join(map(str, _WRITTEN))}" if _WRITTEN else "nothing was written"
+    wrote = f"wrote {' and '.join(map(str, WRITTEN))}" if WRITTEN else "nothing was written"
     kept = ("; the claims judged and the studies run so far are kept in the results cache, so the same command "
             "resumes from them" if command in ("report", "heads") else "")
     return f"interrupted: {wrote}{kept}."
@@ -363,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
                                                "$ICL_HELPERS_CACHE, where the loader looks)")
     f.set_defaults(run=cmd_data_fetch)
     args = parser.parse_args(argv)
-    _WRITTEN.clear()
+    WRITTEN.clear()
     try:
         args.run(args)
     except UsageError as err:
