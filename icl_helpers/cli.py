@@ -16,6 +16,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .core.heads import check_heads, heads_text, parse_heads
 from .data.datasets import check_sizes
@@ -29,6 +30,9 @@ from .paths import (
     check_model_name,
     same_file,
 )
+
+if TYPE_CHECKING:  # the model's type, without importing torch
+    from .model.loading import ICLModel
 
 SENTENCE_N = 16  # --sentence-n's default
 
@@ -124,13 +128,20 @@ def check_run(args: argparse.Namespace) -> tuple[Path, Path | None, int | None, 
     return out, md, sentence_n, parse_heads(args.heads, "--heads")  # heads checked against the model before any study
 
 
+def run_record(m: ICLModel, start: float) -> dict:
+    """What a report file records of its run: the weights' fingerprint, dtype, device, torch threads and
+    the seconds since `start`."""
+    import torch  # loaded by the model already
+
+    return {"weights": m.fingerprint(), "dtype": str(m.model.dtype).removeprefix("torch."), "device": str(m.device),
+            "torch_threads": torch.get_num_threads(), "seconds": round(time.perf_counter() - start, 1)}
+
+
 def cmd_report(args: argparse.Namespace) -> None:
     """`report`: every claim of the paper judged on one model (`verdicts.findings.report`), written to
     `--json` and, with `--markdown`, as a table."""
     out, md, sentence_n, heads = check_run(args)
-    import torch  # torch and transformers load only now
-
-    from .model.loading import load_model
+    from .model.loading import load_model  # torch and transformers load only now
     from .verdicts import intro, markdown, report
     from .verdicts.compare import OURS
 
@@ -151,8 +162,7 @@ def cmd_report(args: argparse.Namespace) -> None:
         robust = {"robustness_n": size[0], "robustness_sentence_n": size[1] if sentence_n else None, "robustness": entries}
         section = "\n" + robustness.markdown(entries, *size)
     given = {"heads": heads_text(heads)} if heads else {}
-    run = {"weights": m.fingerprint(), "dtype": str(m.model.dtype).removeprefix("torch."), "device": str(m.device),
-           "torch_threads": torch.get_num_threads(), "seconds": round(time.perf_counter() - start, 1)}
+    run = run_record(m, start)
     write_output(out, json.dumps({"model": args.model, "n": args.n, "sentence_n": sentence_n, "seed": args.seed,
                                   **given, **run, "claims": [f.to_dict() for f in findings], **robust}, indent=1))
     if md:
@@ -170,9 +180,7 @@ def cmd_heads(args: argparse.Namespace) -> None:
     """`heads`: the head types of one model and the literature's claims on them
     (`verdicts.head_report`), written to `--json` and, with `--markdown`, as a page."""
     out, md, sentence_n, heads = check_run(args)
-    import torch  # torch and transformers load only now
-
-    from .data.sentences import sentence_datasets
+    from .data.sentences import sentence_datasets  # torch and transformers load only now
     from .model.loading import load_model
     from .verdicts import head_report
 
@@ -183,9 +191,7 @@ def cmd_heads(args: argparse.Namespace) -> None:
     found = head_report.head_report(m, args.n, sentence, sentence_n or 0, args.sequences, args.draws, args.seed,
                                     args.data_dir, heads, lambda step: print(f"... {_clock(start)} {step}", flush=True))
     report = {"model": args.model, "n": args.n, "sentence_n": sentence_n, "seed": args.seed,
-              **({"heads": heads_text(heads)} if heads else {}), "weights": m.fingerprint(),
-              "dtype": str(m.model.dtype).removeprefix("torch."), "device": str(m.device),
-              "torch_threads": torch.get_num_threads(), "seconds": round(time.perf_counter() - start, 1), **found}
+              **({"heads": heads_text(heads)} if heads else {}), **run_record(m, start), **found}
     write_output(out, json.dumps(report, indent=1))
     if md:
         write_output(md, head_report.markdown(report), "--markdown")
