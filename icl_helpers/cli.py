@@ -144,6 +144,7 @@ def cmd_report(args: argparse.Namespace) -> None:
     from .model.loading import load_model  # torch and transformers load only now
     from .verdicts import intro, markdown, report
     from .verdicts.compare import OURS
+    from .verdicts.evidence import described
 
     start = time.perf_counter()
     m = load_model(args.model, device=args.device, dtype=args.dtype)
@@ -164,7 +165,8 @@ def cmd_report(args: argparse.Namespace) -> None:
     given = {"heads": heads_text(heads)} if heads else {}
     run = run_record(m, start)
     write_output(out, json.dumps({"model": args.model, "n": args.n, "sentence_n": sentence_n, "seed": args.seed,
-                                  **given, **run, "claims": [f.to_dict() for f in findings], **robust}, indent=1))
+                                  **given, **run, "views": described(), "claims": [f.to_dict() for f in findings],
+                                  **robust}, indent=1))
     if md:
         header = (f"# {args.model}: the paper's claims, tested\n\n{intro(args.n, sentence_n, args.seed)}"
                   + (f" Heads analysed: {given['heads']} in every dataset, instead of each one's top 20." if heads else ""))

@@ -36,6 +36,7 @@ from icl_helpers.verdicts.claims.interventions import (
 )
 from icl_helpers.verdicts.claims.label_ranks import false_ahead, judge_heads_that, one_label
 from icl_helpers.verdicts.claims.location import judge_fig2, judge_fig3_4, judge_fig12_15, judge_fig12_15_largest
+from icl_helpers.verdicts.claims.towers import judge_adjacent, judge_keys, judge_metric, judge_top
 from icl_helpers.verdicts.claims.variants import (
     FIG10,
     FIG11,
@@ -47,14 +48,7 @@ from icl_helpers.verdicts.claims.variants import (
     judge_per_head_drop,
     judge_prediction_shift,
 )
-from icl_helpers.verdicts.claims.vocabulary import (
-    judge_adjacent,
-    judge_concepts,
-    judge_keys,
-    judge_metric,
-    judge_strict,
-    judge_top,
-)
+from icl_helpers.verdicts.claims.vocabulary import judge_concepts, judge_strict
 from icl_helpers.verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES, Judgement, not_tested, ours_text
 from tests.conftest import close
 
@@ -98,7 +92,7 @@ def test_the_interval_resamples_distinct_inputs_and_needs_enough_of_them():
 def test_every_claim_of_the_paper_and_each_control_is_registered_with_a_rule():
     """The registry's order is the sections': each section module's claims together, the sections in
     the order the package imports them (the committed reports hold the ids themselves: test_results)."""
-    sections = ["accuracy", "location", "vocabulary", "label_ranks", "attention", "variants", "appendices", "interventions"]
+    sections = ["accuracy", "location", "vocabulary", "towers", "label_ranks", "attention", "variants", "appendices", "interventions"]
     modules = [c.find.__module__.rsplit(".", 1)[-1] for c in claims.CLAIMS.values()]
     assert list(dict.fromkeys(modules)) == sections and modules == sorted(modules, key=sections.index)
     assert len(claims.CLAIMS) == len(set(claims.CLAIMS)) and list(claims.CLAIMS)[:2] == ["table2", "table2_control"]
@@ -317,8 +311,8 @@ def test_tables_judge_every_in_context_head_and_table3_the_correct_prompts(small
     correct = torch.arange(40) < 30
     monkeypatch.setattr(evidence, "answered_correctly", lambda m, ps: correct)
     monkeypatch.setattr(mrr, "concept_ranks", lambda m, ps, heads: fake_ranks(len(ps), len(heads), 4, correct))
-    assert claims.CLAIMS["table3"].views[:2] == claims.CLAIMS["table3_strict"].views[:2] == ("correct_only", "all")
-    right = s.correct()
+    assert claims.CLAIMS["table3"].headline == claims.CLAIMS["table3_strict"].headline == evidence.CORRECT
+    right = s.in_view(evidence.CORRECT)
     f = claims.CLAIMS["table3"].find(right)
     assert f.n == 30 and f.ours == 4 / 12 and f.why.startswith("30 AG News prompts, AG News's top heads: 4 of 12")
     l, h = right.heads("agnews")[3]
@@ -819,7 +813,7 @@ def test_the_emnlp_claims_pool_the_sentence_datasets_held_out_by_input(small, tm
     found = claims.CLAIMS["causal"].find(s)
     assert (found.ours, found.ci, found.verdict) == (want.ours, want.ci, want.verdict) and found.n == len(clusters) < 32
     assert found.why == f"{want.why}; on sentiment_number, animal_country"
-    held = s.held_out()
+    held = s.in_view(evidence.HELD_OUT)
     for d in evidence.WORD:
         heads = top_heads(s.loc(d).head[halves[d]].mean(0), rules.K)
         effect = biases.majority_bias(small, [r for r, keep in zip(s.records(d), halves[d].tolist()) if not keep], heads)
@@ -838,12 +832,12 @@ def test_correct_only_judges_the_same_rule_on_the_correct_records_in_heads_locat
     right = s.loc("sentiment_number").targets == prompt_label_ids(
         small.tokenizer, s.prompts("sentiment_number").prompts)[0]
     if right.sum() >= 2:
-        assert torch.equal(s.correct().rows("sentiment_number"), right)
+        assert torch.equal(s.in_view(evidence.CORRECT).rows("sentiment_number"), right)
     else:
         with pytest.raises(evidence.Unjudgeable, match="answered correctly"):
-            s.correct().rows("sentiment_number")
+            s.in_view(evidence.CORRECT).rows("sentiment_number")
     keep = torch.arange(16) % 4 != 1
-    view = s.correct()
+    view = s.in_view(evidence.CORRECT)
     monkeypatch.setattr(view, "rows", lambda dataset: keep)
     mine = claims.CLAIMS["fig6"].find(view)
     heads = {d: top_heads(s.loc(d).head[keep].mean(0), rules.K) for d in evidence.WORD}
@@ -858,9 +852,9 @@ def test_correct_only_judges_the_same_rule_on_the_correct_records_in_heads_locat
 
     def too_few(dataset):
         raise evidence.Unjudgeable("1 of 16 sentiment_number prompts answered correctly")
-    assert s.correct() is view  # one view: the claims share its effects
+    assert s.in_view(evidence.CORRECT) is view  # one view: the claims share its effects
     monkeypatch.setattr(view, "rows", too_few)
-    f = findings.in_view(claims.CLAIMS["fig2"].find, s.correct)
+    f = findings.in_view(claims.CLAIMS["fig2"].find, lambda: s.in_view(evidence.CORRECT))
     assert f.verdict == NOT_TESTED and "1 of 16" in f.why
 
 
@@ -869,8 +863,8 @@ def test_held_out_judges_half_the_inputs_of_each_class_in_heads_located_on_the_o
     of the locating half's mean increase; the halves split each class's distinct inputs, drawn with the seed."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     s = evidence.Evidence(small, 24, 2, 0, None)
-    view = s.held_out()
-    assert view is s.held_out() and s.view == evidence.ALL and view.view == evidence.HELD_OUT
+    view = s.in_view(evidence.HELD_OUT)
+    assert view is s.in_view(evidence.HELD_OUT) and s.view == evidence.ALL and view.view == evidence.HELD_OUT
     assert view.loc is s.loc and view.halves is s.halves and view.heads is not s.heads  # what HELD_OUT.shares says
     judged, locating = view.rows("sentiment_number"), view.locating("sentiment_number")
     assert torch.equal(judged, ~locating)
@@ -880,7 +874,7 @@ def test_held_out_judges_half_the_inputs_of_each_class_in_heads_located_on_the_o
         mine = torch.tensor([r.true_class == cls for r in records])
         distinct = len(inputs[mine].unique())
         assert len(inputs[mine & locating].unique()) == distinct // 2  # half of each class's inputs locate
-    assert not torch.equal(evidence.Evidence(small, 24, 2, 1, None).held_out().rows("sentiment_number"), judged)  # seeded
+    assert not torch.equal(evidence.Evidence(small, 24, 2, 1, None).in_view(evidence.HELD_OUT).rows("sentiment_number"), judged)  # seeded
     loc = s.loc("sentiment_number")
     heads = top_heads(loc.head[locating].mean(0), rules.K)
     assert view.heads("sentiment_number") == heads
@@ -894,9 +888,9 @@ def test_held_out_judges_half_the_inputs_of_each_class_in_heads_located_on_the_o
     true, false = (torch.cat(xs) for xs in zip(*pairs))
     assert claims.CLAIMS["fig6"].find(view) == rules.judge_fig6(true, false, view.clusters(evidence.WORD))
     with pytest.raises(evidence.Unjudgeable, match="held out needs at least 2 records"):
-        evidence.Evidence(small, 2, 2, 0, None).held_out().rows("sentiment_number")
+        evidence.Evidence(small, 2, 2, 0, None).in_view(evidence.HELD_OUT).rows("sentiment_number")
     given = evidence.Evidence(small, 12, 2, 0, None, "2-3,1-0")
-    assert "given, not located" in findings.in_view(claims.CLAIMS["fig5"].find, given.held_out).why
+    assert "given, not located" in findings.in_view(claims.CLAIMS["fig5"].find, lambda: given.in_view(evidence.HELD_OUT)).why
 
 
 def test_the_views_in_the_tables_and_the_json():
@@ -918,7 +912,7 @@ def test_the_views_in_the_tables_and_the_json():
     assert f"Correct prompts only ({c.verdict}): {c.why}" in md and f"Held out ({h.verdict}): {h.why}" in md
     # A sentence claim's headline is its correct-only view: its "all prompts" column holds the other judgement.
     app_b = claims.CLAIMS["app_b_mrr"].finding(c, {"all": h})
-    assert app_b.view == "correct_only" and claims.CLAIMS["app_b_mrr"].views[:2] == ("correct_only", "all")
+    assert app_b.view == "correct_only" and claims.CLAIMS["app_b_mrr"].others[0] == evidence.ALL
     row = claims.table([app_b, both]).loc["app_b_mrr"]
     assert (row[correct], row[evidence.ALL.title]) == (claims.tables.HEADLINE, f"{ours_text(h)}, N=15: {h.verdict}")
     assert claims.table([app_b, both]).loc["fig6", evidence.ALL.title] == claims.tables.HEADLINE
@@ -926,11 +920,14 @@ def test_the_views_in_the_tables_and_the_json():
 
 def test_a_claim_is_headlined_on_the_correct_prompts_where_it_reads_the_sentence_datasets_alone():
     """The paper's Appendix A judges "all the cases predicting the correct labels" (l. 1141)."""
+    flows = (claims.claim.LOCATED, claims.claim.FLOW)
     for claim in claims.CLAIMS.values():
-        sentence_flow = claim.label_flow and claim.reads == {"sentence"}
-        assert claim.views[0] == ("correct_only" if sentence_flow else "all"), claim.id
-        assert len(set(claim.views)) == len(claim.views) and set(claim.views) <= set(evidence.VIEWS)
-        assert ("paper_share" in claim.views) == claim.label_flow and ("held_out" in claim.views) == claim.held_out
+        assert claim.views in ((evidence.ALL,), claims.claim.WITH_HELD_OUT, *flows), claim.id
+        sentence_flow = claim.views in flows and claim.reads == {"sentence"}
+        assert claim.headline == (evidence.CORRECT if sentence_flow else evidence.ALL), claim.id
+        assert claim.others == tuple(v for v in claim.views if v != claim.headline)
+    assert [v.key for v in claims.CLAIMS["app_b_mrr"].others] == ["all", "paper_share", "held_out"]  # the JSON's order
+    assert [v.key for v in claims.CLAIMS["fig6"].others] == ["correct_only", "paper_share", "held_out"]
 
 
 def test_a_headline_on_the_correct_prompts_that_cannot_be_judged_still_shows_all_prompts(small, monkeypatch):
@@ -955,7 +952,7 @@ def test_the_paper_share_of_heads_is_twenty_of_seven_hundred_and_twenty_at_least
 def test_the_paper_share_view_judges_every_record_in_the_top_heads_at_that_share(small, tmp_path, monkeypatch):
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     s = evidence.Evidence(small, 12, 2, 0, None)
-    view = s.paper_share()
+    view = s.in_view(evidence.PAPER_SHARE)
     k = evidence.paper_share_heads(small.arch)
     assert view.setting.heads == k != s.setting.heads and s.setting == evidence.MAIN
     assert view.loc is s.loc and view.prompts is s.prompts and view.heads is not s.heads
@@ -968,9 +965,9 @@ def test_the_paper_share_view_judges_every_record_in_the_top_heads_at_that_share
     assert found.views["paper_share"] == claims.CLAIMS["fig6"].find(view) and found.view == "all"
     assert list(found.views) == ["correct_only", "paper_share", "held_out"]
     given = evidence.Evidence(small, 12, 2, 0, None, "2-3,1-0")
-    assert "given, not located" in findings.in_view(claims.CLAIMS["fig6"].find, given.paper_share).why
-    five = evidence.Evidence(small, 12, 2, 0, None, setting=Setting(heads=5))
-    assert "main setting only" in findings.in_view(claims.CLAIMS["fig6"].find, five.paper_share).why
+    for other, why in ((given, "given, not located"), (evidence.Evidence(small, 12, 2, 0, None, setting=Setting(heads=5)),
+                                                        "main setting only")):
+        assert why in findings.in_view(claims.CLAIMS["fig6"].find, lambda: other.in_view(evidence.PAPER_SHARE)).why
 
 
 def test_figs_10_and_11_and_the_two_towers_judge_their_studies(small, tmp_path, monkeypatch):

@@ -235,6 +235,9 @@ def test_a_reports_header_says_what_its_intervals_and_views_do(saved, tmp_path, 
     assert "*held out*: judged on the records a stand-in picks;" in header
     assert "*correct prompts only*: the prompts the model answers correctly" in header
     assert "*the paper's share of heads*: every prompt, in the top heads at the paper's share" in header
+    views = json.loads((tmp_path / "o.json").read_text())["views"]  # as `compare` reads them: each view's own words
+    assert list(views) == ["all", "correct_only", "held_out", "paper_share"]
+    assert views["held_out"] == {"title": "held out", "mark": "held out", "about": "judged on the records a stand-in picks"}
 
 
 def test_compare_checks_its_files_before_torch_loads(tmp_path):

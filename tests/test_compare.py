@@ -9,6 +9,11 @@ from icl_helpers.cli import main
 from icl_helpers.errors import UsageError
 from icl_helpers.verdicts.compare import cell, differing, markdown, read_reports
 
+VIEWS = {"all": {"title": "all prompts", "mark": "all prompts", "about": "a"},
+         "correct_only": {"title": "correct prompts only", "mark": "correct only", "about": "c"},
+         "held_out": {"title": "held out", "mark": "held out", "about": "h"},
+         "paper_share": {"title": "the paper's share of heads", "mark": "paper's share", "about": "p"}}
+
 
 def finding(id: str, verdict: str, ours) -> dict:
     return {"id": id, "claim": f"claim {id}", "paper": "p", "ours": ours, "ci": None, "n": 4, "verdict": verdict,
@@ -16,27 +21,29 @@ def finding(id: str, verdict: str, ours) -> dict:
 
 
 def a_report(model: str, fig2: str, top1: float, n: int = 64) -> dict:
-    return {"model": model, "n": n, "sentence_n": 16, "seed": 0, "claims": [
+    return {"model": model, "n": n, "sentence_n": 16, "seed": 0, "views": VIEWS, "claims": [
         finding("table2", "partly", top1), finding("fig2", fig2, -13.1 if fig2 != "replicates" else 2.61),
         finding("app_d", "not tested", None),
         finding("fig8_9_sentences", "partly", "imbalanced: partly") | {"claim": "Our extension: Figs. 8 and 9 on sentences"}]}
 
 
 def test_a_cell_is_the_short_verdict_and_the_headline_number():
-    assert cell(finding("fig2", "does not replicate", -13.0889)) == "no: -13.1"
-    assert cell(finding("fig6", "replicates", 0.17312)) == "yes: 0.173"
-    assert cell(finding("app_d", "not tested", None)) == "not tested"
-    assert cell(finding("fig8_9_sentences", "partly", "imbalanced: partly")) == "partly: imbalanced: partly"
-    assert cell(None) == "-"
+    assert cell(finding("fig2", "does not replicate", -13.0889), VIEWS) == "no: -13.1"
+    assert cell(finding("fig6", "replicates", 0.17312), VIEWS) == "yes: 0.173"
+    assert cell(finding("app_d", "not tested", None), VIEWS) == "not tested"
+    assert cell(finding("fig8_9_sentences", "partly", "imbalanced: partly"), VIEWS) == "partly: imbalanced: partly"
+    assert cell(None, VIEWS) == "-"
     held = {"ours": 0.7, "ci": None, "n": 32, "verdict": "replicates", "why": "w"}
-    assert cell(finding("app_e", "does not replicate", 0.0) | {"views": {"held_out": held}}) == "no: 0 (held out: yes)"
-    assert cell(finding("app_e", "replicates", 0.8) | {"views": {"held_out": held}}) == "yes: 0.8"  # the same verdict
+    assert cell(finding("app_e", "does not replicate", 0.0) | {"views": {"held_out": held}}, VIEWS) == "no: 0 (held out: yes)"
+    assert cell(finding("app_e", "replicates", 0.8) | {"views": {"held_out": held}}, VIEWS) == "yes: 0.8"  # the same verdict
     untested = held | {"ours": None, "verdict": "not tested"}
-    assert cell(finding("app_e", "replicates", 0.8) | {"views": {"held_out": untested}}) == "yes: 0.8"
+    assert cell(finding("app_e", "replicates", 0.8) | {"views": {"held_out": untested}}, VIEWS) == "yes: 0.8"
     every = {"all": held, "correct_only": held | {"verdict": "partly"}, "held_out": untested,
              "paper_share": held | {"verdict": "does not replicate"}}  # each view that flips, in the report's order
-    assert (cell(finding("app_b_mrr", "replicates", 0.3) | {"view": "correct_only", "views": every})
+    assert (cell(finding("app_b_mrr", "replicates", 0.3) | {"view": "correct_only", "views": every}, VIEWS)
             == "yes: 0.3 (correct only: partly; paper's share: no)")
+    renamed = VIEWS | {"held_out": VIEWS["held_out"] | {"mark": "other inputs"}}  # the mark is the report's own
+    assert cell(finding("app_e", "does not replicate", 0.0) | {"views": {"held_out": held}}, renamed) == "no: 0 (other inputs: yes)"
 
 
 def test_the_table_has_a_row_a_claim_a_column_a_model_and_names_what_differs():
@@ -51,6 +58,8 @@ def test_the_table_has_a_row_a_claim_a_column_a_model_and_names_what_differs():
     assert "| verdicts of our controls and extensions (yes / partly / no / not tested) | 0 / 1 / 0 / 0 | 0 / 1 / 0 / 0 |" in lines
     assert "| pooled top-1 on the word datasets (table2) | 83.2% | 94.9% |" in lines
     assert lines[-1] == "Verdicts that differ between the models: fig2."
+    assert ("each other view's verdict where it differs: all prompts, correct only (correct prompts only), held out, "
+            "paper's share (the paper's share of heads); each model's own report") in lines[0]
     same = markdown([a_report("a", "replicates", 0.9), a_report("b", "replicates", 0.8)])
     assert same.splitlines()[-1] == "Every claim has the same verdict on every model."
 
@@ -58,7 +67,7 @@ def test_the_table_has_a_row_a_claim_a_column_a_model_and_names_what_differs():
 def test_reports_of_other_sizes_or_files_that_are_no_reports_are_refused(tmp_path):
     paths = []
     for name, body in (("a", a_report("a", "replicates", 0.9)), ("b", a_report("b", "replicates", 0.9, n=1000)),
-                       ("c", {"claims": []})):
+                       ("c", {"claims": []}), ("e", {k: v for k, v in a_report("e", "partly", 0.9).items() if k != "views"})):
         paths.append(tmp_path / f"{name}.json")
         paths[-1].write_text(json.dumps(body))
     (tmp_path / "d.json").write_text("{not json")
@@ -70,6 +79,8 @@ def test_reports_of_other_sizes_or_files_that_are_no_reports_are_refused(tmp_pat
         read_reports([paths[0], tmp_path / "d.json"])
     with pytest.raises(UsageError, match="two or more"):
         read_reports(paths[:1])
+    with pytest.raises(UsageError, match="e.json does not describe its views .an older report.: run its `report` again"):
+        read_reports([paths[0], paths[3]])
 
 
 def test_compare_writes_the_table(tmp_path, capsys):

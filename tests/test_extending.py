@@ -8,7 +8,7 @@ import importlib.util
 import pydoc
 import re
 import textwrap
-from dataclasses import fields, is_dataclass
+from dataclasses import fields, is_dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -58,9 +58,9 @@ def test_the_claim_and_family_recipes_show_their_toy_tests_code():
 # --- 3. a view ---------------------------------------------------------------------------
 @pytest.mark.parametrize("small", ["llama-bias"], indirect=True)  # the model that ranks about half its prompts wrong
 def test_a_view_judges_its_rows_in_heads_located_on_them(small, toy_section, tmp_path, monkeypatch):  # noqa: F811
-    """The view's class and its VIEWS line, run in evidence.py's namespace; the toy claim lists it (the flag
-    in `Claim.views` the recipe adds, stood in for here) and compare names it. Its judgement is the toy judge
-    applied by hand to the prompts ranked wrong, a proper subset, and its heads are located on them."""
+    """The view's class and its VIEWS line, run in evidence.py's namespace; the toy claim lists it as the
+    recipe says and compare names it from the report's description. Its judgement is the toy judge applied
+    by hand to the prompts ranked wrong, a proper subset, and its heads are located on them."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     view_class, views_line = blocks(3)
     namespace = dict(vars(evidence))
@@ -68,11 +68,9 @@ def test_a_view_judges_its_rows_in_heads_located_on_them(small, toy_section, tmp
     exec(views_line, namespace)
     for key, view in namespace["VIEWS"].items():
         monkeypatch.setitem(evidence.VIEWS, key, view)
-    listed = claims.Claim.views.fget
-    monkeypatch.setattr(claims.Claim, "views", property(lambda c: (*listed(c), "ranked_wrong") if c.id == "toy"
-                                                         else listed(c)))
-    monkeypatch.setitem(compare.VIEW_MARK, "ranked_wrong", "ranked wrong")
     view = namespace["RANKED_WRONG"]
+    assert "`views=(ALL, RANKED_WRONG)` for the toy claim" in section(3)
+    monkeypatch.setitem(claims.CLAIMS, "toy", replace(claims.CLAIMS["toy"], views=(evidence.ALL, view)))
     assert list(evidence.VIEWS)[-1] == view.key == "ranked_wrong"
 
     (found,) = findings.report(small, 48, 2, announce=lambda step: None, ids=["toy"])
@@ -86,7 +84,7 @@ def test_a_view_judges_its_rows_in_heads_located_on_them(small, toy_section, tmp
     assert view.about in claims.intro(48, 2, 0)
     flipped = found.to_dict()
     flipped["views"]["ranked_wrong"]["verdict"] = FAILS
-    assert compare.cell(flipped).endswith("(ranked wrong: no)")
+    assert compare.cell(flipped, evidence.described()).endswith("(ranked wrong: no)")
 
 
 # --- 4. an intervention ------------------------------------------------------------------

@@ -7,6 +7,8 @@ import pytest
 
 from icl_helpers.model.offline import OFFLINE_MODELS
 from icl_helpers.verdicts import claims, robustness
+from icl_helpers.verdicts.compare import markdown, read_reports
+from icl_helpers.verdicts.evidence import described
 from icl_helpers.verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES
 
 ROOT = Path(__file__).parents[1] / "results"
@@ -66,6 +68,15 @@ def test_a_committed_reports_header_says_what_the_code_does(path: Path):
     report = json.loads(path.read_text())
     header = path.with_suffix(".md").read_text().split("\n\n")[1]
     assert header.startswith(claims.intro(report["n"], report["sentence_n"], report["seed"]))
+    assert report["views"] == described()  # what `compare` names the views by
+
+
+def test_the_committed_cross_model_tables_are_their_reports():
+    """Each cross-model table is `compare` of the reports of its size, in the README's column order."""
+    for table in sorted(ROOT.glob("cross-model-n*.md")):
+        size = table.stem.removeprefix("cross-model-")
+        reports = read_reports([ROOT / f"report-{model}-{size}.json" for model in OFFLINE_MODELS])
+        assert table.read_text() == markdown(reports), table.name
 
 
 @pytest.mark.parametrize("path", [p for p in RESULTS if "robustness" in json.loads(p.read_text())], ids=lambda p: p.name)

@@ -14,8 +14,6 @@ from ..errors import UsageError
 from ..paths import same_file
 
 VERDICT_MARK = {"replicates": "yes", "partly": "partly", "does not replicate": "no", "not tested": "not tested"}
-VIEW_MARK = {"all": "all prompts", "correct_only": "correct only", "held_out": "held out",
-             "paper_share": "paper's share"}  # each view of `verdicts.evidence.VIEWS` in a cell, by its JSON key
 PAPER = "paper"  # the kind of a `report` file (a `heads` file says its own: `head_report.KIND`)
 OURS = "Our "  # how a row of ours (a control, an extension, our row) begins its claim, where a claim of the paper does not
 
@@ -46,8 +44,9 @@ def intro(report: dict) -> str:
             "A cell is the verdict (yes: replicates; no: does not replicate) and our headline number (on the correct "
             "prompts for a claim on located heads that reads the sentence datasets alone, the paper's protocol there; "
             "on all prompts for every other), and in brackets each other view's verdict where it differs: "
-            f"{', '.join(VIEW_MARK.values())} (heads at the paper's share of a model's heads); each model's own "
-            "report gives its interval, N, why and what each view judges.")
+            + ", ".join(view["mark"] if view["mark"] == view["title"] else f"{view['mark']} ({view['title']})"
+                        for view in report["views"].values())
+            + "; each model's own report gives its interval, N, why and what each view judges.")
 
 
 def read_reports(paths: list[str | Path]) -> list[dict]:
@@ -67,6 +66,9 @@ def read_reports(paths: list[str | Path]) -> list[dict]:
             raise UsageError(f"{path} cannot be read as a report ({err}): give files `report --json` wrote.") from None
         if not isinstance(r, dict) or not {"model", "n", "sentence_n", "seed", "claims"} <= r.keys():
             raise UsageError(f"{path} is not a report: give files `python -m icl_helpers report --json` wrote.")
+        if r.get("kind", PAPER) == PAPER and "views" not in r:
+            raise UsageError(f"{path} does not describe its views (an older report): run its `report` again (its "
+                             "studies are cached) and compare the new file.")
         reports.append(r)
     if len(reports) < 2:
         raise UsageError("Give two or more reports to compare.")
@@ -82,9 +84,10 @@ def read_reports(paths: list[str | Path]) -> list[dict]:
     return reports
 
 
-def cell(finding: dict | None) -> str:
+def cell(finding: dict | None, views: dict[str, dict]) -> str:
     """A table cell: the verdict in short and the headline number (or the reason it is untested),
-    and in brackets each other view's verdict where it differs from the headline's."""
+    and in brackets each other view's verdict where it differs from the headline's, by the view's mark
+    in `views` (its report's own description of its views, by key: none in a heads file)."""
     if finding is None:
         return "-"
     mark = VERDICT_MARK.get(finding["verdict"], finding["verdict"])
@@ -92,7 +95,7 @@ def cell(finding: dict | None) -> str:
     if ours is None:
         return mark
     text = f"{mark}: {ours:.3g}" if isinstance(ours, (int, float)) else f"{mark}: {ours}"
-    flips = [f"{VIEW_MARK[key]}: {VERDICT_MARK.get(j['verdict'], j['verdict'])}" for key, j in finding["views"].items()
+    flips = [f"{views[key]['mark']}: {VERDICT_MARK.get(j['verdict'], j['verdict'])}" for key, j in finding["views"].items()
              if j["ours"] is not None and j["verdict"] != finding["verdict"]]
     return text + (f" ({'; '.join(flips)})" if flips else "")
 
@@ -114,7 +117,8 @@ def markdown(reports: list[dict]) -> str:
     claims = {f["id"]: f["claim"] for r in reports for f in r["claims"]}
     header = "| claim | " + " | ".join(r["model"] for r in reports) + " |"
     rows = [header, "|---|" + "---|" * len(reports)]
-    rows += [f"| {id}: {claims[id]} | " + " | ".join(cell(found.get(id)) for found in by_model) + " |" for id in ids]
+    rows += [f"| {id}: {claims[id]} | " + " | ".join(cell(found.get(id), r.get("views", {}))
+                                                     for r, found in zip(reports, by_model)) + " |" for id in ids]
     top1 = [found.get("table2", {}).get("ours") for found in by_model]
     summary = summary_rows(reports)
     if any(isinstance(t, (int, float)) for t in top1):

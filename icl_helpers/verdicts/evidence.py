@@ -57,6 +57,7 @@ class View:
 
     key: ClassVar[str] = "all"  # its name in a report's JSON
     title: ClassVar[str] = "all prompts"  # its column's heading
+    mark: ClassVar[str] = "all prompts"  # its name in a cell of the cross-model table (`compare`)
     about: ClassVar[str] = "every prompt, in the heads located on them all"
     relocates: bool = False  # its heads are located on `locating`'s records, not taken from the main view
     shares: frozenset[str] = EVERY_RECORD
@@ -84,6 +85,7 @@ class Correct(View):
 
     key: ClassVar[str] = "correct_only"
     title: ClassVar[str] = "correct prompts only"
+    mark: ClassVar[str] = "correct only"
     about: ClassVar[str] = ("the prompts the model answers correctly (top-1 the true label on the balanced prompt), in "
                             "heads located on those prompts, as the paper's Appendix A locates on the correct cases")
     relocates: bool = True
@@ -102,6 +104,7 @@ class HeldOut(View):
 
     key: ClassVar[str] = "held_out"
     title: ClassVar[str] = "held out"
+    mark: ClassVar[str] = "held out"
     about: ClassVar[str] = ("in each class of input, the prompts of half its distinct inputs (drawn with the seed), "
                             "in heads located on the other half's prompts, so that no head is judged on the inputs "
                             "that selected it (where heads are located; not where they are given)")
@@ -134,6 +137,7 @@ class PaperShare(View):
 
     key: ClassVar[str] = "paper_share"
     title: ClassVar[str] = "the paper's share of heads"
+    mark: ClassVar[str] = "paper's share"
     about: ClassVar[str] = (f"every prompt, in the top heads at the paper's share of a model's heads ({MAIN.heads} of "
                             "GPT-2 large's 720, rounded, at least 2) instead of its count")
     shares: frozenset[str] = EVERY_RECORD - {"ablations"}  # the causal check ablates the setting's heads
@@ -148,8 +152,14 @@ class PaperShare(View):
             raise Unjudgeable("judged in the main setting only (a setting of its own analyses its own number of heads)")
 
 
-ALL, CORRECT, HELD_OUT, PAPER_SHARE_VIEW = View(), Correct(), HeldOut(), PaperShare()
-VIEWS = {view.key: view for view in (ALL, CORRECT, HELD_OUT, PAPER_SHARE_VIEW)}  # a report's views, in its columns' order
+ALL, CORRECT, HELD_OUT, PAPER_SHARE = View(), Correct(), HeldOut(), PaperShare()
+VIEWS = {view.key: view for view in (ALL, CORRECT, HELD_OUT, PAPER_SHARE)}  # a report's views, in its columns' order
+
+
+def described() -> dict[str, dict[str, str]]:
+    """Each view of VIEWS by key: its title, mark and what it judges, as a report's JSON records them
+    (the cross-model table, which reads JSON alone, names the views from there)."""
+    return {key: {"title": view.title, "mark": view.mark, "about": view.about} for key, view in VIEWS.items()}
 
 
 class Evidence:
@@ -157,7 +167,7 @@ class Evidence:
     located heads and recency orders of a dataset, and their effects pooled.
 
     `rows(dataset)` [N] bool: the records a finding judges, all of them; `in_view(view)` the
-    same evidence judging the records a `View` picks (`correct()`, `held_out()`).
+    same evidence judging the records a `View` picks (`CORRECT`, `HELD_OUT`, ...).
     `clusters(datasets)`: each judged row's distinct input, which the intervals resample
     (`stats.bootstrap_ci`). The heads given
     (checked against the model at once) replace the located ones in every dataset. Every prompt
@@ -203,15 +213,6 @@ class Evidence:
         for name in set(CACHES) - view.shares:
             setattr(other, name, functools.cache(getattr(other, f"_{name}")))
         return other
-
-    def correct(self) -> Evidence:
-        return self.in_view(CORRECT)
-
-    def held_out(self) -> Evidence:
-        return self.in_view(HELD_OUT)
-
-    def paper_share(self) -> Evidence:
-        return self.in_view(PAPER_SHARE_VIEW)
 
     def locating(self, dataset: str) -> torch.Tensor:
         """[N] bool: the records the heads are located on (`View.locating`)."""
@@ -317,3 +318,11 @@ class Evidence:
         best = max({h for d in self.sentence for h in self.heads(d)}, key=lambda h: float(scores[h]))
         among = "of the heads given, " if self.given else ""
         return [best], f"head {head_name(best)}, {among}the largest mean increase over {', '.join(self.sentence)}"
+
+
+def agnews_rows(s: Evidence) -> torch.Tensor:
+    """[N] bool: the AG News records judged (`Evidence.rows`: in the headline, those the model predicts
+    correctly, as the paper's case is). Unjudgeable where no copy of AG News is at hand."""
+    if "agnews" not in s.sentence:
+        raise Unjudgeable("no copy of AG News here, and no hub")
+    return s.rows("agnews")

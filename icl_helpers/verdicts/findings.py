@@ -16,7 +16,7 @@ from ..errors import Unjudgeable, UsageError
 from ..model.loading import ICLModel
 from ..stats import MIN_CLUSTERS
 from .claims import CLAIMS, Claim, Finding
-from .evidence import VIEWS, WORD, Evidence
+from .evidence import ALL, WORD, Evidence
 from .judgement import Judgement, not_tested
 
 CODE = source_hash()  # the package's source as this process loaded it: findings are kept under it
@@ -46,18 +46,17 @@ def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | 
 
 def judged(id: str, s: Evidence) -> Finding:
     """The claim judged in each of its views (`Claim.views`: its headline's first, e.g. all prompts,
-    then where it applies the correct ones only, held-out records in heads located on others and the
-    paper's share of heads); not tested, saying why, where the setting cannot build a prompt it needs."""
+    then where it applies the correct ones only, the paper's share of heads and held-out records in
+    heads located on others); not tested, saying why, where the setting cannot build a prompt it needs."""
     claim = CLAIMS[id]
     short = too_few(claim, s)
     if short:
         return claim.finding(not_tested(short))
-    headline, *others = claim.views
-    ours = in_view(claim.find, lambda: s.in_view(VIEWS[headline]))
+    ours = in_view(claim.find, lambda: s.in_view(claim.headline))
     if ours.ours is not None and "sentence" in claim.reads and not s.sentence:
         ours = replace(ours, why=f"{ours.why}; {WORD_ONLY_NOTE}")
-    judge_others = ours.ours is not None or headline != "all"  # a view's headline untested leaves all prompts to show
-    return claim.finding(ours, {key: in_view(claim.find, lambda key=key: s.in_view(VIEWS[key])) for key in others}
+    judge_others = ours.ours is not None or claim.headline != ALL  # a view's headline untested leaves all prompts to show
+    return claim.finding(ours, {view.key: in_view(claim.find, lambda view=view: s.in_view(view)) for view in claim.others}
                          if judge_others else {})
 
 

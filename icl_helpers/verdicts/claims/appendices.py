@@ -62,7 +62,7 @@ register(Claim(id="app_b_mrr", claim="Appendix B: label-value MRR in the heads s
                       "scores than random heads' (l. 1209)",
                set_on=FIG5_FIG6_SEEN,
                unit="datasets that replicate", find=sentence_finding(["fig5"], Evidence.shared), notebooks=("03",),
-               reads=SENTENCE_ONLY, **FLOW))
+               reads=SENTENCE_ONLY, views=FLOW))
 
 
 register(Claim(id="app_b_attention", claim="Appendix B: true/false attention in the shared heads (Figs. 19-21)",
@@ -72,7 +72,7 @@ register(Claim(id="app_b_attention", claim="Appendix B: true/false attention in 
                       "labels' (l. 1209)",
                set_on=FIG5_FIG6_SEEN,
                unit="datasets that replicate", find=sentence_finding(["fig6"], Evidence.shared), notebooks=("04",),
-               reads=SENTENCE_ONLY, **FLOW))
+               reads=SENTENCE_ONLY, views=FLOW))
 
 
 register(Claim(id="app_d", claim="Appendix D: the same picture in LLaMA 7B, 13B, 30B",
@@ -84,7 +84,7 @@ register(Claim(id="app_d", claim="Appendix D: the same picture in LLaMA 7B, 13B,
                       "similar with the results in GPT2 large' (l. 1408)",
                set_on=FIG5_FIG6_SEEN,
                unit="parts that replicate", find=sentence_finding(["fig5", "fig6"], Evidence.top_head, llama_only=True),
-               notebooks=("07",), reads=SENTENCE_ONLY, **FLOW))
+               notebooks=("07",), reads=SENTENCE_ONLY, views=FLOW))
 
 
 APP_E = {"similar": 0.2, "partly": 0.5}
@@ -145,4 +145,4 @@ register(Claim(id="app_e", claim="Appendix E: a head's increase hardly depends o
                       "compared together' (l. 1628), after Yu and Ananiadou (2024)",
                set_on=f"{ISSUE_57}; its data had been shown by the earlier reports (the mean increase alone, in a random "
                       "order and last) and issue 57 (Qwen's mean moving 27%), not its per-head changes",
-               unit="median relative change of a head's increase", find=app_e, notebooks=("02",), thresholds=APP_E, **FLOW))
+               unit="median relative change of a head's increase", find=app_e, notebooks=("02",), thresholds=APP_E, views=FLOW))

@@ -37,7 +37,7 @@ register(Claim(id="fig6", claim="In-context heads attend much more to the true l
                       "and true label keys are much larger than those ... false label keys' (l. 469, 507)",
                set_on=f"{ISSUE_57}; its data had been shown by the earlier reports (fig6's true and false sums, heads "
                       "counted at true > false)", unit="summed attention, true minus false labels", find=fig6, notebooks=("04",),
-               thresholds=rules.FIG6, **FLOW))
+               thresholds=rules.FIG6, views=FLOW))
 
 
 FIG6_CONTROL = {"min_effect": rules.FIG6["min_attention"] / 2}  # fig6's minimum, over two labels, a label position
@@ -61,7 +61,7 @@ register(Claim(id="fig6_control", claim="Our control: a label gets more attentio
                source=f"ours, beside {V1} Fig. 6 (l. 469)",
                set_on=f"{ISSUE_57}; its data had been shown by the earlier reports (the truth effect and its interval)",
                unit="attention a label position: truth effect", find=fig6_control,
-               notebooks=("04",), thresholds=FIG6_CONTROL, **FLOW))
+               notebooks=("04",), thresholds=FIG6_CONTROL, views=FLOW))
 
 
 FIG7 = {"heads": 3, "rho": 0.3, "min_increase": 0.1}
@@ -140,4 +140,4 @@ register(Claim(id="fig7", claim="A true label's attention weight rises with the 
                       "increase than those between 0.4 and 0.6' (l. 507)",
                set_on=f"{ISSUE_57}; its data had been shown: notebook 04 charts the label positions' weights and increases, "
                       "and the earlier reports pooled them with the false labels",
-               unit="Spearman's rho", find=fig7, notebooks=("04",), thresholds=FIG7, **FLOW))
+               unit="Spearman's rho", find=fig7, notebooks=("04",), thresholds=FIG7, views=FLOW))

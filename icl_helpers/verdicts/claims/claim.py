@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from .. import rules
-from ..evidence import Evidence
+from ..evidence import ALL, CORRECT, HELD_OUT, PAPER_SHARE, Evidence, View
 from ..judgement import Judgement
 
 V1 = "arXiv 2402.02872v1"  # the preprint; "l. N": line N of its text as extracted from the PDF
@@ -29,7 +29,12 @@ ISSUE_44 = ("2026-11-26 (issue 44), after the reports at 64 and 1,000 prompts of
 # Issue 57 restated rules in the paper's words; each claim set then appends whether the data it judges had been seen.
 ISSUE_57 = "2026-11-27 (issue 57), after the reports of the earlier rules had been read"
 WORD_ONLY, SENTENCE_ONLY, BOTH = frozenset({"word"}), frozenset({"sentence"}), frozenset({"word", "sentence"})
-FLOW = {"label_flow": True, "held_out": True}  # a label-flow claim on located heads: judged in both views too
+# The views a claim on the label flow in located heads is judged in: again on the correct prompts and in the paper's
+# share of heads (LOCATED); where it measures those heads on prompts, again in heads located on other inputs (FLOW).
+# A claim on located heads that is no label flow (the bias runs) is judged again held out alone (WITH_HELD_OUT).
+LOCATED = (ALL, CORRECT, PAPER_SHARE)
+FLOW = (*LOCATED, HELD_OUT)
+WITH_HELD_OUT = (ALL, HELD_OUT)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,20 +54,19 @@ class Claim:
     notebooks: tuple[str, ...]  # the notebooks that end with its verdict ("01" ... "08")
     reads: frozenset[str] = WORD_ONLY  # the datasets its judgement needs prompts of ("word", "sentence")
     thresholds: dict[str, float] = field(default_factory=dict)
-    label_flow: bool = False  # about the label flow in located heads: judged again on the correct records and in
-    # the paper's share of heads
-    held_out: bool = False  # measures located heads on prompts: judged again in heads located on other inputs
+    views: tuple[View, ...] = (ALL,)  # the views it is judged in (`evidence.VIEWS`): LOCATED, FLOW or all prompts
 
     @property
-    def views(self) -> tuple[str, ...]:
-        """The views (`evidence.VIEWS` keys) the claim is judged in, its headline's first: a claim on
-        located heads that reads the sentence datasets alone is headlined on the correctly predicted
-        prompts, the paper's protocol there ("We do experiments on all the cases predicting the correct
-        labels", l. 1141); every other claim on all prompts."""
-        others = (("correct_only", "paper_share") if self.label_flow else ()) + (("held_out",) if self.held_out else ())
-        if self.label_flow and self.reads == SENTENCE_ONLY:
-            return ("correct_only", "all", *others[1:])
-        return ("all", *others)
+    def headline(self) -> View:
+        """The view its headline is judged in: the correctly predicted prompts for a claim judged there
+        that reads the sentence datasets alone, the paper's protocol there ("We do experiments on all the
+        cases predicting the correct labels", l. 1141); its first view for every other."""
+        return CORRECT if CORRECT in self.views and self.reads == SENTENCE_ONLY else self.views[0]
+
+    @property
+    def others(self) -> tuple[View, ...]:
+        """The views it is judged again in besides its headline's, in the order it lists them."""
+        return tuple(view for view in self.views if view != self.headline)
 
     def __post_init__(self):
         numbers = {**self.thresholds, "K": rules.K, "RANDOM_DRAWS": rules.RANDOM_DRAWS, "TOP": rules.TOP}
@@ -72,7 +76,7 @@ class Claim:
     def finding(self, ours: Judgement, views: dict[str, Judgement] | None = None) -> Finding:
         """The finding of judgement `ours` in the claim's headline view, with its other views' judgements."""
         return Finding(self.id, self.claim, self.paper, self.source, ours.ours, ours.ci, ours.n, ours.verdict, ours.why,
-                       self.views[0], views or {})
+                       self.headline.key, views or {})
 
 
 CLAIMS: dict[str, Claim] = {}  # id -> claim, in the report's order: the order `register` saw them

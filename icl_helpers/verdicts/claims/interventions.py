@@ -17,7 +17,7 @@ from ...studies.ablation import AblationRuns, one_percent
 from ..evidence import FIRST, NO_SENTENCE_DATA, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, not_tested
 from ..rules import Clusters
-from .claim import ABSTRACT_ONLY, EMNLP, ISSUE_44, ISSUE_57, SENTENCE_ONLY, Claim, register
+from .claim import ABSTRACT_ONLY, EMNLP, ISSUE_44, ISSUE_57, SENTENCE_ONLY, WITH_HELD_OUT, Claim, register
 
 SOURCE = f"{EMNLP}, abstract, its numbers 'on sentence classification tasks'; {ABSTRACT_ONLY}"
 SENTENCES_UNSEEN = "its data on the sentence datasets had not been computed on any model"
@@ -221,7 +221,6 @@ COST_SET = (f"{ISSUE_57}: the rule of {ISSUE_44.split(',')[0]} unchanged, moved 
             "its data had not been computed on any model")
 WORD_BIAS_SET = (f"{ISSUE_57}; its data (the reductions and their costs) had been shown by the earlier reports and notebook "
                  "08: the cost's part in the verdict is new")
-HELD_OUT = {"held_out": True}  # judged again in heads located on the other half of the inputs
 
 
 def register_bias(measure: str, bias_name: str, method: str, cost: str, rule: dict[str, float]) -> None:
@@ -232,17 +231,17 @@ def register_bias(measure: str, bias_name: str, method: str, cost: str, rule: di
                                                f"(EMNLP abstract; the method rebuilt as {method} in the in-context heads)",
                    paper="reduced by {paper:.0%}", rule=BIAS_RULE, source=SOURCE, set_on=BIAS_SET,
                    unit="relative reduction of the bias rate", find=bias(measure, rule),
-                   notebooks=("08",), reads=SENTENCE_ONLY, thresholds=rule, **HELD_OUT))
+                   notebooks=("08",), reads=SENTENCE_ONLY, thresholds=rule, views=WITH_HELD_OUT))
     register(Claim(id=f"{measure}_cost", claim=f"Our control: {cost} at most {{points:.0%}} of top-1 on "
                                                "standard prompts (sentence datasets)",
                    paper="not in the abstract", rule=COST_RULE, source=f"ours, beside {SOURCE}", set_on=COST_SET,
                    unit="share of prompts, top-1 lost", find=bias_cost(measure), notebooks=("08",), reads=SENTENCE_ONLY,
-                   thresholds=BIAS_COST, **HELD_OUT))
+                   thresholds=BIAS_COST, views=WITH_HELD_OUT))
     register(Claim(id=f"{measure}_bias_words", claim=f"Our row: {measure}_bias on the word dataset {FIRST}",
                    paper="not in the abstract: its numbers are on sentence classification tasks",
                    rule=f"{measure}_bias's rule on {FIRST}, in its in-context heads", source=f"ours, beside {SOURCE}",
                    set_on=WORD_BIAS_SET, unit="relative reduction of the bias rate",
-                   find=bias(measure, rule, "word"), notebooks=("08",), thresholds=rule, **HELD_OUT))
+                   find=bias(measure, rule, "word"), notebooks=("08",), thresholds=rule, views=WITH_HELD_OUT))
 
 
 register_bias("majority", "majority-label bias", "balanced label attention", "balancing label attention costs",

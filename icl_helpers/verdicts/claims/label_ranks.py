@@ -35,7 +35,7 @@ register(Claim(id="fig5", claim="Label values of in-context heads rank their lab
                source=f"{V1}, Section 4.3, Fig. 5: 'Compared with random heads, label values have much higher MRR scores "
                       "in in-context heads. The smallest average MRR score 0.0033 is in layer 19, head 11' (l. 458)",
                set_on=f"{ISSUE_57}; its data had been shown by the earlier reports (each head against its layer's random mean, "
-                      "counted at 1x)", unit="MRR", find=fig5, notebooks=("03",), thresholds=rules.FIG5, **FLOW))
+                      "counted at 1x)", unit="MRR", find=fig5, notebooks=("03",), thresholds=rules.FIG5, views=FLOW))
 
 
 ONE_LABEL = {"ratio": 1.5, "projects": 0.5, "other": 0.1, "heads": 2}  # the paper names two heads for each finding
@@ -119,4 +119,4 @@ register(Claim(id="fig5_labels", claim="The value-output matrix does not control
                set_on=(f"{ISSUE_57}; the measure its second part reads had not been computed on any model; the first "
                        "part's, each label's MRR a head, had been drawn by notebook 03 on the bundled model"),
                unit="parts that replicate", find=fig5_labels, notebooks=("03",), thresholds=ONE_LABEL,
-               **FLOW))
+               views=FLOW))

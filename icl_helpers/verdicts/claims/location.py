@@ -13,7 +13,7 @@ from ...stats import bootstrap_ci
 from ..evidence import FIRST, WORD, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, not_tested
 from ..rules import Clusters, K
-from .claim import BOTH, ISSUE_57, SENTENCE_ONLY, V1, Claim, register
+from .claim import BOTH, ISSUE_57, LOCATED, SENTENCE_ONLY, V1, Claim, register
 
 
 def deeper_half(L: int) -> int:
@@ -65,7 +65,7 @@ register(Claim(id="fig2", claim="Almost all the increase of the predicted label 
                set_on=f"{ISSUE_57}; its data had been shown by the earlier reports (fig2's attention and FFN sums a prompt "
                       "and the deeper half's share of the attention increase)",
                unit="share of all layers' increase, deep attention layers", find=fig2, notebooks=("01",), thresholds=FIG2,
-               label_flow=True))
+               views=LOCATED))
 
 
 FIG3_4 = {"replicates": 0.8, "partly": 2 / 3}  # partly: twice as many deep as shallow (chance: as many)
@@ -116,7 +116,7 @@ register(Claim(id="fig3_4", claim="The in-context heads (top 20 by increase) lie
                source=f"{V1}, Section 4.2, Figs. 3 and 4 (GPT-2 large, 36 layers x 20 heads): 'The important heads are in "
                       "deep layers (18-31)' (l. 449)",
                set_on=f"{ISSUE_57}; its data had been shown by the earlier reports (fig3_4's share, partly from 50%)",
-               unit="share of the top heads in the deeper half", find=fig3_4, notebooks=("01",), thresholds=FIG3_4, label_flow=True))
+               unit="share of the top heads in the deeper half", find=fig3_4, notebooks=("01",), thresholds=FIG3_4, views=LOCATED))
 
 
 FIG12_15 = {"replicates": 0.5, "partly": 0.25, "over_chance": 2.0}
@@ -152,7 +152,7 @@ register(Claim(id="fig12_15", claim="The in-context heads are largely the same a
                       "12-15 (l. 1153, 1165)",
                set_on=f"{ISSUE_57}; its data had been shown by the earlier reports (fig12_15's share)",
                unit="share of the top heads two datasets share", find=fig12_15, notebooks=("01",), reads=BOTH, thresholds=FIG12_15,
-               label_flow=True))
+               views=LOCATED))
 
 
 FIG12_15_LARGEST = {"lead": 0.1, "replicates": 0.5}
@@ -205,4 +205,4 @@ register(Claim(id="fig12_15_largest", claim="Across the sentence datasets the la
                set_on=f"{ISSUE_57}; its measure had not been computed on any model, but notebook 01 had charted each "
                       "sentence dataset's head increases on the bundled model",
                unit="share of sentence dataset pairs whose largest heads differ", find=fig12_15_largest, notebooks=("01",),
-               reads=SENTENCE_ONLY, thresholds=FIG12_15_LARGEST, label_flow=True))
+               reads=SENTENCE_ONLY, thresholds=FIG12_15_LARGEST, views=LOCATED))

@@ -93,7 +93,7 @@ register(Claim(id="fig8", claim="Imbalanced prompts: summed attention on true la
                     "one of the two, with its minimum; does not replicate: neither",
                source=f"{V1}, Section 5.1, Fig. 8: 'The sum of attention weights on true labels decrease on the imbalanced "
                       "dataset. On the contrary, the attention weights on false labels increase' (l. 540)",
-               set_on=ISSUE_44, unit="change of summed true-label attention", find=fig8, notebooks=("05",), thresholds=FIG8, **FLOW))
+               set_on=ISSUE_44, unit="change of summed true-label attention", find=fig8, notebooks=("05",), thresholds=FIG8, views=FLOW))
 
 
 def fig9(s: Evidence) -> Judgement:
@@ -108,7 +108,7 @@ register(Claim(id="fig9", claim="Re-ordered prompts: summed attention on true la
                source=f"{V1}, Section 5.2, Fig. 9: 'The sum of attention weights on re-order dataset are much smaller than "
                       "those on the origin dataset' (l. 640)",
                set_on=f"{ISSUE_57}; its data had been shown by the earlier reports (the heads then counted without a minimum)",
-               unit="change of summed true-label attention", find=fig9, notebooks=("06",), thresholds=FIG9, **FLOW))
+               unit="change of summed true-label attention", find=fig9, notebooks=("06",), thresholds=FIG9, views=FLOW))
 
 
 FIG9_CONTROL = {"min_attention": 0.01}  # attention a label position gets
@@ -132,7 +132,7 @@ register(Claim(id="fig9_control", claim="Our control: a label gets more attentio
                     "does not replicate: below {min_attention}",
                source=f"ours, beside {V1} Section 5.2", set_on=f"{ISSUE_57}; its data had been shown by the earlier reports",
                unit="attention a label position: distance effect", find=fig9_control, notebooks=("06",),
-               thresholds=FIG9_CONTROL, **FLOW))
+               thresholds=FIG9_CONTROL, views=FLOW))
 
 
 FIG10 = {"heads": 2 / 3, "min_change": 0.01}  # the text: down in most shared heads, up in one (21-19)
@@ -199,7 +199,7 @@ register(Claim(id="fig10", claim="Imbalanced prompts: the attention on the true 
                       "21-19. In other in-context heads ... the attention weights decrease a lot' (l. 644, 649)",
                set_on=f"{ISSUE_57}; the summed measure in these heads had not been computed on any model (fig8's sum in "
                       "each dataset's top heads had been shown by the earlier reports)",
-               unit="change of summed true-label attention", find=fig10, notebooks=("05",), thresholds=FIG10, **FLOW))
+               unit="change of summed true-label attention", find=fig10, notebooks=("05",), thresholds=FIG10, views=FLOW))
 
 
 def fig10_per_label(s: Evidence) -> Judgement:
@@ -215,7 +215,7 @@ register(Claim(id="fig10_per_label", claim="Our row: imbalanced prompts, the att
                source=f"ours, beside {V1} Fig. 10 (l. 644)",
                set_on=f"{ISSUE_57}; its data had been shown by the earlier reports (fig10's headline then)",
                unit="change of a true-label position's attention", find=fig10_per_label, notebooks=("05",), thresholds=FIG10,
-               **FLOW))
+               views=FLOW))
 
 
 def fig11(s: Evidence) -> Judgement:
@@ -232,7 +232,7 @@ register(Claim(id="fig11", claim="Re-ordered prompts: the attention on the true 
                       "especially in 21-19 and 22-0' (l. 644, 654)",
                set_on=f"{ISSUE_57}; the summed measure in these heads had not been computed on any model, but the same change "
                       "over the count of true labels had been shown by the earlier reports",
-               unit="change of summed true-label attention", find=fig11, notebooks=("06",), thresholds=FIG11, **FLOW))
+               unit="change of summed true-label attention", find=fig11, notebooks=("06",), thresholds=FIG11, views=FLOW))
 
 
 def judge_fig8_9_sentences(imbalanced: Judgement, reordered: Judgement) -> Judgement:
@@ -255,7 +255,7 @@ register(Claim(id="fig8_9_sentences", claim="Our extension: Figs. 8 and 9 on the
                set_on=f"{ISSUE_57}; its data had been shown by the earlier reports (fig9's part then counted the heads "
                       "without a minimum)",
                unit="verdict of each prompt variant", find=fig8_9_sentences, notebooks=("05", "06"), reads=SENTENCE_ONLY,
-               **FLOW))
+               views=FLOW))
 
 
 PREDICTION_SHIFT = {"min_change": 0.01}
@@ -346,7 +346,7 @@ register(Claim(id="prediction_shift", claim="The prediction shift from 'foo' to 
                set_on=f"{ISSUE_57}; the attention split by whether the prediction moved had not been computed on any model "
                       "(fig8's and fig9's sums over all records had been shown by the earlier reports)",
                unit="change of summed attention on the label the prediction left", find=prediction_shift,
-               notebooks=("05", "06"), reads=SENTENCE_ONLY, thresholds=PREDICTION_SHIFT, **FLOW))
+               notebooks=("05", "06"), reads=SENTENCE_ONLY, thresholds=PREDICTION_SHIFT, views=FLOW))
 
 
 def prediction_shift_word(s: Evidence) -> Judgement:
@@ -359,4 +359,4 @@ register(Claim(id="prediction_shift_word", claim="Our row: the prediction shift 
                source=f"ours, beside {EMNLP}, abstract; {ABSTRACT_ONLY}",
                set_on=f"{ISSUE_57}; the attention split by whether the prediction moved had not been computed on any model",
                unit="change of summed attention on the label the prediction left", find=prediction_shift_word,
-               notebooks=("05", "06"), thresholds=PREDICTION_SHIFT, **FLOW))
+               notebooks=("05", "06"), thresholds=PREDICTION_SHIFT, views=FLOW))
