@@ -36,6 +36,7 @@ from icl_helpers.verdicts.claims.interventions import (
 )
 from icl_helpers.verdicts.claims.label_ranks import false_ahead, judge_heads_that, one_label
 from icl_helpers.verdicts.claims.location import judge_fig2, judge_fig3_4, judge_fig12_15, judge_fig12_15_largest
+from icl_helpers.verdicts.claims.prediction_shift import judge_prediction_shift
 from icl_helpers.verdicts.claims.towers import judge_adjacent, judge_keys, judge_metric, judge_top
 from icl_helpers.verdicts.claims.variants import (
     FIG10,
@@ -46,7 +47,6 @@ from icl_helpers.verdicts.claims.variants import (
     judge_fig8_9_sentences,
     judge_fig9,
     judge_per_head_drop,
-    judge_prediction_shift,
 )
 from icl_helpers.verdicts.claims.vocabulary import judge_concepts, judge_strict
 from icl_helpers.verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES, Judgement, not_tested, ours_text
@@ -92,7 +92,8 @@ def test_the_interval_resamples_distinct_inputs_and_needs_enough_of_them():
 def test_every_claim_of_the_paper_and_each_control_is_registered_with_a_rule():
     """The registry's order is the sections': each section module's claims together, the sections in
     the order the package imports them (the committed reports hold the ids themselves: test_results)."""
-    sections = ["accuracy", "location", "vocabulary", "towers", "label_ranks", "attention", "variants", "appendices", "interventions"]
+    sections = ["accuracy", "location", "vocabulary", "towers", "label_ranks", "attention", "variants", "prediction_shift",
+                "appendices", "interventions"]
     modules = [c.find.__module__.rsplit(".", 1)[-1] for c in claims.CLAIMS.values()]
     assert list(dict.fromkeys(modules)) == sections and modules == sorted(modules, key=sections.index)
     assert len(claims.CLAIMS) == len(set(claims.CLAIMS)) and list(claims.CLAIMS)[:2] == ["table2", "table2_control"]

@@ -24,6 +24,7 @@ from icl_helpers.studies import recency
 from icl_helpers.studies import set_ablations as sa
 from icl_helpers.verdicts import literature as lit
 from icl_helpers.verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES
+from icl_helpers.verdicts.literature import induction_fv, task_heads
 from tests.conftest import close, exact, logprob_scale, small_model
 from tests.test_head_types import fv_prompt_set
 
@@ -257,7 +258,7 @@ def test_distinct_and_later_read_the_sets():
     later = lit.LITERATURE["fv_later_than_induction"].judge(study)
     assert later.ours == 5.0 and later.verdict == REPLICATES  # layer 5 against layer 0 at k = 4 (p 1/70), and at 5
     assert lit.LITERATURE["fv_later_than_induction"].judge(same).verdict == FAILS
-    assert lit.layer_gap_p(torch.tensor([2.0, 2.0]), torch.tensor([0.0, 0.0])) == pytest.approx(1 / 6, abs=0.02)  # 1 of 6 splits
+    assert induction_fv.layer_gap_p(torch.tensor([2.0, 2.0]), torch.tensor([0.0, 0.0])) == pytest.approx(1 / 6, abs=0.02)  # 1 of 6 splits
 
 
 def test_the_literature_is_a_registry_apart_and_every_rule_is_written_out():
@@ -333,7 +334,7 @@ def test_tr_tl_roles_reads_each_branch_and_its_minimum(tr, tl, verdict):
     assert math.isclose(j.ours, tr[0] / M - 1)  # the TR ratio beyond random (not ranked): a flipped sign fails here
     assert j.ci[1] < 0 if tr[0] < M else j.ci == (0.0, 0.0)
     assert "plain: TR ratio 100.0%" in j.why
-    recognition, learning = lit.tr_tl_branches(study, 2)
+    recognition, learning = task_heads.tr_tl_branches(study, 2)
     assert math.isclose(learning[0], tl[1] / M - 1)
 
 

@@ -30,6 +30,7 @@ from .rules import RANDOM_DRAWS
 
 WORD = ["sentiment_number", "animal_country"]
 SENTENCE = ["sst2", "trec", "agnews", "ethos"]
+VARIANTS = ("imbalanced", "reordered")  # Section 5's prompt variants: Figs. 8 and 10; Figs. 9 and 11
 NO_SENTENCE_DATA = "no copy of the sentence datasets here, and no hub"  # why a claim on them alone is not tested
 FIRST = WORD[0]  # the dataset of the single-dataset claims (Table 1, Figs. 2, 5, the biases' word rows)
 # The paper's running example (Table 1, Fig. 2), "love : bar like : bar eight : foo two : foo one :" (`EXAMPLE`), as
