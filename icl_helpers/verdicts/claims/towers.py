@@ -83,7 +83,7 @@ def query_parts(query: torch.Tensor, random: torch.Tensor, heads: Sequence[Head]
 
 def heads_ranks(s: Evidence, dataset: str, rows: torch.Tensor
                 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """The dataset's tower ranks (`towers.tower_ranks`) of the records `rows` in its S in-context heads,
+    """The dataset's tower ranks (`studies.towers.tower_ranks`) of the records `rows` in its S in-context heads,
     a key at its head's layer: "key", "key_attention" [N, S, D, J], "query" [N, S], "query_rotated"
     [N, S, D]; and the queries' in RANDOM_DRAWS draws of a random head of each one's layer
     [draws, N, S, ...]."""
@@ -207,7 +207,7 @@ ADJACENT = {"ratio": 2.0}  # the adjacent text's MRR at least twice the farther 
 def judge_adjacent(ranks: torch.Tensor, adjacent: torch.Tensor, farther: torch.Tensor, what: str,
                    clusters: Clusters = None) -> Judgement:
     """ranks: [N, S, D, J] each text's rank in each label key, at the layers of S in-context heads;
-    adjacent, farther: [N, D, J] bool (`towers.adjacent_texts`). A prompt's MRR of its adjacent
+    adjacent, farther: [N, D, J] bool (`studies.towers.adjacent_texts`). A prompt's MRR of its adjacent
     texts' words and of the farther ones', over its keys that have both; the prompts with one."""
     rr = ranks.reciprocal()
 
