@@ -120,3 +120,9 @@ def test_a_committed_head_types_report_states_each_claim_as_registered_and_its_p
         if c["ci"] is not None:
             assert c["ci"][0] <= c["ours"] <= c["ci"][1], c["id"]
     assert path.with_suffix(".md").read_text() == head_report.markdown(report)
+
+
+def test_the_committed_cross_model_head_types_table_is_its_files():
+    """`compare` of the committed head-types files, in the offline models' order."""
+    files = [ROOT / f"heads-{model}-n256.json" for model in OFFLINE_MODELS if (ROOT / f"heads-{model}-n256.json").exists()]
+    assert (ROOT / "cross-model-heads-n256.md").read_text() == markdown(read_reports(files))
