@@ -338,7 +338,7 @@ def test_heads_writes_the_literatures_verdicts_and_the_tables_they_rest_on(saved
     from icl_helpers.studies import head_sets as hs
     from icl_helpers.verdicts import head_report, literature
 
-    monkeypatch.setattr(literature, "K", 3)
+    monkeypatch.setattr(literature.claim, "K", 3)  # set_sizes reads it there
     monkeypatch.setattr(head_report, "K", 3)
     study_at = functools.partial(hs.head_set_study, length=7)  # random sequences within the small model's 64 positions
     monkeypatch.setattr(hs, "head_set_study", study_at)
