@@ -83,10 +83,11 @@ def part_means(saliency: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
 
 
 def saliencies(m: ICLModel, texts: list[str], gold: torch.Tensor) -> list[torch.Tensor]:
-    """Per layer, [B, H, T, T] float32: I = A * dLoss/dA of every head on a right-padded batch of B
-    prompts (gold [B]: each prompt's gold token id; Loss at its last token), from one forward and
-    one backward pass (0 on the padding's rows and columns)."""
+    """Per layer, [B, H, T, T]: I = A * dLoss/dA of every head on a right-padded batch of B prompts
+    (gold [B]: each prompt's gold token id; Loss at its last token), from one forward and one
+    backward pass (0 on the padding's rows and columns); in float32, or the model's dtype where wider."""
     arch, site = check_model(m).arch, m.arch.sites["pattern"]
+    dtype = torch.promote_types(m.model.dtype, torch.float32)
     enc = m.encode(texts)
     weights: list[torch.Tensor | None] = [None] * arch.n_layers
 
@@ -100,12 +101,12 @@ def saliencies(m: ICLModel, texts: list[str], gold: torch.Tensor) -> list[torch.
     with torch.enable_grad(), evaluating(m.model), attached([tracked] + [keep(l) for l in range(arch.n_layers)]):
         hidden = m.model.base_model(**enc, use_cache=False).last_hidden_state
         rows, last = torch.arange(len(texts), device=hidden.device), enc["attention_mask"].sum(1).to(hidden.device) - 1
-        logits = m.model.get_output_embeddings()(hidden[rows, last]).float()  # [B, V]
+        logits = m.model.get_output_embeddings()(hidden[rows, last]).to(dtype)  # [B, V]
         if arch.final_softcap is not None:
             logits = arch.final_softcap * torch.tanh(logits / arch.final_softcap)
         loss = -logits.log_softmax(-1)[rows, gold.to(logits.device)].sum()
         loss.backward()
-    return [(w.float() * w.grad.float()).detach() for w in weights]
+    return [(w.to(dtype) * w.grad.to(dtype)).detach() for w in weights]
 
 
 def label_anchors(m: ICLModel, ps: PromptSet, batch_size: int = 32, cache: bool = True) -> LabelAnchors:
@@ -122,8 +123,8 @@ def label_anchors(m: ICLModel, ps: PromptSet, batch_size: int = 32, cache: bool 
             T = per_layer[0].shape[-1]
             masks = pair_masks(ps.positions[rows].to(per_layer[0].device), T)
             for l, saliency in enumerate(per_layer):
-                means = part_means(torch.cat([saliency, saliency.sum(1, keepdim=True)], 1), masks)  # [b, H + 1, 3]
-                heads[rows, l], layers[rows, l] = means[:, :H].cpu(), means[:, H].cpu()
+                means = part_means(torch.cat([saliency, saliency.sum(1, keepdim=True)], 1), masks).float().cpu()
+                heads[rows, l], layers[rows, l] = means[:, :H], means[:, H]  # means: [b, H + 1, 3]
         return {**{f"s_{p}": heads[..., k].contiguous() for k, p in enumerate(PARTS)},
                 **{f"layer_{p}": layers[..., k].contiguous() for k, p in enumerate(PARTS)}}
 
