@@ -58,9 +58,10 @@ def means_by_hand(saliency: torch.Tensor, labels: list[int], q: int) -> list[flo
 def test_saliency_is_the_gradient_of_a_ones_multiplier_and_the_means_sum_their_pairs(model, monkeypatch):
     """Batched (three prompts of 4, 3 and 2 labels, different lengths: padding) against each prompt run
     alone with the multiplier route, its label positions the tokens that are a label word and q its last
-    token. Catches: S_wp and S_pq swapped, the absolute value dropped, the wrong label positions (the true
-    labels only, one token off), the loss of the other label or at the padding's last token, and the layer's
-    heads summed outside the absolute value (LA1-LA6 in tests/README.md)."""
+    token. Catches every mutation of tests/README.md's LA rows: S_wp and S_pq swapped, the absolute value
+    dropped, the wrong label positions (the true ones only, one token late), the label's own diagonal in
+    S_wp, the padding's pairs in S_ww, the loss at the padding's last token or of the other label, and the
+    layer's heads summed outside the absolute value (LA1-LA9)."""
     ps = prompt_set_from_texts(model, MIXED_TEXTS)
     gold, other = prompt_label_ids(model.tokenizer, ps.prompts)
     got = la.label_anchors(model, ps, batch_size=3, cache=False)
@@ -85,7 +86,7 @@ def test_saliency_is_the_gradient_of_a_ones_multiplier_and_the_means_sum_their_p
 
 def test_batched_equals_each_prompt_alone(model):
     """Five prompts of different lengths in batches of three (padding) against one at a time. Catches a
-    mean over the padding's pairs and the loss read at the padding's last token (LA5, LA6)."""
+    mean over the padding's pairs and the loss read at the padding's last token (LA6, LA7)."""
     ps = fv_prompt_set(model)
     batched = la.label_anchors(model, ps, batch_size=3, cache=False)
     alone = la.label_anchors(model, ps, batch_size=1, cache=False)
@@ -98,8 +99,8 @@ def test_each_part_averages_its_own_pairs_of_a_saliency_written_out():
     """Two prompts T = 7 tokens long as a right-padded batch: labels at 2 (true) and 5 (false), last token 6;
     a label at 3 (true), last token 4, then two padding tokens whose saliency is huge. I(t, j) alternates in
     sign and grows with t and j, so that every pair counts differently. Catches: S_wp and S_pq swapped,
-    the absolute value dropped, the false labels left out, the label's own diagonal in S_wp, the
-    padding's pairs in S_ww (LA1-LA5)."""
+    the absolute value dropped, the false labels left out, the labels one token late, the label's own
+    diagonal in S_wp, the padding's pairs in S_ww (LA1-LA6)."""
     T, H = 7, 2
     t, j, h = torch.arange(T)[:, None], torch.arange(T)[None, :], torch.arange(H)[:, None, None]
     saliency = ((-1.0) ** (t + j + h) * (1 + 7 * t + j) * (h + 1)).tril().expand(2, H, T, T).clone()

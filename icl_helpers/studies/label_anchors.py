@@ -121,9 +121,10 @@ def label_anchors(m: ICLModel, ps: PromptSet, batch_size: int = 32, cache: bool 
         for rows, texts in walk(ps.texts, length_batches(m, ps.texts, batch_size), ps.title):
             per_layer = saliencies(m, texts, gold[rows])
             T = per_layer[0].shape[-1]
-            masks = pair_masks(ps.positions[rows].to(per_layer[0].device), T)
-            for l, saliency in enumerate(per_layer):
-                means = part_means(torch.cat([saliency, saliency.sum(1, keepdim=True)], 1), masks).float().cpu()
+            masks = pair_masks(ps.positions[rows], T)
+            for l, saliency in enumerate(per_layer):  # each on its layer's device
+                both = torch.cat([saliency, saliency.sum(1, keepdim=True)], 1)
+                means = part_means(both, masks.to(saliency.device)).float().cpu()
                 heads[rows, l], layers[rows, l] = means[:, :H], means[:, H]  # means: [b, H + 1, 3]
         return {**{f"s_{p}": heads[..., k].contiguous() for k, p in enumerate(PARTS)},
                 **{f"layer_{p}": layers[..., k].contiguous() for k, p in enumerate(PARTS)}}
