@@ -267,7 +267,7 @@ def test_the_literature_is_a_registry_apart_and_every_rule_is_written_out():
     assert not set(lit.LITERATURE) & set(CLAIMS)
     for c in lit.LITERATURE.values():
         assert "{" not in c.rule and c.paper.split(" ")[0] in ("Olsson", "Crosbie", "Yin", "Yang,")
-        assert c.set_on == (lit.TR_TL_RULES_SET if c.paper.startswith("Yang") else lit.RULES_SET)
+        assert c.set_on == (lit.claim.TR_TL_RULES_SET if c.paper.startswith("Yang") else lit.claim.RULES_SET)
     every = {name: (18, 18) for name in (*hs.SCORES, *(hs.exclusive(a, b) for a, b in hs.EXCLUSIONS))}
     findings = lit.judged(fake_study(runs_for(every), [True] * N, [False] * N))
     assert [f.id for f in findings] == list(lit.LITERATURE) and NOT_TESTED not in {f.verdict for f in findings}

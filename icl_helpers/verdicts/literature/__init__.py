@@ -14,18 +14,6 @@ claim judged at the study's two set sizes (the paper's share of heads, then K) h
 from __future__ import annotations
 
 from . import induction_fv, task_heads  # noqa: F401  registers the claims, in this order  isort: skip
-from .claim import (
-           LITERATURE,
-           RULES_SET,
-           TR_TL_RULES_SET,
-           LiteratureClaim,
-           LiteratureFinding,
-           claims_of,
-           fewest_prompts,
-           judged,
-           markdown,
-           set_sizes,
-)
+from .claim import LITERATURE, LiteratureFinding, claims_of, fewest_prompts, judged, markdown, set_sizes
 
-__all__ = ["LITERATURE", "RULES_SET", "TR_TL_RULES_SET", "LiteratureClaim", "LiteratureFinding", "claims_of",
-           "fewest_prompts", "judged", "markdown", "set_sizes"]
+__all__ = ["LITERATURE", "LiteratureFinding", "claims_of", "fewest_prompts", "judged", "markdown", "set_sizes"]
