@@ -176,8 +176,9 @@ def test_scoring_asks_one_plan_once(small, monkeypatch):
     """A readout decides its chunks, tiles, groups and kept fold once, when it is made; locate asks
     that plan, never the device again, however many calls it scores."""
     asked = []
-    available = sizes.available_memory
+    available, free_on_gpu = sizes.available_memory, torch.cuda.mem_get_info
     monkeypatch.setattr(sizes, "available_memory", lambda: asked.append(1) or available())  # once a sizes_for("cpu")
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: asked.append(1) or free_on_gpu(device))  # "cuda"
     m = ICLModel(copy.deepcopy(small.model), small.tokenizer)
     locate(m, PROMPTS * 4, batch_size=3)
     locate(m, PROMPTS, batch_size=3)
