@@ -57,7 +57,8 @@ def _ranks_at_labels(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_si
 def label_concepts(m: ICLModel, ps: PromptSet) -> torch.Tensor:
     """[N, D, C]: the related concepts (`related_concepts`) of the label word at each label
     position, -1 past them and past a prompt's labels."""
-    words = {w: related_concepts(m.tokenizer, w) for p in ps.prompts for w in (p.true_label, p.false_label)}
+    labels = {w for p in ps.prompts for w in (p.true_label, p.false_label)}  # each word's vocabulary scan once
+    words = {w: related_concepts(m.tokenizer, w) for w in sorted(labels)}
     C = max(map(len, words.values()))
     padded = {w: torch.tensor(ids + [-1] * (C - len(ids)), dtype=torch.long) for w, ids in words.items()}
     true, false = (torch.stack([padded[getattr(p, f"{kind}_label")] for p in ps.prompts]) for kind in ("true", "false"))
