@@ -109,6 +109,27 @@ def test_tower_ranks_are_the_ranks_in_the_full_projection(small, ps, tmp_path, m
         exact(read[kind], stored[kind])
 
 
+def test_tower_ranks_keep_a_layer_at_a_time(small, ps, tmp_path, monkeypatch):
+    """Head sets that share layers (a report's views) rank each layer once: a second set passes the prompt
+    set for its new layer alone, reads the shared one as the first set kept it, and its heads' ranks are
+    those of their layer ranked alone."""
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    asked, rank = [], towers.layer_tower_ranks
+    monkeypatch.setattr(towers, "layer_tower_ranks", lambda m, ps, layers, *rest: asked.append(list(layers)) or
+                        rank(m, ps, layers, *rest))
+    first = towers.tower_ranks(small, ps, HEADS)  # layers 0 and 2
+    second = towers.tower_ranks(small, ps, [(1, 2), (2, 0), (2, 3)])  # layers 1 and 2
+    assert asked == [[0, 2], [1]]
+    for kind in ("key", "key_attention"):
+        exact(second[kind][:, 1], first[kind][:, 1])  # layer 2
+    for kind in ("query", "query_rotated"):
+        exact(second[kind][:, 2], first[kind][:, 0])  # head (2, 3)
+        assert not torch.equal(second[kind][:, 1].nan_to_num(), second[kind][:, 2].nan_to_num())  # (2, 0) is its own
+    alone = towers.tower_ranks(small, ps, [(1, 2)], cache=False)
+    for kind in alone:
+        exact(second[kind][:, :1], alone[kind])
+
+
 class KeptScores(LabelEdit):
     """Keeps the scaled scores q.k * scaling the model computed from its own turned queries and keys
     [B, H, T, T], before any cap and the mask; changes nothing."""

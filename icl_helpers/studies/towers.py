@@ -20,9 +20,11 @@ from typing import Sequence
 import pandas as pd
 import torch
 
+from ..cache import key as entry
 from ..cache import stored
 from ..core.attribution import Readout, readout_of
 from ..core.heads import Head, head_name, same_layer_random_heads
+from ..core.interventions import intervening
 from ..core.projections import kept_tokens
 from ..data.prompts import Prompt, split_separator
 from ..data.sources import SOURCES
@@ -133,45 +135,65 @@ def rotated_queries(arch: Arch, queries: torch.Tensor, heads: Sequence[Head], di
     return out
 
 
+LAYER_RANKS = "layer-tower-ranks"  # `tower_ranks`' entries, one a layer
+
+
 @torch.no_grad()
 def tower_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int = 16,
                 cache: bool = True) -> dict[str, torch.Tensor]:
     """The two towers' ranks of every text (the D demonstrations, then the input) in the layers and
-    heads given (e.g. the in-context heads and every other head of their layers), from one pass of
-    the prompt set (cached on disk), F the distinct layers of `heads` in order:
+    heads given (e.g. the in-context heads and every other head of their layers), F the distinct
+    layers of `heads` in order:
     "key" [N, F, D, J]: in layer f's label key at label position k (the key projection's input);
     "key_attention" [N, F, D, J]: the same in the attention outputs written there (ours);
     "query" [N, S]: the input's alone, in head s's last query, unturned;
     "query_rotated" [N, S, D]: the input's, in head s's last query turned by label k's distance.
-    NaN past a prompt's demonstrations."""
+    NaN past a prompt's demonstrations. Kept on disk a layer at a time, every head of it
+    (`layer_tower_ranks`): head sets that share layers (a report's views) rank each layer once, the
+    layers not yet kept in one pass of the prompt set."""
     heads = [tuple(h) for h in heads]
     layers = sorted({l for l, _ in heads})
+    with m.held():
+        fresh = not cache or intervening(m)
+        missing = [l for l in layers if fresh or not entry(LAYER_RANKS, m, ps, layer=l).exists()]
+        computed = layer_tower_ranks(m, ps, missing, batch_size) if missing else {}
+        kept = {l: stored(LAYER_RANKS, m, ps, lambda l=l: computed[l] if l in computed
+                          else layer_tower_ranks(m, ps, [l], batch_size)[l], cache, layer=l) for l in layers}
+    return {**{kind: torch.cat([kept[l][kind] for l in layers], 1) for kind in ("key", "key_attention")},
+            **{kind: torch.stack([kept[l][kind][:, h] for l, h in heads], 1) for kind in ("query", "query_rotated")}}
+
+
+def layer_tower_ranks(m: ICLModel, ps: PromptSet, layers: Sequence[int], batch_size: int = 16
+                      ) -> dict[int, dict[str, torch.Tensor]]:
+    """`tower_ranks` of every head of each layer given, by layer, from one pass of the prompt set:
+    "key", "key_attention" [N, 1, D, J], "query" [N, H], "query_rotated" [N, H, D]."""
+    layers = sorted(layers)
+    H = m.arch.n_heads
+    heads = [(l, h) for l in layers for h in range(H)]
     readout = readout_of(m)
     words, kept = candidates(m, ps), kept_of(readout, m.tokenizer)
-
-    def compute() -> dict[str, torch.Tensor]:
-        (N, D), J, F = ps.positions.labels.shape, words.shape[1], len(layers)
-        key, key_attention = torch.full((N, F, D, J), torch.nan), torch.full((N, F, D, J), torch.nan)
-        q = torch.zeros(N, len(heads), m.arch.d_head)
-        for rows, dec in decomposed(m, ps, batch_size, record=["attn_all", "key_input", "queries"]):
-            at = ps.positions[rows].labels.clamp(min=0)
-            key[rows] = _key_ranks(readout, dec.require("key_input")[:, layers], at, words[rows], kept)
-            sums = torch.stack([dec.attention_sums(l) for l in layers], 1)  # [b, F, T, d]
-            key_attention[rows] = _key_ranks(readout, sums, at, words[rows], kept)
-            q[rows] = dec.require("queries")[:, [l for l, _ in heads], [h for _, h in heads]].float().cpu()
-        device = readout.G.device
-        W_K = torch.stack([m.arch.W_K(l)[m.arch.kv_head(h)] for l, h in heads]).float().to(device)  # [S, dh, d]
-        distance = ps.positions.last[:, None] - ps.positions.labels.clamp(min=0)  # [N, D]
-        turned = rotated_queries(m.arch, q.to(device), heads, distance).flatten(1, 2)  # [N, S * D, dh]
-        given = words[:, -1:]  # [N, 1, C]: the input's tokens
-        real = torch.cat([ps.positions.valid, torch.ones(N, 1, dtype=torch.bool)], 1)  # [N, J]
-        pair = ps.positions.valid[:, None, :, None] & real[:, None, None, :]  # [N, 1, D, J]
-        return {"key": key.masked_fill(~pair, torch.nan), "key_attention": key_attention.masked_fill(~pair, torch.nan),
-                "query": word_ranks(readout, q.to(device), given, kept, W_K)[..., 0].cpu(),
-                "query_rotated": word_ranks(readout, turned, given, kept, W_K).view(N, len(heads), D).cpu()
-                .masked_fill(~ps.positions.valid[:, None], torch.nan)}
-
-    return stored("tower-ranks", m, ps, compute, cache, heads=heads)
+    (N, D), J, F = ps.positions.labels.shape, words.shape[1], len(layers)
+    key, key_attention = torch.full((N, F, D, J), torch.nan), torch.full((N, F, D, J), torch.nan)
+    q = torch.zeros(N, len(heads), m.arch.d_head)
+    for rows, dec in decomposed(m, ps, batch_size, record=["attn_all", "key_input", "queries"]):
+        at = ps.positions[rows].labels.clamp(min=0)
+        key[rows] = _key_ranks(readout, dec.require("key_input")[:, layers], at, words[rows], kept)
+        sums = torch.stack([dec.attention_sums(l) for l in layers], 1)  # [b, F, T, d]
+        key_attention[rows] = _key_ranks(readout, sums, at, words[rows], kept)
+        q[rows] = dec.require("queries")[:, [l for l, _ in heads], [h for _, h in heads]].float().cpu()
+    device = readout.G.device
+    W_K = torch.stack([m.arch.W_K(l)[m.arch.kv_head(h)] for l, h in heads]).float().to(device)  # [F * H, dh, d]
+    distance = ps.positions.last[:, None] - ps.positions.labels.clamp(min=0)  # [N, D]
+    turned = rotated_queries(m.arch, q.to(device), heads, distance).flatten(1, 2)  # [N, F * H * D, dh]
+    given = words[:, -1:]  # [N, 1, C]: the input's tokens
+    real = torch.cat([ps.positions.valid, torch.ones(N, 1, dtype=torch.bool)], 1)  # [N, J]
+    pair = ps.positions.valid[:, None, :, None] & real[:, None, None, :]  # [N, 1, D, J]
+    query = word_ranks(readout, q.to(device), given, kept, W_K)[..., 0].cpu().view(N, F, H)
+    rotated = (word_ranks(readout, turned, given, kept, W_K).view(N, F, H, D).cpu()
+               .masked_fill(~ps.positions.valid[:, None, None], torch.nan))
+    key, key_attention = key.masked_fill(~pair, torch.nan), key_attention.masked_fill(~pair, torch.nan)
+    return {l: {"key": key[:, f : f + 1].clone(), "key_attention": key_attention[:, f : f + 1].clone(),
+                "query": query[:, f].clone(), "query_rotated": rotated[:, f].clone()} for f, l in enumerate(layers)}
 
 
 def _key_ranks(readout: Readout, keys: torch.Tensor, at: torch.Tensor, words: torch.Tensor, kept: torch.Tensor
