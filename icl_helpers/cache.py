@@ -3,7 +3,8 @@
 A study asks it for a result by kind (e.g. "locate"), model and what the result was computed on,
 and gives the computation: `stored` keeps tensors, `stored_accuracies` the `Accuracy` of passes
 under several interventions, `stored_json` a JSON value (a finding), `stored_together` the results
-of one computation that gives several kinds at once. Caching a study is one call of one of them.
+of one computation that gives several kinds at once, `stored_parts` a result kept a part (a layer) at a
+time, the parts not kept computed together. Caching a study is one call of one of them.
 Every entry's name is built by one function, `key`: the kind, the model's name, a fingerprint of
 what its weights hold and dtype, what the result was computed on (a prompt set, prompts, token
 sequences, or a finding's claim and sizes), a hash of anything else that decides it (heads,
@@ -338,6 +339,19 @@ def stored_together(kind: str, kinds: Sequence[str], m: ICLModel, on: On, comput
                 if not path.exists():
                     cached(path, lambda: done[other])
     return result
+
+
+def stored_parts(kind: str, m: ICLModel, on: On, parts: Sequence[int], compute: Callable[[list[int]], dict[int, Tensors]],
+                 cache: bool = True, part: str = "part") -> dict[int, Tensors]:
+    """Results kept one a part (e.g. a layer), each as `stored` keeps one, under `key(kind, m, on,
+    **{part: p})`: those not kept yet computed together, compute(missing parts) -> part -> tensors,
+    so that calls asking for overlapping parts compute each part once."""
+    with m.held():
+        fresh = not cache or intervening(m)
+        missing = [p for p in parts if fresh or not key(kind, m, on, **{part: p}).exists()]
+        computed = compute(missing) if missing else {}
+        return {p: stored(kind, m, on, lambda p=p: computed[p] if p in computed else compute([p])[p], cache, **{part: p})
+                for p in parts}
 
 
 def forget(kind: str, m: ICLModel, on: On, **extra: object) -> None:

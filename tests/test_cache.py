@@ -19,7 +19,7 @@ from icl_helpers.verdicts import findings
 from tests.conftest import vocab_tokenizer
 from tests.test_layout import PACKAGE, imports
 
-DOOR = {"stored", "stored_accuracies", "stored_json", "stored_together", "forget", "prompts_hash", "source_hash"}
+DOOR = {"stored", "stored_accuracies", "stored_json", "stored_together", "stored_parts", "forget", "prompts_hash", "source_hash"}
 
 
 class Weights:

@@ -20,11 +20,9 @@ from typing import Sequence
 import pandas as pd
 import torch
 
-from ..cache import key as entry
-from ..cache import stored
+from ..cache import stored_parts
 from ..core.attribution import Readout, readout_of
 from ..core.heads import Head, head_name, same_layer_random_heads
-from ..core.interventions import intervening
 from ..core.projections import kept_tokens
 from ..data.prompts import Prompt, split_separator
 from ..data.sources import SOURCES
@@ -153,12 +151,8 @@ def tower_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: i
     layers not yet kept in one pass of the prompt set."""
     heads = [tuple(h) for h in heads]
     layers = sorted({l for l, _ in heads})
-    with m.held():
-        fresh = not cache or intervening(m)
-        missing = [l for l in layers if fresh or not entry(LAYER_RANKS, m, ps, layer=l).exists()]
-        computed = layer_tower_ranks(m, ps, missing, batch_size) if missing else {}
-        kept = {l: stored(LAYER_RANKS, m, ps, lambda l=l: computed[l] if l in computed
-                          else layer_tower_ranks(m, ps, [l], batch_size)[l], cache, layer=l) for l in layers}
+    kept = stored_parts(LAYER_RANKS, m, ps, layers, lambda missing: layer_tower_ranks(m, ps, missing, batch_size), cache,
+                        part="layer")
     return {**{kind: torch.cat([kept[l][kind] for l in layers], 1) for kind in ("key", "key_attention")},
             **{kind: torch.stack([kept[l][kind][:, h] for l, h in heads], 1) for kind in ("query", "query_rotated")}}
 
