@@ -176,6 +176,11 @@ def test_settings_reach_the_studies_and_keep_their_own_cache_entries(small, word
 def test_robustness_judges_each_variation_against_main_at_its_size(small, word_only):
     ids = ["fig3_4", "fig8"]
     entries = robustness.robustness(small, 12, 2, announce=lambda step: None, ids=ids)
+    kept = [p.name for p in (word_only / "results").glob("finding__*.json")]
+    assert len(kept) == len(ids) * len(entries) and all("__views=" in name for name in kept)  # headlines alone, own keys
+    full = findings.report(small, 12, 2, ids=ids, announce=lambda step: None)
+    headline = findings.report(small, 12, 2, ids=ids, announce=lambda step: None, headline_only=True)
+    assert [f.to_dict() | {"views": {}} for f in full] == [f.to_dict() for f in headline] and full[1].views
     assert [(e["factor"], e["value"]) for e in entries] == [
         ("main", "20 heads, foo/bar, ' : ', 2 a class, seed 0"), ("heads", "5"), ("heads", "10"), ("heads", "40"),
         ("labels", "pen/sky"), ("labels", "cup/door"), ("separator", "newline"), ("demonstrations", "1"),
@@ -212,7 +217,8 @@ def test_the_cli_writes_the_robustness_section_at_its_size(small, tmp_path, monk
     small.tokenizer.save_pretrained(tmp_path / "m")
     seen = []
 
-    def fake(m, n, sentence_n, seed, data_dir, announce, ids, heads, setting):
+    def fake(m, n, sentence_n, seed, data_dir, announce, ids, heads, setting, headline_only):
+        assert headline_only
         seen.append((n, sentence_n, seed, setting))
         verdict = PARTLY if setting.sep == "\n" else REPLICATES
         return [claims.CLAIMS["fig2"].finding(Judgement(0.5, None, n, verdict, "w"))]

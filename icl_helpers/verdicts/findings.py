@@ -24,7 +24,8 @@ CODE = source_hash()  # the package's source as this process loaded it: findings
 
 def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | Path | None = None,
            announce: Callable[[str], None] = print, ids: Sequence[str] = tuple(CLAIMS),
-           heads: str | Sequence[Head] | None = None, setting: Setting = MAIN) -> list[Finding]:
+           heads: str | Sequence[Head] | None = None, setting: Setting = MAIN, headline_only: bool = False
+           ) -> list[Finding]:
     """One finding a claim of `ids` (default: all of `CLAIMS`), in their order: n prompts
     a word dataset, sentence_n a sentence dataset (none where no copy or hub can be had: those
     say why). Only the studies those claims need are run. announce: hears each claim's line
@@ -32,7 +33,8 @@ def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | 
     pairs): analyse these in every dataset instead of each one's top K located (Figs. 3-4 and
     12-15 still judge the located top K). setting: the heads K, label words, separator and
     demonstrations a class (default: the main run's); a claim it cannot build a prompt for is
-    not tested, saying why."""
+    not tested, saying why. headline_only: judge each claim in its headline view alone (no other
+    views: what the robustness table reads, at a fraction of the cost)."""
     unknown = [i for i in ids if i not in CLAIMS]
     if unknown:
         raise UsageError(f"Unknown claim id(s) {', '.join(unknown)}: choose from {', '.join(CLAIMS)}.")
@@ -40,14 +42,15 @@ def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | 
     found = []
     for id in ids:
         announce(f"{id}: {CLAIMS[id].claim}")
-        found.append(kept_finding(id, s))
+        found.append(kept_finding(id, s, headline_only))
     return found
 
 
-def judged(id: str, s: Evidence) -> Finding:
+def judged(id: str, s: Evidence, headline_only: bool = False) -> Finding:
     """The claim judged in each of its views (`Claim.views`: its headline's first, e.g. all prompts,
     then where it applies the correct ones only, the paper's share of heads and held-out records in
-    heads located on others); not tested, saying why, where the setting cannot build a prompt it needs."""
+    heads located on others; the headline alone where headline_only); not tested, saying why, where
+    the setting cannot build a prompt it needs."""
     claim = CLAIMS[id]
     short = too_few(claim, s)
     if short:
@@ -55,7 +58,7 @@ def judged(id: str, s: Evidence) -> Finding:
     ours = in_view(claim.find, lambda: s.in_view(claim.headline))
     if ours.ours is not None and "sentence" in claim.reads and not s.sentence:
         ours = replace(ours, why=f"{ours.why}; {WORD_ONLY_NOTE}")
-    judge_others = ours.ours is not None or claim.headline != ALL  # a view's headline untested leaves all prompts to show
+    judge_others = not headline_only and (ours.ours is not None or claim.headline != ALL)  # a view's headline untested leaves all prompts to show
     return claim.finding(ours, {view.key: in_view(claim.find, lambda view=view: s.in_view(view)) for view in claim.others}
                          if judge_others else {})
 
@@ -105,15 +108,16 @@ def _fewest_word_prompts(by_class: bool, seed: int, setting: Setting) -> int:
     return next((n for n in range(MIN_CLUSTERS, MOST_PROMPTS) if enough(n)), MOST_PROMPTS)
 
 
-def kept_finding(id: str, s: Evidence) -> Finding:
-    """`judged(id, s)`, kept in the results cache under the model's weights, the sizes, seed,
-    heads given, sentence datasets at hand, setting (other than the main one) and the package's
-    own source: a report run again, or resumed after an interruption, judges only the claims it
-    had not finished."""
+def kept_finding(id: str, s: Evidence, headline_only: bool = False) -> Finding:
+    """`judged(id, s, headline_only)`, kept in the results cache under the model's weights, the sizes,
+    seed, heads given, sentence datasets at hand, setting (other than the main one), views (where
+    the headline's alone) and the package's own source: a report run again, or resumed after an
+    interruption, judges only the claims it had not finished."""
     on = dict(claim=id, n=s.n, sentence_n=s.sentence_n, seed=s.seed, heads=prompts_hash([repr(s.given)]),
               data=prompts_hash(s.sentence))
-    setting = {} if s.setting == MAIN else {"setting": s.setting}  # the main run's names as they were
-    return Finding.from_dict(stored_json("finding", s.m, on, lambda: judged(id, s).to_dict(), CODE, **setting))
+    extra = {**({} if s.setting == MAIN else {"setting": s.setting}),  # the main run's names as they were
+             **({"views": "headline"} if headline_only else {})}
+    return Finding.from_dict(stored_json("finding", s.m, on, lambda: judged(id, s, headline_only).to_dict(), CODE, **extra))
 
 
 def in_view(find: Callable[[Evidence], Judgement], view: Callable[[], Evidence]) -> Judgement:

@@ -4,8 +4,10 @@ Each `Variation` changes one of them from the main run (`data.setting`): the in-
 claim analyses (5, 10, 40 beside 20), the label words (two other semantically unrelated pairs
 beside foo/bar), the separator (a newline beside " : "), the demonstrations a class (one and
 three beside two) and the seed (the next two). `robustness` judges the claims in each, by the
-report's own code, at one size; the main run at that size comes first, the baseline the others
-are read against (at another size a verdict may differ for the size alone). `markdown` marks
+report's own code in each claim's headline view (the verdict the table shows; the other views
+would cost more than the headline and go unread), at one size; the main run at that size comes
+first, the baseline the others are read against (at another size a verdict may differ for the
+size alone). `markdown` marks
 where a verdict differs from it.
 
 The label pairs, pen/sky and cup/door: each word is one token after a space and after a newline
@@ -69,12 +71,12 @@ def robustness(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: st
                announce: Callable[[str], None] = print, ids: Sequence[str] = tuple(CLAIMS),
                heads: str | Sequence[Head] | None = None) -> list[dict]:
     """`entry` of each of `variations(seed)`, the main run first: the claims `ids` judged by
-    `report` on n prompts a word dataset and sentence_n a sentence dataset (the heads given, if
+    `report` in their headline views on n prompts a word dataset and sentence_n a sentence dataset (the heads given, if
     any, in every variation)."""
     entries = []
     for v in variations(seed):
         found = report(m, n, sentence_n, v.seed, data_dir, lambda step, v=v: announce(f"[{v.name}] {step}"), ids, heads,
-                       v.setting)
+                       v.setting, headline_only=True)
         entries.append(entry(v, found))
     return entries
 
@@ -97,8 +99,8 @@ def markdown(entries: Sequence[dict], n: int, sentence_n: int) -> str:
                 if main["verdicts"][id] != NOT_TESTED]
     differ = [f"{name} ({', '.join(ids)})" for name, e in zip(names, others)
               if (ids := [id for id, v in e["verdicts"].items() if v != main["verdicts"][id]])]
-    intro = (f"## Robustness\n\nEvery claim judged again with one choice the paper fixed changed, at {n} prompts a "
-             f"word dataset and {sentence_n} a sentence dataset; the column main is the main setting ({main['value']}) "
+    intro = (f"## Robustness\n\nEvery claim judged again in its headline view with one choice the paper fixed changed, "
+             f"at {n} prompts a word dataset and {sentence_n} a sentence dataset; the column main is the main setting ({main['value']}) "
              "at this size, the baseline of the others. A cell is = where the verdict is main's, else ≠ and the "
              "verdict (yes: replicates; no: does not replicate). Heads: the top K analysed; labels: the label words "
              "(true/false); separator: between a demonstration and its label (newline: `love\\nbar like\\nbar one\\n`); "
