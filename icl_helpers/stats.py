@@ -62,9 +62,17 @@ def _draw(row_cluster: torch.Tensor, members: torch.Tensor, g: torch.Generator) 
 
 
 def spearman(x: torch.Tensor, y: torch.Tensor) -> float:
-    """Spearman correlation of two flattened tensors of equal size (ties broken by order)."""
-    rank = lambda v: v.flatten().double().argsort().argsort().double()  # noqa: E731
-    return float(torch.corrcoef(torch.stack([rank(x), rank(y)]))[0, 1])
+    """Spearman correlation of two flattened tensors of equal size: Pearson's of their ranks, tied
+    values sharing their mean rank (a bootstrap draw repeats rows; breaking ties by a sort's order
+    would make rho depend on the sort's implementation)."""
+    return float(torch.corrcoef(torch.stack([mean_ranks(x), mean_ranks(y)]))[0, 1])
+
+
+def mean_ranks(v: torch.Tensor) -> torch.Tensor:
+    """[n] float64: each value's rank in flattened v (0-based), tied values their mean rank."""
+    _, group, count = torch.unique(v.flatten().double(), sorted=True, return_inverse=True, return_counts=True)
+    count = count.double()
+    return (count.cumsum(0) - (count + 1) / 2)[group]
 
 
 def mean_ci(x: torch.Tensor, draws: int = DRAWS, seed: int = 0, clusters: torch.Tensor | None = None

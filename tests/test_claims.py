@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import re
 from dataclasses import replace
 from types import SimpleNamespace
@@ -15,7 +16,7 @@ from icl_helpers.core.heads import at_heads, top_heads
 from icl_helpers.data.prompts import prompt_label_ids
 from icl_helpers.data.setting import MAIN, Setting
 from icl_helpers.errors import Unjudgeable, UsageError
-from icl_helpers.stats import bootstrap_ci, mean_ci
+from icl_helpers.stats import bootstrap_ci, mean_ci, spearman
 from icl_helpers.studies import ablation, biases, label_attention, mrr, towers
 from icl_helpers.studies.ablation import AblationRuns
 from icl_helpers.studies.accuracy import Accuracy
@@ -87,6 +88,18 @@ def test_the_interval_resamples_distinct_inputs_and_needs_enough_of_them():
         mean_ci(torch.randn(90, generator=g), clusters=torch.arange(9).repeat_interleave(10))
     with pytest.raises(ValueError, match="3 cluster ids for 4 rows"):
         mean_ci(torch.zeros(4), clusters=torch.arange(3))
+
+
+def test_spearman_gives_tied_values_their_mean_rank_whatever_their_order():
+    """x's tied 2s share rank 1.5 (mean ranks [0, 1.5, 1.5, 3], y's [0, 2, 1, 3]): rho = 4.5 / sqrt(4.5 * 5);
+    breaking the tie by order would give 0.8. A bootstrap draw's repeated rows, in any order, give one rho."""
+    x, y = torch.tensor([1.0, 2.0, 2.0, 3.0]), torch.tensor([1.0, 3.0, 2.0, 4.0])
+    assert math.isclose(spearman(x, y), 3 / math.sqrt(10), rel_tol=1e-12)
+    assert math.isclose(spearman(x.flip(0), y.flip(0)), 3 / math.sqrt(10), rel_tol=1e-12)
+    drawn = torch.randint(40, (400,), generator=g)
+    a, b = torch.randn(40, generator=g)[drawn], torch.randn(40, generator=g)[drawn]
+    order = torch.randperm(400, generator=g)
+    assert math.isclose(spearman(a[order], b[order]), spearman(a, b), rel_tol=1e-9)
 
 
 def test_every_claim_of_the_paper_and_each_control_is_registered_with_a_rule():
