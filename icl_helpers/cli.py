@@ -281,8 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--markdown", help="also write the findings as one markdown table")
     r.add_argument("--heads", help="analyse these heads, e.g. 19-11,20-11 (layer-head), instead of each dataset's top 20")
     r.add_argument("--robustness", action="store_true",
-                   help="also judge every claim, in its headline view, with one fixed choice changed (top 5, 10, 40 heads; labels pen/sky, "
-                        "cup/door; a newline separator; 1 and 3 demonstrations a class; the next two seeds)")
+                   help="also judge every claim, in its headline view, with one fixed choice changed (top 5, 10, 40 "
+                        "heads; labels pen/sky, cup/door; a newline separator; 1 and 3 demonstrations a class; the next "
+                        "two seeds)")
     r.add_argument("--robustness-n", type=_positive, default=200, help="word prompts a dataset for --robustness "
                                                                        "(default 200, at most --n)")
     r.add_argument("--robustness-sentence-n", type=_positive, default=50, help="sentence prompts a dataset for "

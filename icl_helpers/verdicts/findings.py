@@ -58,7 +58,8 @@ def judged(id: str, s: Evidence, headline_only: bool = False) -> Finding:
     ours = in_view(claim.find, lambda: s.in_view(claim.headline))
     if ours.ours is not None and "sentence" in claim.reads and not s.sentence:
         ours = replace(ours, why=f"{ours.why}; {WORD_ONLY_NOTE}")
-    judge_others = not headline_only and (ours.ours is not None or claim.headline != ALL)  # a view's headline untested leaves all prompts to show
+    # a view's headline untested leaves all prompts to show
+    judge_others = not headline_only and (ours.ours is not None or claim.headline != ALL)
     return claim.finding(ours, {view.key: in_view(claim.find, lambda view=view: s.in_view(view)) for view in claim.others}
                          if judge_others else {})
 

@@ -7,8 +7,7 @@ three beside two) and the seed (the next two). `robustness` judges the claims in
 report's own code in each claim's headline view (the verdict the table shows; the other views
 would cost more than the headline and go unread), at one size; the main run at that size comes
 first, the baseline the others are read against (at another size a verdict may differ for the
-size alone). `markdown` marks
-where a verdict differs from it.
+size alone). `markdown` marks where a verdict differs from it.
 
 The label pairs, pen/sky and cup/door: each word is one token after a space and after a newline
 in the GPT-2, LLaMA (SentencePiece and byte-level BPE), SmolLM2, Gemma 3 and Qwen 2.5
@@ -71,8 +70,8 @@ def robustness(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: st
                announce: Callable[[str], None] = print, ids: Sequence[str] = tuple(CLAIMS),
                heads: str | Sequence[Head] | None = None) -> list[dict]:
     """`entry` of each of `variations(seed)`, the main run first: the claims `ids` judged by
-    `report` in their headline views on n prompts a word dataset and sentence_n a sentence dataset (the heads given, if
-    any, in every variation)."""
+    `report` in their headline views on n prompts a word dataset and sentence_n a sentence
+    dataset (the heads given, if any, in every variation)."""
     entries = []
     for v in variations(seed):
         found = report(m, n, sentence_n, v.seed, data_dir, lambda step, v=v: announce(f"[{v.name}] {step}"), ids, heads,
