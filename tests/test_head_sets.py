@@ -142,6 +142,7 @@ def test_membership_percentiles_and_layers():
     ic = torch.tensor([[0.0, 5.0], [4.0, 1.0], [3.0, 2.0]])  # top 2: 0-1, 1-0
     ind = torch.tensor([[9.0, 0.0], [8.0, 1.0], [2.0, 3.0]])  # top 2: 0-0, 1-0
     exact(hs.percentiles(ic), torch.tensor([[0.0, 1.0], [0.8, 0.2], [0.6, 0.4]], dtype=torch.float64))
+    exact(hs.percentiles(torch.tensor([[1.0, 1.0], [0.0, 2.0]])), torch.tensor([[0.5, 0.5], [0.0, 1.0]], dtype=torch.float64))
     table = hs.membership({hs.IN_CONTEXT: ic, hs.INDUCTION: ind}, k=2)
     assert list(table.index) == ["0-1", "1-0"] and table["induction head"].tolist() == [False, True]
     assert table.loc["1-0", "induction percentile"] == 0.8

@@ -38,7 +38,7 @@ from ..core.heads import Head, head_name, same_layer_random_heads, top_heads
 from ..data.setting import MAIN, Setting
 from ..errors import Unjudgeable
 from ..model.loading import ICLModel
-from ..stats import spearman
+from ..stats import mean_ranks, spearman
 from . import recency
 from .function_vectors import function_vector_scores
 from .head_types import (
@@ -172,10 +172,9 @@ def set_table(sets: dict[str, Sequence[Head]]) -> pd.DataFrame:
 
 
 def percentiles(scores: torch.Tensor) -> torch.Tensor:
-    """[L, H]: the share of the other heads each head outscores (1: the top head), ties by order."""
-    n = scores.numel()
-    ranks = scores.flatten().double().argsort().argsort().view(scores.shape)
-    return ranks.double() / max(n - 1, 1)
+    """[L, H]: the share of the other heads each head outscores (1: the top head), tied heads their
+    mean rank's (`stats.mean_ranks`: a sort's tie order would differ between machines)."""
+    return mean_ranks(scores).view(scores.shape) / max(scores.numel() - 1, 1)
 
 
 def membership(scores: dict[str, torch.Tensor], k: int) -> pd.DataFrame:
