@@ -181,14 +181,12 @@ def membership(scores: dict[str, torch.Tensor], k: int) -> pd.DataFrame:
     """The top-k in-context heads, one row each, best first: their percentile in every score, and
     whether each is also in another score's top k."""
     heads = top_heads(scores[IN_CONTEXT], k)
+    ranked = {name: percentiles(s) for name, s in scores.items()}
+    tops = {name: set(top_heads(s, k)) for name, s in scores.items() if name != IN_CONTEXT}
     rows = []
     for h in heads:
-        row = {"head": head_name(h)}
-        for name, s in scores.items():
-            row[f"{name} percentile"] = float(percentiles(s)[h])
-        for name, s in scores.items():
-            if name != IN_CONTEXT:
-                row[f"{name} head"] = h in set(top_heads(s, k))
+        row = {"head": head_name(h), **{f"{name} percentile": float(p[h]) for name, p in ranked.items()},
+               **{f"{name} head": h in top for name, top in tops.items()}}
         rows.append(row)
     return pd.DataFrame(rows).set_index("head")
 
