@@ -1,6 +1,8 @@
 """The committed reports (results/) agree with the claims registry and with their own markdown."""
 
 import json
+import re
+from itertools import takewhile
 from pathlib import Path
 
 import pytest
@@ -77,6 +79,20 @@ def test_the_committed_cross_model_tables_are_their_reports():
         size = table.stem.removeprefix("cross-model-")
         reports = read_reports([ROOT / f"report-{model}-{size}.json" for model in OFFLINE_MODELS])
         assert table.read_text() == markdown(reports), table.name
+
+
+def table_rows(text: str) -> list[str]:
+    """The first markdown table of `text`, its rows as written."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    return list(takewhile(lambda line: line.startswith("|"), lines[start:]))
+
+
+def test_the_readmes_results_table_is_the_committed_cross_model_table_it_names():
+    """The README's Results section shows, cell for cell, the first cross-model table it links to."""
+    section = (ROOT.parent / "README.md").read_text().split("\n## Results\n")[1]
+    named = re.search(r"\(results/(cross-model-n\d+\.md)\)", section).group(1)
+    assert table_rows(section) == table_rows((ROOT / named).read_text()), named
 
 
 @pytest.mark.parametrize("path", [p for p in RESULTS if "robustness" in json.loads(p.read_text())], ids=lambda p: p.name)
