@@ -46,9 +46,11 @@ JSON = Any  # what json.loads returns: dicts, lists, strings, numbers, booleans 
 Value = TypeVar("Value")
 
 
-def prompts_hash(prompts: list[str]) -> str:
-    """A short, stable hash of a list of texts (order matters): prompts, or the reprs of a key's values."""
-    return hashlib.sha256("\x00".join(prompts).encode()).hexdigest()[:12]
+def prompts_hash(texts: Sequence[str]) -> str:
+    """A short, stable hash of a list of texts (order matters): prompts, or the reprs of a key's values.
+    The list's JSON text is hashed, which tells every list apart (a join would not: `["a\\x00b", "c"]`
+    and `["a", "b\\x00c"]` join alike)."""
+    return hashlib.sha256(json.dumps(list(texts)).encode()).hexdigest()[:12]
 
 
 def source_hash() -> str:
@@ -86,9 +88,8 @@ class PromptSetLike(Protocol):
     dataset: str
     variant: str
     seed: int
-
-    @property
-    def texts(self) -> list[str]: ...
+    prompts: list[Prompt]
+    directions: list[str]
 
     def __len__(self) -> int: ...
 
@@ -98,16 +99,17 @@ On = Union[PromptSetLike, Sequence[Prompt], torch.Tensor, Mapping[str, object]] 
 
 def _named(on: On) -> dict[str, object]:
     """What a key says of the inputs a result was computed on: a prompt set's dataset, variant, N,
-    seed and a hash of its texts; prompts' N and a hash of the prompts themselves (texts, spans and
-    label words: a text alone does not say which label is true); token sequences' [S, T] count S,
-    length T and a hash of their ids; a mapping's items as they are (a finding's claim, sizes and seed)."""
+    seed and a hash of its prompts and their directions; prompts' N and a hash of the prompts
+    themselves (a `Prompt`'s repr: its text, spans, which labels are true, label words and separator,
+    since a text alone does not say which label is true); token sequences' [S, T] count S, length T
+    and a hash of their ids; a mapping's items as they are (a finding's claim, sizes and seed)."""
     if isinstance(on, Mapping):
         return dict(on)
     if isinstance(on, torch.Tensor):
         return {"n": len(on), "T": on.shape[1], "ids": prompts_hash([" ".join(map(str, r)) for r in on.tolist()])}
     if isinstance(on, PromptSetLike):
         return {"dataset": on.dataset, "variant": on.variant, "n": len(on), "seed": on.seed,
-                "prompts": prompts_hash(on.texts)}
+                "prompts": prompts_hash([repr(pd) for pd in zip(on.prompts, on.directions)])}
     return {"n": len(on), "prompts": prompts_hash([repr(p) for p in on])}
 
 

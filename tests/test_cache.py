@@ -1,8 +1,11 @@
-"""The results cache has one door: `cache.key` builds every key, as the keys were built before it
-(the cache on disk stays found), and studies ask the cache for results, never for paths (that the
-core imports no cache is a layout rule: `test_layout.py`)."""
+"""The results cache has one door: `cache.key` builds every key, from everything a result depends on
+(changed only on purpose, so the cache on disk stays found), and studies ask the cache for results, never
+for paths (that the core imports no cache is a layout rule: `test_layout.py`)."""
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -11,12 +14,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from icl_helpers import ICLModel
 from icl_helpers import cache as results_cache
 from icl_helpers.data.setting import MAIN
 from icl_helpers.studies import ablation, biases, function_vectors, head_types, in_context_heads, mrr
-from icl_helpers.studies.runner import prompt_set
+from icl_helpers.studies.accuracy import prompt_accuracy
+from icl_helpers.studies.runner import prompt_set, prompt_set_from_texts
 from icl_helpers.verdicts import findings
-from tests.conftest import vocab_tokenizer
+from tests.conftest import MIXED_TEXTS, exact, small_model, vocab_tokenizer
 from tests.test_layout import PACKAGE, imports
 
 DOOR = {"stored", "stored_accuracies", "stored_json", "stored_together", "stored_parts", "forget", "prompts_hash", "source_hash"}
@@ -60,31 +65,31 @@ def replace_evidence(**changes: object) -> SimpleNamespace:
 
 
 OURS = "smollm2-135m__weights=8bb27936ee8b66ef__dtype=float32"
-# Each study's first key, as the code before `cache.key` built it (studies/runner.py's result_file and
-# prompts_file, head_types' own key and the finding's), for the bundled model: a change of key fails here.
+# Each study's first key, as `cache.key` builds it, for the bundled model: a key changed by accident fails here
+# (the entries on disk would be lost, or read under the wrong inputs). One changed on purpose is written here anew.
 BEFORE = {
     "located": (lambda: in_context_heads.located(M, PS),
-                f"locate__model={OURS}__dataset=sentiment_number__variant=balanced__n=4__seed=0__prompts=4d9803c3b202.pt"),
+                f"locate__model={OURS}__dataset=sentiment_number__variant=balanced__n=4__seed=0__prompts=e7052f086fc8.pt"),
     "label_ranks": (lambda: mrr.label_ranks(M, PS, HEADS),
-                    f"ranks__model={OURS}__dataset=sentiment_number__variant=balanced__n=4__seed=0__prompts=4d9803c3b202"
-                    "__heads=942e7b9da46c.pt"),
+                    f"ranks__model={OURS}__dataset=sentiment_number__variant=balanced__n=4__seed=0__prompts=e7052f086fc8"
+                    "__heads=4c0287079eff.pt"),
     "function_vector_scores": (lambda: function_vectors.function_vector_scores(M, PS),  # a key too long: cut and hashed
                                f"function-vectors__model={OURS}__dataset=sentiment_number__variant=balanced__n=4__seed=0"
-                               "__prompts=4d9803c3b202__cells=ca05abdc35d2___b7915d9817b31e60.pt"),
+                               "__prompts=e7052f086fc8__cells=b1e52b3d1dfd___c2f531409fe5d47c.pt"),
     "induction_scores": (lambda: head_types.induction_scores(M, 2, 5),
-                         f"repeated-sequences__model={OURS}__n=2__T=10__ids=c075c0513b21.pt"),
+                         f"repeated-sequences__model={OURS}__n=2__T=10__ids=08f328f689ab.pt"),
     "majority_bias": (lambda: biases.majority_bias(M, MAIN.records("sentiment_number", 8, 0), HEADS),
-                      f"majority-bias__model={OURS}__n=8__prompts=1bce68ec885f__heads=942e7b9da46c.pt"),
+                      f"majority-bias__model={OURS}__n=8__prompts=7f5b73a8ce71__heads=4c0287079eff.pt"),
     "causal_check": (lambda: ablation.causal_check(M, ["sentiment_number"], 8, given=HEADS),
-                     f"causal-check__model={OURS}__n=4__prompts=a05ce019f79e__heads=942e7b9da46c__ks=038966de9f6b"
-                     "__n_random=f5ca38f748a1__seed=5feceb66ff__a7ebd815f27fcec6.pt"),
+                     f"causal-check__model={OURS}__n=4__prompts=233671fdf5b4__heads=4c0287079eff__ks=d9f3e4877be1"
+                     "__n_random=9246e824773f__seed=a37bbbb076__57882c65846d776a.pt"),
     "finding": (lambda: findings.kept_finding("fig2", EVIDENCE),
-                f"finding__model={OURS}__claim=fig2__n=12__sentence_n=8__seed=0__heads=4f53cda18c2b__data=13cfaaecaa3b"
+                f"finding__model={OURS}__claim=fig2__n=12__sentence_n=8__seed=0__heads=ce6558960ff0__data=61d65f30ed1f"
                 "__code=0123456789ab.json"),
     "finding in another setting": (
         lambda: findings.kept_finding("table2", replace_evidence(given=HEADS, setting=replace(MAIN, heads=5))),
-        f"finding__model={OURS}__claim=table2__n=12__sentence_n=8__seed=0__heads=942e7b9da46c__data=13cfaaecaa3b"
-        "__setting=b6b5e92a7473__code=0123456789ab.json"),
+        f"finding__model={OURS}__claim=table2__n=12__sentence_n=8__seed=0__heads=4c0287079eff__data=61d65f30ed1f"
+        "__setting=0c693e89d51f__code=0123456789ab.json"),
 }
 
 
@@ -111,3 +116,69 @@ def test_studies_ask_the_cache_for_results_never_for_paths():
             if (module, names) == ("icl_helpers.cache", []) or (module == "icl_helpers" and "cache" in names):
                 whole.append(str(path.relative_to(PACKAGE)))
     assert whole == [] and taken <= DOOR and {"stored", "stored_accuracies", "stored_json", "forget"} <= taken
+
+
+def _changed_prompt(ps, **changes: object):
+    """ps with its first prompt's fields changed (its text kept unless told)."""
+    return replace(ps, prompts=[replace(ps.prompts[0], **changes), *ps.prompts[1:]])
+
+
+def test_a_prompt_sets_key_holds_everything_its_result_depends_on():
+    """A prompt set's key changes with each thing a result depends on, changed alone: a text, a
+    label's or demonstration's span, which label is true, the label words, the separator and the
+    directions; the same prompts give the same key. Texts are hashed as a list, never joined: the
+    two lists a join of \\x00 makes alike get two keys."""
+    base = prompt_set_from_texts(M, MIXED_TEXTS)
+    first = base.prompts[0]
+    start, end = first.labels[0]
+    changed = {
+        "a text": prompt_set_from_texts(M, [MIXED_TEXTS[0].replace("love", "hate"), *MIXED_TEXTS[1:]]),
+        "which label is true": prompt_set_from_texts(M, MIXED_TEXTS, labels=("bar", "foo")),
+        "one label true": _changed_prompt(base, is_true=(not first.is_true[0], *first.is_true[1:])),
+        "a label's span": _changed_prompt(base, labels=((start + 1, end), *first.labels[1:])),
+        "a demonstration's span": _changed_prompt(base, demos=((1, first.demos[0][1]), *first.demos[1:])),
+        "the label words": _changed_prompt(base, true_label="baz"),
+        "the separator": _changed_prompt(base, sep=" :: "),
+        "the directions": replace(base, directions=["sentiment/number"] * len(base)),
+    }
+    names = {what: results_cache.key("locate", M, ps).name for what, ps in changed.items()}
+    want = results_cache.key("locate", M, base).name
+    assert want == results_cache.key("locate", M, prompt_set_from_texts(M, list(MIXED_TEXTS))).name
+    assert want not in names.values() and len(set(names.values())) == len(names), names
+    a, b, c = "love : bar one", "two : foo", "three :"
+    assert results_cache.prompts_hash([a + "\x00" + b, c]) != results_cache.prompts_hash([a, b + "\x00" + c])
+
+
+_SCORE = """
+import json, sys
+from icl_helpers import load_model
+from icl_helpers.studies.accuracy import prompt_accuracy
+from icl_helpers.studies.runner import prompt_set_from_texts
+m = load_model(sys.argv[1], device="cpu")
+ps = prompt_set_from_texts(m, json.loads(sys.argv[2]), labels=("foo", "bar"))
+print(json.dumps(prompt_accuracy(m, ps).true_logit.tolist()))
+"""
+
+
+def test_the_same_texts_with_the_other_label_true_are_scored_afresh_in_another_process(gpt2_tokenizer, tmp_path,
+                                                                                      monkeypatch):
+    """Process 1 scores prompts with foo true and stores them; this process, on the same cache, scores the
+    same texts with bar true and gets a fresh cache's numbers, bit for bit (the same computation): the
+    true and false logits swapped, not process 1's."""
+    saved = tmp_path / "model"
+    ICLModel(small_model("gpt2").cpu(), gpt2_tokenizer).model.save_pretrained(saved)
+    gpt2_tokenizer.save_pretrained(saved)
+    env = {"ICL_HELPERS_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+           "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
+    run = subprocess.run([sys.executable, "-c", _SCORE, str(saved), json.dumps(MIXED_TEXTS)], env=env,
+                         capture_output=True, text=True, check=True)
+    foo_true = torch.tensor(json.loads(run.stdout.splitlines()[-1]))
+    m = ICLModel(small_model("gpt2").cpu(), gpt2_tokenizer, name=str(saved))
+    swapped = prompt_set_from_texts(m, MIXED_TEXTS, labels=("bar", "foo"))
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path / "cache"))
+    got = prompt_accuracy(m, swapped)
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path / "fresh"))
+    want = prompt_accuracy(m, swapped)
+    exact(got.true_logit, want.true_logit)
+    exact(got.false_logit, foo_true)
+    assert (got.true_logit - foo_true).abs().max() > 1e-3  # process 1 did store other numbers
