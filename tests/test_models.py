@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 from transformers import BertConfig, BertForMaskedLM
 
 from icl_helpers import ICLModel, UsageError, hub, load_model
@@ -30,6 +31,60 @@ def test_local_directory_round_trip(small, tmp_path):
     assert again.model.config._attn_implementation == "eager"
     prompts = ["a : foo b : bar c :"]
     close(decompose(again, prompts).logits, decompose(small, prompts).logits)  # the same weights, loaded anew
+
+
+def _saved(tmp_path: Path, gpt2_tokenizer) -> Path:
+    """A small GPT-2 (its lm_head tied to the embedding) saved with save_pretrained in tmp_path/model."""
+    folder = tmp_path / "model"
+    small_model("gpt2").cpu().save_pretrained(folder)
+    gpt2_tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_a_checkpoint_without_a_weight_its_config_asks_for_is_refused(gpt2_tokenizer, tmp_path):
+    """tie_word_embeddings set false in a tied model's config: lm_head.weight is not in the checkpoint, and
+    transformers would make it random (only its load report, scrolled past, says so); load_model refuses it."""
+    folder = _saved(tmp_path, gpt2_tokenizer)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "tie_word_embeddings": False}))
+    with pytest.raises(UsageError, match=rf"^The weights of {folder} do not match its modules \(1 missing from the "
+                                         r"checkpoint \(so random\): lm_head\.weight\): its config\.json .* correct config\.json\.$"):
+        load_model(str(folder), device="cpu")
+
+
+def test_a_checkpoint_with_a_weight_no_module_takes_is_refused(gpt2_tokenizer, tmp_path):
+    """A tensor in the weights file that the config's model has no place for (e.g. biases of a config that
+    says none) means another model than the weights': refused, naming it."""
+    folder = _saved(tmp_path, gpt2_tokenizer)
+    weights = load_file(folder / "model.safetensors")
+    save_file({**weights, "transformer.h.0.attn.c_extra.weight": torch.zeros(4)}, folder / "model.safetensors",
+              metadata={"format": "pt"})
+    with pytest.raises(UsageError, match=r"\(1 in no module: transformer\.h\.0\.attn\.c_extra\.weight\)"):
+        load_model(str(folder), device="cpu")
+
+
+class _Planted:
+    """A pickled object that would write a file where it is loaded."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (Path.write_text, (self.path, "the pickle ran"))
+
+
+def test_a_checkpoint_the_safe_loader_refuses_gets_one_line(gpt2_tokenizer, tmp_path):
+    """A pytorch_model.bin holding a Python object besides its tensors: torch's safe loader runs none of it,
+    and load_model says why in one line and what to do, not an UnpicklingError's traceback."""
+    folder = _saved(tmp_path, gpt2_tokenizer)
+    weights = load_file(folder / "model.safetensors")
+    (folder / "model.safetensors").unlink()
+    ran = tmp_path / "ran"
+    torch.save({**weights, "planted": _Planted(ran)}, folder / "pytorch_model.bin")
+    with pytest.raises(UsageError, match=rf"^Could not load the model in {folder}: torch's safe loader refuses its "
+                                         r"weights file, .* load it with torch\.load\(weights_only=False\) and save"):
+        load_model(str(folder), device="cpu")
+    assert not ran.exists()
 
 
 def test_unreachable_hub_looks_only_in_the_cache_and_names_the_offline_model(monkeypatch):

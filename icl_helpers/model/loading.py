@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import pickle
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -196,9 +197,15 @@ def load_model(
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=cache_only)  # fails before the weights
         config, _ = PreTrainedConfig.get_config_dict(path, local_files_only=cache_only)
         adapter_class(config.get("model_type"))  # an unsupported family, before the weights
-        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=cache_only, **kwargs)
+        model, info = AutoModelForCausalLM.from_pretrained(path, local_files_only=cache_only, output_loading_info=True,
+                                                           **kwargs)
     except UsageError:
         raise
+    except pickle.UnpicklingError as err:  # a .bin file holding more than tensors: torch's safe loader ran none of it
+        raise UsageError(f"Could not load the model in {path}: torch's safe loader refuses its weights file, which holds "
+                         f"Python objects besides tensors ({_first_line(err)}). If you trust the file, load it with "
+                         "torch.load(weights_only=False) and save the model with save_pretrained (safetensors), then "
+                         "give that folder.") from None
     except (OSError, ValueError, RuntimeError, SafetensorError) as err:  # what a cut or edited file raises
         if Path(path).is_dir():
             raise UsageError(f"Could not load the model in {path} ({_first_line(err)}): a file of it is missing, cut or "
@@ -215,9 +222,25 @@ def load_model(
             f"Could not load model {name!r}: it is not a local directory and {where}. "
             f"Offline, use the bundled model: --model {BUNDLED}."
         ) from None
+    _check_weights_cover(name, info)
     if str(device) != "auto":
         model.to(device)
     return ICLModel(model, tokenizer, name=name)
+
+
+def _check_weights_cover(name: str, info: dict[str, object]) -> None:
+    """A UsageError, naming the keys, where the checkpoint's weights and the model's modules differ
+    (`from_pretrained`'s loading info): a weight missing from it is random (its numbers would be
+    noise), and one it holds that no module takes says the config builds another model. (A weight
+    of another shape stops `from_pretrained` itself.)"""
+    gaps = {what: sorted(info.get(field) or ()) for field, what in
+            (("missing_keys", "missing from the checkpoint (so random)"), ("unexpected_keys", "in no module"))}
+    said = [f"{len(keys)} {what}: {', '.join(map(str, keys[:3]))}{' ...' if len(keys) > 3 else ''}"
+            for what, keys in gaps.items() if keys]
+    if said:
+        raise UsageError(f"The weights of {name} do not match its modules ({'; '.join(said)}): its config.json "
+                         "(e.g. tie_word_embeddings, the sizes) describes another model than its weights. Save the "
+                         "model again with save_pretrained, or correct config.json.")
 
 
 def _first_line(err: BaseException) -> str:
