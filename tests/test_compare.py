@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -132,3 +133,77 @@ def test_head_types_reports_are_compared_by_the_literatures_claims_and_never_wit
     paths[1].write_text(json.dumps(a_heads_report("b", "partly")))
     with pytest.raises(UsageError, match=r"of different kinds \(a: paper; b: head-types\): compare `report` files"):
         read_reports(paths)
+
+
+def set_in(report: dict, where: tuple, value) -> dict:
+    """A copy of `report` with the field at the keys `where` set to `value`, or removed where `value` is `REMOVED`."""
+    *holders, key = where
+    holder = report = json.loads(json.dumps(report))  # deep: the reports share `VIEWS`
+    for k in holders:
+        holder = holder[k]
+    if value is REMOVED:
+        del holder[key]
+    else:
+        holder[key] = value
+    return report
+
+
+REMOVED = object()
+
+
+@pytest.mark.parametrize("where, value, message", [
+    (("claims", 1, "verdict"), REMOVED, "claims[1] has no 'verdict'"),
+    (("claims",), {"fig2": finding("fig2", "replicates", 0.9)}, "claims is an object, not a list"),
+    (("views",), None, "views is null, not an object"),
+    (("views", "held_out", "mark"), REMOVED, "views['held_out'] has no 'mark'"),
+    (("views", "all"), "all prompts", "views['all'] is text, not an object"),
+    (("claims", 2), "app_d", "claims[2] is text, not an object"),
+    (("claims", 0, "claim"), None, "claims[0].claim is null, not text"),
+    (("claims", 0, "ours"), [0.8], "claims[0].ours is a list, not a number or text or null"),
+    (("claims", 1, "views"), {"held_out": {"verdict": "partly"}}, "claims[1].views['held_out'] has no 'ours'"),
+    (("claims", 1, "views"), {"other": {"verdict": "partly", "ours": 1.0}},
+     "claims[1].views holds 'other', a view the report's views do not describe"),
+    (("model",), 7, "model is a whole number, not text"),
+    (("n",), True, "n is true or false, not a whole number"),
+    (("seed",), "0", "seed is text, not a whole number"),
+])
+def test_a_malformed_report_is_one_line_naming_the_file_and_the_field(tmp_path, capsys, where, value, message):
+    """A hand-edited or copied report: no traceback and no table, one line that says which field is wrong."""
+    paths = [tmp_path / "a.json", tmp_path / "b.json"]
+    paths[0].write_text(json.dumps(a_report("a", "replicates", 0.9)))
+    paths[1].write_text(json.dumps(set_in(a_report("b", "partly", 0.5), where, value)))
+    assert main(["compare", *map(str, paths)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"error: {paths[1]}: {message}: give files `python -m icl_helpers report --json` wrote.\n"
+
+
+def test_one_model_given_twice_under_two_names_is_refused_naming_both_files(tmp_path):
+    """A copy of one report (the same weights, dtype, size and seed) is no second model; an older
+    report without a fingerprint, or the same weights in another dtype, is compared."""
+    run = {"weights": "ff11e0aa3b7beef4", "dtype": "float32"}
+    bodies = {"a": a_report("a", "replicates", 0.9) | run, "copy": a_report("renamed", "partly", 0.5) | run,
+              "half": a_report("half", "partly", 0.5) | run | {"dtype": "float16"},
+              "old_a": a_report("a", "replicates", 0.9), "old_b": a_report("b", "partly", 0.5)}
+    paths = {name: tmp_path / f"{name}.json" for name in bodies}
+    for name, body in bodies.items():
+        paths[name].write_text(json.dumps(body))
+    with pytest.raises(UsageError, match=rf"^{re.escape(str(paths['a']))} and {re.escape(str(paths['copy']))} are one "
+                                         r"model given twice \(weights ff11e0aa3b7beef4, float32, one size and seed\): "
+                                         r"give each model's report once\.$"):
+        read_reports([paths["a"], paths["half"], paths["copy"]])
+    assert len(read_reports([paths["a"], paths["half"]])) == 2
+    assert len(read_reports([paths["old_a"], paths["old_b"]])) == 2
+
+
+def test_a_pipe_or_a_newline_in_a_model_name_or_a_claim_keeps_the_table_whole():
+    reports = [a_report("org/a|b\nc\td", "replicates", 0.9), a_report("b", "partly", 0.5)]
+    reports[1]["claims"][1]["claim"] = "top-1 | top-5"  # the last report's text is the row's
+    reports[0]["claims"][2]["ours"] = None
+    reports[1]["claims"][2] |= {"verdict": "does not replicate", "ours": "a|b"}
+    lines = markdown(reports).splitlines()
+    assert r"| claim | org/a\|b c d | b |" in lines
+    assert r"| fig2: top-1 \| top-5 | yes: 2.61 | partly: -13.1 |" in lines
+    assert r"| app_d: claim app_d | not tested | no: a\|b |" in lines
+    table = [line for line in lines if line.startswith("|")]
+    assert {len(re.findall(r"(?<!\\)\|", line)) for line in table} == {4}  # three cells, each row

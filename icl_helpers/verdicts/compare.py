@@ -7,6 +7,7 @@ Reads JSON only: no model, no torch.
 from __future__ import annotations
 
 import json
+import unicodedata
 from pathlib import Path
 from typing import Callable
 
@@ -16,13 +17,17 @@ from ..paths import same_file
 VERDICT_MARK = {"replicates": "yes", "partly": "partly", "does not replicate": "no", "not tested": "not tested"}
 PAPER = "paper"  # the kind of a `report` file (a `heads` file says its own: `head_report.KIND`)
 OURS = "Our "  # how a row of ours (a control, an extension, our row) begins its claim, where a claim of the paper does not
+WROTE = "give files `python -m icl_helpers report --json` wrote"  # what to do about a file that is not a report
+JSON_TYPES = {dict: "an object", list: "a list", str: "text", int: "a whole number", float: "a number",
+              bool: "true or false", type(None): "null"}  # a JSON value's type, by the Python type `json` reads it as
+NUMBER = (int, float)
 
 
 def counts_row(reports: list[dict], what: str, counted: Callable[[dict], bool] = lambda f: True) -> str:
     """The verdict counts of each report's findings that `counted` keeps, as a table row saying `what` they are."""
     counts = [{v: sum(f["verdict"] == v for f in r["claims"] if counted(f)) for v in VERDICT_MARK} for r in reports]
-    return (f"| verdicts of {what} (yes / partly / no / not tested) | "
-            + " | ".join(" / ".join(str(c[v]) for v in VERDICT_MARK) for c in counts) + " |")
+    return table_row([f"verdicts of {what} (yes / partly / no / not tested)",
+                      *(" / ".join(str(c[v]) for v in VERDICT_MARK) for c in counts)])
 
 
 def summary_rows(reports: list[dict]) -> list[str]:
@@ -49,10 +54,66 @@ def intro(report: dict) -> str:
             + "; each model's own report gives its interval, N, why and what each view judges.")
 
 
+def json_type(value: object) -> str:
+    """The JSON name of a value's type, as a message says it ("an object", "null", ...)."""
+    return JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def field(path: Path, where: str, holder: dict, key: str, *types: type) -> object:
+    """`holder[key]`, where it is one of `types` (true or false is no number), else a UsageError
+    naming the file and the field; `where` names `holder` in the report ("claims[3]"; "" for the report)."""
+    if key not in holder:
+        raise UsageError(f"{path}: {where or 'the report'} has no {key!r}: {WROTE}.")
+    got = holder[key]
+    if not isinstance(got, types) or (isinstance(got, bool) and bool not in types):
+        wanted = " or ".join(JSON_TYPES[t] for t in types if t is not int or float not in types)  # a number covers it
+        raise UsageError(f"{path}: {where + '.' if where else ''}{key} is {json_type(got)}, not {wanted}: {WROTE}.")
+    return got
+
+
+def objects(path: Path, where: str, entries: list | dict) -> list[tuple[str, dict]]:
+    """Each entry of a list or object of objects with its name ("claims[3]", "views['all']"), or a
+    UsageError naming the first that is not an object."""
+    items = enumerate(entries) if isinstance(entries, list) else entries.items()
+    named = [(f"{where}[{key!r}]", entry) for key, entry in items]
+    for name, entry in named:
+        if not isinstance(entry, dict):
+            raise UsageError(f"{path}: {name} is {json_type(entry)}, not an object: {WROTE}.")
+    return named
+
+
+def check_report(path: Path, report: dict) -> None:
+    """A UsageError naming the file and the first field that the table reads and `report` lacks
+    or holds as another type: the sizes, seed, model and kind, the views' titles and marks, and
+    each claim's id, text, verdict and headline number, and its views' verdicts and numbers."""
+    field(path, "", report, "model", str)
+    for key in ("n", "sentence_n", "seed"):
+        field(path, "", report, key, int)
+    for key in ("kind", "weights", "dtype"):
+        if key in report:
+            field(path, "", report, key, str)
+    views = objects(path, "views", field(path, "", report, "views", dict)) if "views" in report else []
+    for name, view in views:
+        for key in ("title", "mark"):
+            field(path, name, view, key, str)
+    for name, claim in objects(path, "claims", field(path, "", report, "claims", list)):
+        for key in ("id", "claim", "verdict"):
+            field(path, name, claim, key, str)
+        field(path, name, claim, "ours", *NUMBER, str, type(None))
+        for view_name, view in objects(path, f"{name}.views", field(path, name, claim, "views", dict)):
+            field(path, view_name, view, "verdict", str)
+            field(path, view_name, view, "ours", *NUMBER, str, type(None))
+        unknown = next((key for key in claim["views"] if key not in report.get("views", {})), None)
+        if unknown is not None:
+            raise UsageError(f"{path}: {name}.views holds {unknown!r}, a view the report's views do not describe: "
+                             f"{WROTE}.")
+
+
 def read_reports(paths: list[str | Path]) -> list[dict]:
     """The reports at `paths`, in that order; a UsageError naming a file given twice (the same
-    column twice would make every claim agree), the first that is not a report, or two reports
-    that do not share a size and seed (their verdicts would not be comparable)."""
+    column twice would make every claim agree), the first that is not a report (`check_report`),
+    two reports that do not share a size and seed (their verdicts would not be comparable), or two
+    of one model: the same weights' fingerprint, dtype, size and seed (a copy of one report)."""
     for i, path in enumerate(paths):
         again = next((p for p in paths[i + 1:] if same_file(path, p)), None)
         if again is not None:
@@ -65,10 +126,11 @@ def read_reports(paths: list[str | Path]) -> list[dict]:
         except (OSError, ValueError) as err:
             raise UsageError(f"{path} cannot be read as a report ({err}): give files `report --json` wrote.") from None
         if not isinstance(r, dict) or not {"model", "n", "sentence_n", "seed", "claims"} <= r.keys():
-            raise UsageError(f"{path} is not a report: give files `python -m icl_helpers report --json` wrote.")
+            raise UsageError(f"{path} is not a report: {WROTE}.")
         if r.get("kind", PAPER) == PAPER and "views" not in r:
             raise UsageError(f"{path} does not describe its views (an older report): run its `report` again (its "
                              "studies are cached) and compare the new file.")
+        check_report(path, r)
         reports.append(r)
     if len(reports) < 2:
         raise UsageError("Give two or more reports to compare.")
@@ -81,6 +143,14 @@ def read_reports(paths: list[str | Path]) -> list[dict]:
         raise UsageError("The reports differ in size or seed (" + "; ".join(
             f"{r['model']}: n={r['n']}, sentence_n={r['sentence_n']}, seed={r['seed']}" for r in reports)
             + "): compare reports of one size and seed.")
+    seen: dict[tuple, Path] = {}  # the first file of each model: its weights and dtype (an older report has neither)
+    for path, r in zip(map(Path, paths), reports):
+        if "weights" in r:
+            model = (r["weights"], r.get("dtype"))
+            if model in seen:
+                raise UsageError(f"{seen[model]} and {path} are one model given twice (weights {r['weights']}, "
+                                 f"{r.get('dtype', 'no dtype')}, one size and seed): give each model's report once.")
+            seen[model] = path
     return reports
 
 
@@ -94,7 +164,7 @@ def cell(finding: dict | None, views: dict[str, dict]) -> str:
     ours = finding["ours"]
     if ours is None:
         return mark
-    text = f"{mark}: {ours:.3g}" if isinstance(ours, (int, float)) else f"{mark}: {ours}"
+    text = f"{mark}: {ours:.3g}" if isinstance(ours, NUMBER) else f"{mark}: {ours}"
     flips = [f"{views[key]['mark']}: {VERDICT_MARK.get(j['verdict'], j['verdict'])}" for key, j in finding["views"].items()
              if j["ours"] is not None and j["verdict"] != finding["verdict"]]
     return text + (f" ({'; '.join(flips)})" if flips else "")
@@ -109,21 +179,31 @@ def differing(reports: list[dict]) -> list[str]:
     return [id for id, v in verdicts.items() if len(v) > 1]
 
 
+def table_row(cells: list[str]) -> str:
+    """A markdown table row of `cells`, each escaped (`escaped`)."""
+    return "| " + " | ".join(map(escaped, cells)) + " |"
+
+
+def escaped(text: str) -> str:
+    """`text` as one table cell: a `|` as `\\|`, and a newline or other control character as a
+    space, so that a model name or claim of any text keeps the table's shape."""
+    return "".join(" " if unicodedata.category(c) == "Cc" else c for c in text).replace("|", "\\|")
+
+
 def markdown(reports: list[dict]) -> str:
     """One row a claim, one column a model: `yes` (replicates), `partly`, `no` (does not
     replicate) or `not tested`, with our headline number; then the claims that differ."""
     by_model = [{f["id"]: f for f in r["claims"]} for r in reports]
     ids = list(dict.fromkeys(f["id"] for r in reports for f in r["claims"]))
     claims = {f["id"]: f["claim"] for r in reports for f in r["claims"]}
-    header = "| claim | " + " | ".join(r["model"] for r in reports) + " |"
-    rows = [header, "|---|" + "---|" * len(reports)]
-    rows += [f"| {id}: {claims[id]} | " + " | ".join(cell(found.get(id), r.get("views", {}))
-                                                     for r, found in zip(reports, by_model)) + " |" for id in ids]
+    rows = [table_row(["claim", *(r["model"] for r in reports)]), "|---|" + "---|" * len(reports)]
+    rows += [table_row([f"{id}: {claims[id]}", *(cell(found.get(id), r.get("views", {}))
+                                                 for r, found in zip(reports, by_model))]) for id in ids]
     top1 = [found.get("table2", {}).get("ours") for found in by_model]
     summary = summary_rows(reports)
-    if any(isinstance(t, (int, float)) for t in top1):
-        summary.append("| pooled top-1 on the word datasets (table2) | "
-                       + " | ".join(f"{t:.1%}" if isinstance(t, (int, float)) else "-" for t in top1) + " |")
+    if any(isinstance(t, NUMBER) for t in top1):
+        summary.append(table_row(["pooled top-1 on the word datasets (table2)",
+                                  *(f"{t:.1%}" if isinstance(t, NUMBER) else "-" for t in top1)]))
     diff = differing(reports)
     tail = ("Verdicts that differ between the models: " + ", ".join(diff) + "." if diff
             else "Every claim has the same verdict on every model.")
