@@ -35,7 +35,8 @@ def check_output(file: str, flag: str = "--json") -> Path:
 
 
 def write_output(path: Path, text: str, flag: str = "--json") -> None:
-    """`text` at `path`, atomically: an earlier file there stays whole whatever fails. A
+    """`text` at `path`, atomically: an earlier file there stays whole whatever fails, and the
+    hidden half-written file of a run killed while writing it goes (`write_atomically`). A
     failure (a full disk) is a UsageError naming the path and the reason, and the text is
     kept in the temporary folder, where it fits there, so that no run's results are lost."""
     try:

@@ -95,8 +95,10 @@ def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
     with the user's umask (a folder's files too: some writers make theirs 0600): `path` is
     either its old self or the whole new one, whatever
     fails (a full disk, an exception of any type, a kill). The temporary one never outlives
-    a failure that Python sees; one of a killed process is `remove_orphans`' to find."""
+    a failure that Python sees. One of a killed process is removed by the next write of `path`
+    (`remove_dead_writers`), or by `remove_orphans` under a lock."""
     path = Path(path)
+    remove_dead_writers(path)
     tmp = temporary_of(path)
     try:
         write(tmp)
@@ -162,14 +164,43 @@ def locked(path: Path) -> Iterator[bool]:
         os.close(fd)
 
 
+def temporaries_of(path: Path) -> Iterator[tuple[Path, int]]:
+    """The temporary files (or folders) beside `path` that its writers made (`temporary_of`), each
+    with its writer's process id."""
+    name = re.compile(rf"\.{re.escape(path.name)}\.(\d+)\.tmp")
+    for temporary in path.parent.glob(".*.tmp"):
+        if match := name.fullmatch(temporary.name):
+            yield temporary, int(match[1])
+
+
 def remove_orphans(path: Path) -> None:
     """Remove the temporary files (or folders) that writers of `path` left beside it. Call
     it holding `locked(path)`: no live writer of `path` has one then, so each is a killed
     process's, removed at once rather than an hour later."""
-    name = re.compile(rf"\.{re.escape(path.name)}\.\d+\.tmp")
-    for orphan in path.parent.glob(".*.tmp"):
-        if name.fullmatch(orphan.name):
+    for orphan, _ in temporaries_of(path):
+        remove(orphan)
+
+
+def remove_dead_writers(path: Path) -> None:
+    """Remove the temporary files (or folders) of `path` whose writer no longer runs: no lock
+    needed, as each live writer's is kept. This checks processes of this machine only."""
+    for orphan, pid in temporaries_of(path):
+        if not running(pid):
             remove(orphan)
+
+
+def running(pid: int) -> bool:
+    """Whether process `pid` runs (one of another user's too, or this one). True on Windows,
+    where os.kill would end it rather than ask."""
+    if pid == os.getpid() or sys.platform == "win32":
+        return True
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):  # no such process, or too large a number for one
+        return False
+    except PermissionError:  # another user's
+        pass
+    return True
 
 
 def sweep_leftovers(folder: Path, pattern: str, older_than: float = 3600) -> None:

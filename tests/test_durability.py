@@ -30,6 +30,7 @@ from icl_helpers import UsageError
 from icl_helpers import cache as results_cache
 from icl_helpers.cli import main
 from icl_helpers.model import offline
+from icl_helpers.outputs import write_output
 from icl_helpers.paths import BUNDLED, REPO_ROOT, sweep_leftovers, write_atomically
 
 TENSORS = {"head": torch.arange(12.0).reshape(3, 4), "targets": torch.tensor([1, 2, 3])}
@@ -146,6 +147,25 @@ def test_the_sweep_passes_over_leftovers_that_another_process_renames_away(tmp_p
     sweep_leftovers(tmp_path, "*")
 
 
+def test_a_write_removes_the_temporary_files_its_dead_writers_left_and_no_others(tmp_path):
+    """Beside `path`, a temporary file or folder of a process that has ended goes with the next
+    write; a running process's, and one of another path, stay."""
+    ended = subprocess.Popen([sys.executable, "-c", ""])
+    ended.wait()
+    path = tmp_path / "out.json"
+    dead = path.with_name(f".out.json.{ended.pid}.tmp")
+    no_pid = path.with_name(f".out.json.{2**70}.tmp")  # a folder, of a number too large for any process
+    live = path.with_name(f".out.json.{os.getppid()}.tmp")
+    other = path.with_name(f".other.json.{ended.pid}.tmp")
+    for leftover in (dead, live, other):
+        leftover.write_text("half")
+    no_pid.mkdir()
+    (no_pid / "weights").write_text("half")
+    write_atomically(path, lambda tmp: tmp.write_text("new"))
+    assert path.read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, live.name, other.name])
+
+
 # --- the command line's --json and --markdown --------------------------------------------------
 @pytest.mark.parametrize("disk", ["tmpfs", "patched"])
 def test_report_onto_a_full_disk_is_one_line_before_any_study(disk, tiny_disk, tmp_path, monkeypatch, capsys):
@@ -191,6 +211,29 @@ def test_a_disk_filled_during_the_report_keeps_the_earlier_file_and_this_runs_re
     finally:
         Path(kept[1]).unlink()
     assert out.read_text() == EARLIER and not temporaries(folder)
+
+
+def stalled_output_writer_child(out: str) -> None:
+    """Write a report's --json and stall halfway through, to be killed there."""
+    def half_then_stall(self, text, **kwargs):
+        with open(self, "w") as f:
+            f.write(text[: len(text) // 2])
+        time.sleep(600)
+
+    Path.write_text = half_then_stall
+    write_output(Path(out), EARLIER)
+
+
+def test_a_report_killed_while_writing_its_json_leaves_nothing_after_the_rerun(tmp_path):
+    out = tmp_path / "out.json"
+    writer = child("stalled_output_writer_child", out)
+    wait_for(lambda: any(p.stat().st_size for p in tmp_path.glob(".out.json.*.tmp")) or writer.poll() is not None,
+             "the half-written --json")
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    assert temporaries(tmp_path) == [tmp_path / f".out.json.{writer.pid}.tmp"]  # hidden, half-written
+    write_output(out, EARLIER)  # the rerun
+    assert out.read_text() == EARLIER and not temporaries(tmp_path)
 
 
 # --- the results cache --------------------------------------------------------------------------
