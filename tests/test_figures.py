@@ -144,6 +144,10 @@ AT_SCALE = {  # the figures as a notebook draws them, at its sizes
     "09: a head, 20 tokens": lambda: figures.head_profile({s: (float(r(1)), float(r(1))) for s in SETS}, [" tok"] * 20, r(20),
                                                           torch.arange(20) % 5 == 3, torch.arange(20) % 5 == 1, (3, 1), "t"),
     "biases, 2 panels": FIGURES["bias_change"],
+    "03: Fig. 5, MRR over five decades": lambda: figures.mrr_bars(MANY, {"head": 0.3 + r(20) / 2, "random head": 1e-5 + r(20) / 1e4},
+                                                                 "t"),
+    "07: Appendix D, MRR over five decades": lambda: figures.head_by_dataset(
+        (3, 1), {d: (0.3 + r(N) / 2, 1e-5 + r(20, N) / 1e4) for d in ("a", "b")}, {d: (r(N), r(N)) for d in ("a", "b")}, "t"),
 }
 
 
@@ -157,7 +161,7 @@ def digit_height(text: Text) -> float:
 def illegible(fig: Figure) -> list[str]:
     """What of `fig` would be hard to read shown DISPLAY px wide (as the inline backend saves it,
     cut to its tight box, at its dpi; a wider one shrunk to fit): text whose digits are under 10 px
-    high, tick labels that overlap, value labels outside their frame."""
+    high, tick labels (major or minor) that overlap, value labels outside their frame."""
     renderer = FigureCanvasAgg(fig).get_renderer()
     fig.draw(renderer)
     width = fig.get_tightbbox(renderer).width * fig.dpi
@@ -167,8 +171,9 @@ def illegible(fig: Figure) -> list[str]:
     problems = [f"digits under 10 px high at {DISPLAY} px wide (the figure is {width:.0f}): {', '.join(small)}"] if small else []
     for ax in fig.axes:
         for axis, limits in ((ax.xaxis, sorted(ax.get_xlim())), (ax.yaxis, sorted(ax.get_ylim()))):
-            boxes = [(label.get_text(), label.get_window_extent(renderer)) for loc, label in
-                     zip(axis.get_majorticklocs(), axis.get_ticklabels())
+            labelled = [*zip(axis.get_majorticklocs(), axis.get_ticklabels()),
+                        *zip(axis.get_minorticklocs(), axis.get_ticklabels(minor=True))]
+            boxes = [(label.get_text(), label.get_window_extent(renderer)) for loc, label in sorted(labelled, key=lambda t: t[0])
                      if label.get_visible() and label.get_text() and limits[0] <= loc <= limits[1]]
             problems += [f"tick labels {a!r} and {b!r} overlap" for (a, box), (b, other) in zip(boxes, boxes[1:])
                          if box.overlaps(other)]

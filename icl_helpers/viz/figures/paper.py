@@ -2,6 +2,7 @@
 interventions (notebook 08), drawn from what the studies return."""
 from __future__ import annotations
 
+import math
 import textwrap
 from typing import Sequence
 
@@ -71,12 +72,20 @@ def overlap_heatmap(overlap: torch.Tensor, names: Sequence[str], k: int) -> Figu
 
 def log_mrr_axis(ax: Axes) -> None:
     """A log y axis for an MRR (a reciprocal rank, 1 the top), its ticks written as plain decimals
-    (0.1, 0.2, 0.5), not powers of ten."""
+    (0.1, 0.2, 0.5), not powers of ten: the minor ticks labelled too over one decade, at 2 and 5
+    over up to two, none over more (their labels would print over each other)."""
     ax.set_yscale("log")
-    plain = FuncFormatter(lambda value, _: f"{value:g}")
-    ax.yaxis.set_major_formatter(plain)
-    ax.yaxis.set_minor_formatter(plain)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: _minor_label(ax, value)))
     ax.set_ylabel("MRR of the label's own token\n(1 = ranked first; log scale)")
+
+
+def _minor_label(ax: Axes, value: float) -> str:
+    """A log axis's minor tick label (`log_mrr_axis`): by how many decades the axis spans."""
+    low, high = sorted(ax.get_ylim())
+    decades = math.log10(high / low) if low > 0 else math.inf
+    leading = round(value / 10 ** math.floor(math.log10(value) + 1e-9))
+    return f"{value:g}" if decades <= 1 or (decades <= 2 and leading in (2, 5)) else ""
 
 
 def mrr_bars(heads: Sequence[Head], series: dict[str, torch.Tensor], title: str) -> Figure:
@@ -111,13 +120,13 @@ def head_by_dataset(head: Head, mrr: dict[str, tuple[torch.Tensor, torch.Tensor]
                  label="95th percentile of the draws", zorder=3)
     log_mrr_axis(left)
     left.set(xticks=x, xticklabels=names, xlabel="dataset", title="label-value MRR")
-    left.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2)  # clear of the bars
+    left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=1)  # clear of the bars
     df = pd.DataFrame([{"dataset": d, "attention": float(v), "labels": kind} for d, pair in attention.items()
                        for kind, values in zip(("true labels", "false labels"), pair) for v in values])
     sns.barplot(df, x="dataset", y="attention", hue="labels", palette=[TRUE, FALSE], errorbar="sd", ax=right)
     right.set(xlabel="dataset", ylabel="summed attention weight\n(bars: mean; lines: ±1 SD over prompts)",
               title="attention from the last position")
-    sns.move_legend(right, "upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, title=None, fontsize=8)
+    sns.move_legend(right, "upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, title=None)
     fig.suptitle(f"{title}: head {head_name(head)}")
     return fig
 
