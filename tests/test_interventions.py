@@ -9,6 +9,7 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 from icl_helpers import UsageError
 from icl_helpers.core.decompose import decompose
 from icl_helpers.core.interventions import ablated, applied, balanced_labels, head_means, position_free_labels
+from icl_helpers.core.passes import LastRun, last_token_passes
 from icl_helpers.data.positions import LabelPositions, find_positions
 from icl_helpers.data.prompts import parse_prompt
 from icl_helpers.model.adapters import RotaryKeys
@@ -187,6 +188,15 @@ def test_label_positions_of_other_prompts_are_refused_before_any_layer_runs(smal
         with pytest.raises(UsageError, match=r"^The label positions are of 3 prompts, the last token at \d+, but the batch "
                                              r"has 2 prompts of \d+ tokens: give each batch its own positions, row for row"):
             last_logits(small, EXAMPLES[:2])
+
+
+def test_label_positions_of_a_longer_prompt_are_refused_in_a_one_token_pass(small):
+    """Over kept keys and values the embeddings see one token: the attention checks the positions instead."""
+    longer = labels_of(small, EXAMPLES[2:])
+    run = LastRun(1, 0, lambda rows: balanced_labels(small, [(1, 0)], longer))
+    with pytest.raises(UsageError, match=r"^The label positions are of 1 prompts, the last token at \d+, but the pass "
+                                         r"has 1 prompts of \d+ tokens: give each batch its own positions, row for row"):
+        last_token_passes(small, EXAMPLES[:1], [run], lambda logits, rows: logits[..., :1])
 
 
 def test_interventions_need_a_model_and_label_positions(small):

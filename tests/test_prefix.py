@@ -2,15 +2,20 @@
 under interventions too, the blocks it skips do not run, and the model is whole afterwards."""
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
+import pytest
 import torch
 
 from icl_helpers.core.interventions import Intervention, ablated, position_free_labels
-from icl_helpers.core.passes import accuracies
+from icl_helpers.core.passes import accuracies, intervened_accuracies
 from icl_helpers.data.prompts import parse_prompt, prompt_label_ids
 from icl_helpers.model.hooks import attached
 from icl_helpers.model.prefix import block_inputs, resumed
 from icl_helpers.studies.accuracy import accuracy
-from tests.test_interventions import EXAMPLES, labels_of
+from tests.conftest import close, exact
+from tests.test_interventions import EXAMPLES, labels_of, some_heads
 
 
 def logits_of(m, enc) -> torch.Tensor:
@@ -75,3 +80,26 @@ def test_runs_share_their_prefix_and_equal_separate_runs(small):
         assert torch.equal(got.true_logit, alone.true_logit) and torch.equal(got.predictions, alone.predictions)
         assert torch.equal(got.true_prob, alone.true_prob)
     assert not torch.equal(together[2].true_logit, together[1].true_logit)
+
+
+@pytest.mark.parametrize("edit", ["balanced_labels", "position_free_labels"])
+def test_a_last_position_edit_runs_as_a_one_token_pass_equal_to_the_whole_pass(small, edit):
+    """A label edit changes the last position alone: `intervened_accuracies` runs it, and the plain pass, as
+    one-token passes over the kept keys and values (not GPT-2's position-free keys, which need every
+    position's layer input), equal to the whole padded passes to float32 rounding (one quantity in two
+    summation orders: attention over kept keys, other batches), the argmax exactly; and the edit acts."""
+    prompts = [parse_prompt(p) for p in EXAMPLES * 2]
+    run = getattr(Intervention, edit)(small, some_heads(small))
+    assert run.last_only == (edit == "balanced_labels" or small.arch.family != "gpt2")
+    lengths: list[int] = []
+    with attached([(small.model.get_input_embeddings(), "pre", lambda mod, args: lengths.append(args[0].shape[1]))]):
+        got = intervened_accuracies(small, prompts, [None, run], batch_size=4)
+    assert (1 in lengths) == run.last_only
+    want = intervened_accuracies(small, prompts, [None, replace(run, last_only=False)], batch_size=4)
+    for g, w in zip(got, want):
+        close(torch.stack([g.true_logit, g.false_logit]), torch.stack([w.true_logit, w.false_logit]))
+        lse = float(torch.stack([w.true_logit, w.false_logit]).abs().max()) + math.log(len(small.tokenizer))
+        close(g.true_prob, w.true_prob, scale=float(w.true_prob.max()) * lse)  # p's rounding: p times its log's scale
+        exact(g.predictions, w.predictions)  # an argmax: its top two logits lie far beyond rounding here
+    moved = torch.stack([got[1].true_logit - got[0].true_logit, got[1].false_logit - got[0].false_logit])
+    assert moved.abs().max() > 1e-3  # the edit does act

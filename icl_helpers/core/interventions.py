@@ -59,6 +59,7 @@ class Intervention:
 
     edit: Callable[[LabelPositions | None], ContextManager[None]]
     start: int = 0
+    last_only: bool = False  # it changes the last position alone: a pass may run that token alone over kept keys
 
     @classmethod
     def ablated(cls, m: ICLModel, heads: Heads, means: torch.Tensor | None = None) -> Intervention:
@@ -68,12 +69,15 @@ class Intervention:
     @classmethod
     def balanced_labels(cls, m: ICLModel, heads: Heads) -> Intervention:
         """`balanced_labels(m, heads, labels)` in every batch, at its prompts' label positions."""
-        return cls(lambda labels: balanced_labels(m, heads, labels), first_layer(heads))
+        return cls(lambda labels: balanced_labels(m, heads, labels), first_layer(heads), last_only=True)
 
     @classmethod
     def position_free_labels(cls, m: ICLModel, heads: Heads) -> Intervention:
-        """`position_free_labels(m, heads, labels)` in every batch, at its prompts' label positions."""
-        return cls(lambda labels: position_free_labels(m, heads, labels), first_layer(heads))
+        """`position_free_labels(m, heads, labels)` in every batch, at its prompts' label positions;
+        last-position only where the position-free keys come from the keys alone (RoPE), not where
+        they are recomputed from every position's layer input (GPT-2)."""
+        from_keys = not m.arch.position_free_keys(first_layer(heads), torch.zeros(1, dtype=torch.long)).hooks()
+        return cls(lambda labels: position_free_labels(m, heads, labels), first_layer(heads), last_only=from_keys)
 
 
 def first_layer(heads: Heads) -> int:
@@ -190,11 +194,13 @@ def _check_labels(labels: LabelPositions) -> LabelPositions:
 
 def _check_batch(labels: LabelPositions, embeddings: nn.Module, args: tuple) -> None:
     """A pre-hook of the input embeddings: a UsageError where the label positions are not those
-    of the batch about to run (input ids args[0] [B, T]), but other prompts' or another batch's."""
+    of the batch about to run (input ids args[0] [B, T]), but other prompts' or another batch's.
+    A one-token pass over kept keys and values (T = 1) is checked in the attention, which sees
+    every position (`LabelEdit`)."""
     if not args:  # ids given by keyword: not checked
         return
     B, T = args[0].shape[:2]
-    if len(labels) != B or int(labels.last.max()) >= T:
+    if len(labels) != B or (T > 1 and int(labels.last.max()) >= T):
         raise UsageError(f"The label positions are of {len(labels)} prompts, the last token at {int(labels.last.max())}, "
                          f"but the batch has {B} prompts of {T} tokens: give each batch its own positions, row for row "
                          "(find_positions of its prompts, or a prompt set's positions[rows]).")

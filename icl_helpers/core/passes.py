@@ -10,7 +10,7 @@ costs a quarter of a pass. A label's token id is the first token of " " + the la
 Where every run changes the last position alone (a patch or an ablation there), nothing before it
 differs from the plain pass: `last_token_passes` keeps each prompt's keys and values once and runs
 only the last token under each edit, many rows a prompt on the batch axis (function vectors, the
-head sets' ablations).
+head sets' ablations, and the label edits of the bias reductions, `Intervention.last_only`).
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from dataclasses import dataclass, fields
 from typing import Callable, ContextManager, Sequence
 
 import torch
+from transformers import DynamicCache
 
 from ..data.positions import LabelPositions, find_positions
 from ..data.prompts import Prompt, prompt_label_ids
@@ -65,6 +66,29 @@ class Accuracy:
         """Share of prompts whose argmax is the true label."""
         return self.top1_hits.double().mean().item()
 
+    @classmethod
+    def of_values(cls, values: torch.Tensor, true_id: torch.Tensor) -> "Accuracy":
+        """The accuracy of `label_values`' values [N, 4] of prompts whose true label is true_id [N]."""
+        return cls(values[:, 0], values[:, 1], values[:, 2].long(), true_id, values[:, 3].exp())
+
+
+def check_distinct(true_ids: torch.Tensor, false_ids: torch.Tensor) -> None:
+    """A UsageError where a prompt's true and false label ids [N] are one token."""
+    if (true_ids == false_ids).any():
+        raise UsageError("A prompt's true and false labels share their first token: choose label words that start differently.")
+
+
+def label_values(true_ids: torch.Tensor, false_ids: torch.Tensor) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """A `last_token_passes` reader: (logits [b, r, V], prompts [b]) -> [b, r, 4], each run's true and
+    false label logits, argmax (exact as a float below 2**24 tokens) and the true label's log-probability,
+    for prompts whose labels are true_ids and false_ids [N] (`Accuracy.of_values`)."""
+    def read(logits: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        pair = torch.stack([true_ids[rows], false_ids[rows]], 1).to(logits.device)[:, None].expand(-1, logits.shape[1], 2)
+        chosen = logits.gather(-1, pair)
+        return torch.stack([chosen[..., 0], chosen[..., 1], logits.argmax(-1).float(), chosen[..., 0] - logits.logsumexp(-1)],
+                           -1)
+    return read
+
 
 @runs_model
 def accuracies(
@@ -91,8 +115,7 @@ def accuracies(
     prompts = check_prompts(prompts)
     n = len(prompts)
     ids = torch.stack([torch.as_tensor(i, dtype=torch.long).expand(n) for i in (true_ids, false_ids)], 1)  # [N, 2]
-    if (ids[:, 0] == ids[:, 1]).any():
-        raise UsageError("A prompt's true and false labels share their first token: choose label words that start differently.")
+    check_distinct(ids[:, 0], ids[:, 1])
     L = m.arch.n_layers
     starts = [L if i is None else min(max(i.start, 0), L) for i in interventions]  # the plain model changes nothing
     shared = sorted({s for s in starts if 0 < s < L})  # block inputs worth keeping
@@ -118,11 +141,23 @@ def accuracies(
 def intervened_accuracies(m: ICLModel, prompts: Sequence[Prompt], interventions: Sequence[Intervention | None],
                           batch_size: int = 32, bar: str | None = None) -> list[Accuracy]:
     """`accuracies` of the prompts (true label against false label) under each of
-    `interventions`, each batch's given its prompts' label positions. bar: a bar's label
-    (None: no bar)."""
+    `interventions`, each batch's given its prompts' label positions. Where every intervention
+    changes the last position alone (`Intervention.last_only`), nothing before it differs from the
+    plain pass: each is a one-token pass over the prompts' kept keys and values
+    (`last_token_passes`). bar: a bar's label (None: no bar)."""
     true_ids, false_ids = prompt_label_ids(m.tokenizer, prompts)
-    return accuracies(m, [p.text for p in prompts], true_ids, false_ids, interventions, batch_size, bar,
-                      lambda rows: find_positions(m.tokenizer, [prompts[i] for i in rows]))
+
+    def labels(rows: Sequence[int]) -> LabelPositions:
+        return find_positions(m.tokenizer, [prompts[i] for i in rows])
+    texts = [p.text for p in prompts]
+    if not all(i is None or i.last_only for i in interventions):
+        return accuracies(m, texts, true_ids, false_ids, interventions, batch_size, bar, labels)
+    check_distinct(true_ids, false_ids)
+    edits = [i for i in interventions if i is not None]
+    runs = [LastRun(1, i.start, lambda rows, i=i: i.edit(labels(rows.tolist()))) for i in edits]
+    plain, edited = last_token_passes(m, texts, runs, label_values(true_ids, false_ids), batch_size, bar)
+    results = iter([Accuracy.of_values(values[:, 0], true_ids) for values in edited])
+    return [Accuracy.of_values(plain, true_ids) if i is None else next(results) for i in interventions]
 
 
 def intervened_accuracy(m: ICLModel, prompts: Sequence[Prompt], intervention: Intervention | None = None,
@@ -178,7 +213,9 @@ def last_token_passes(m: ICLModel, texts: Sequence[str], runs: Sequence[LastRun]
     for rows, batch in walk(list(texts), groups, bar or "", bar is not None):
         ids = m.encode(batch)["input_ids"]  # one length: no padding
         b = len(rows)
-        keys = m.model.base_model(input_ids=ids[:, :-1], use_cache=True).past_key_values
+        # every layer keeps every key (a sliding-window cache would drop those outside the window, which the mask
+        # drops anyway), so a key's index is its position, as in a pass of the whole prompt
+        keys = m.model.base_model(input_ids=ids[:, :-1], past_key_values=DynamicCache(), use_cache=True).past_key_values
         inputs: dict[int, torch.Tensor] = {}
         with block_inputs(m, range(1, L), inputs):
             logits = m.model(input_ids=ids[:, -1:], past_key_values=_fresh(keys), use_cache=True).logits[:, -1]

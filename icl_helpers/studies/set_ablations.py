@@ -24,7 +24,7 @@ import torch
 from ..cache import stored
 from ..core.heads import Head, head_mask, same_layer_random_heads
 from ..core.interventions import ablated_rows, first_layer
-from ..core.passes import Accuracy, LastRun, last_token_passes
+from ..core.passes import Accuracy, LastRun, label_values, last_token_passes
 from ..data.prompts import Prompt, prompt_label_ids
 from ..errors import Unjudgeable, UsageError
 from ..model.loading import ICLModel
@@ -164,11 +164,6 @@ def ablation_plan(ranked: dict[str, list[Head]], ks: dict[str, Sequence[int]], n
     return runs
 
 
-def _accuracies(values: torch.Tensor, true_ids: torch.Tensor) -> Accuracy:
-    """An `Accuracy` from `_read`'s values [N, 4]."""
-    return Accuracy(values[:, 0], values[:, 1], values[:, 2].long(), true_ids, values[:, 3].exp())
-
-
 def set_ablations(m: ICLModel, ps: PromptSet, runs: Sequence[Ablation], means: torch.Tensor, seed: int = 0,
                   batch_size: int = 32, cache: bool = True) -> SetAblations:
     """`SetAblations` of an EVAL prompt set under `runs` (`ablation_plan`), each set mean-ablated
@@ -177,12 +172,7 @@ def set_ablations(m: ICLModel, ps: PromptSet, runs: Sequence[Ablation], means: t
     arch = m.arch
     true_ids, false_ids = prompt_label_ids(m.tokenizer, ps.prompts)
     digest = hashlib.sha256(means.float().contiguous().numpy().tobytes()).hexdigest()[:16]
-
-    def read(logits: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:  # [b, r, V] -> [b, r, 4]
-        pair = torch.stack([true_ids[rows], false_ids[rows]], 1).to(logits.device)[:, None].expand(-1, logits.shape[1], 2)
-        chosen = logits.gather(-1, pair)
-        lse = logits.logsumexp(-1)
-        return torch.stack([chosen[..., 0], chosen[..., 1], logits.argmax(-1).float(), chosen[..., 0] - lse], -1)
+    read = label_values(true_ids, false_ids)
 
     def compute() -> dict[str, torch.Tensor]:
         drop = torch.stack([head_mask(arch.n_layers, arch.n_heads, r.heads) for r in runs]) if runs else None
@@ -206,6 +196,6 @@ def set_ablations(m: ICLModel, ps: PromptSet, runs: Sequence[Ablation], means: t
     got = stored("head-set-ablations", m, ps, compute, cache, runs=plan, means=digest, shuffle_seed=seed)
     numbers: dict[str, int] = {}
     inputs = torch.tensor([numbers.setdefault(zero_shot(p), len(numbers)) for p in ps.prompts])
-    return SetAblations(ps.dataset, list(runs), _accuracies(got["plain"], true_ids),
-                        [_accuracies(a, true_ids) for a in got["ablated"]], _accuracies(got["zero_shot"], true_ids),
-                        _accuracies(got["shuffled"], true_ids), inputs, false_ids)
+    return SetAblations(ps.dataset, list(runs), Accuracy.of_values(got["plain"], true_ids),
+                        [Accuracy.of_values(a, true_ids) for a in got["ablated"]], Accuracy.of_values(got["zero_shot"], true_ids),
+                        Accuracy.of_values(got["shuffled"], true_ids), inputs, false_ids)

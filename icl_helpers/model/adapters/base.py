@@ -71,7 +71,8 @@ class PositionFreeKeys:
 
     Called on the keys the attention computed, [B, H_kv, T, dh] (rotated, where the family
     rotates them), it returns position-free keys of the same shape; `hooks()` are the
-    forward hooks it needs while it is in use.
+    forward hooks it needs while it is in use. One that needs none computes them from the keys
+    alone, so from kept keys and values too (a one-token pass, `Intervention.position_free_labels`).
     """
 
     def hooks(self) -> list[Hook]:
