@@ -68,14 +68,19 @@ class PassCounter:
         self.handle = m.model.base_model.register_forward_pre_hook(self._count, with_kwargs=True)
 
     def _count(self, module, args, kwargs) -> None:
+        """A pass's rows and tokens; its prompts among the distinct ones unless it continues kept keys and
+        values (a one-token pass: its mask covers them too, its own tokens are the mask's last columns)."""
         ids = kwargs.get("input_ids", args[0] if args else None)
         mask = kwargs.get("attention_mask")
-        mask = torch.ones_like(ids) if mask is None else mask
+        mask = torch.ones_like(ids) if mask is None else mask[:, -ids.shape[1]:]
         row = self.by_step.setdefault(self.step, dict(EMPTY_ROW))
         row["calls"] += 1
         row["rows"] += ids.shape[0]
         row["tokens"] += int(mask.sum())
         row["padded"] += ids.numel()
+        kept = kwargs.get("past_key_values")
+        if kept is not None and kept.get_seq_length() > 0:
+            return
         for i, k in zip(ids.cpu(), mask.cpu()):
             self.distinct.setdefault(tuple(i[k.bool()].tolist()), self.step)
 

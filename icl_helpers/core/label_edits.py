@@ -40,16 +40,16 @@ class LabelEdit:
         return weights
 
     def _last(self, scores: torch.Tensor) -> torch.Tensor:
-        """[B] long: each prompt's last position among the Q query rows of scores [B, H, Q, T] (its
-        last token's, the T - Q kept keys before the rows; a UsageError where the batch is not these
-        labels' prompts)."""
+        """[B] long: each prompt's last position among the Q query rows of scores [B, H, Q, T]: its last
+        token's in a pass of the whole prompt (Q = T), the one row of a one-token pass over kept keys (Q
+        = 1, its key appended after them); a UsageError where the batch is not these labels' prompts."""
         Q, T = scores.shape[-2:]
-        last = self.labels.last.to(scores.device) - (T - Q)
-        if len(last) != scores.shape[0] or int(last.min()) < 0 or int(last.max()) >= Q:
+        last = self.labels.last.to(scores.device)
+        if len(last) != scores.shape[0] or int(last.max()) >= T:
             raise UsageError(f"The label positions are of {len(last)} prompts, the last token at "
                              f"{int(self.labels.last.max())}, but the pass has {scores.shape[0]} prompts of {T} tokens: "
                              "give each batch its own positions, row for row.")
-        return last
+        return last if Q == T else torch.zeros_like(last)
 
     def _classes(self, mask: torch.Tensor | None, scores: torch.Tensor) -> torch.Tensor:
         """[B, C, T] bool: each class's label positions that the last position may attend to

@@ -27,7 +27,7 @@ from ..data.prompts import Prompt, prompt_label_ids
 from ..errors import UsageError, check_prompts
 from ..model.loading import ICLModel, runs_model
 from ..model.prefix import block_inputs, resumed
-from .batching import length_batches, walk
+from .batching import length_batches, token_batches, walk
 from .interventions import Intervention
 
 
@@ -185,22 +185,38 @@ def _fresh(cache):
     return out
 
 
+def one_token_groups(m: ICLModel, lengths: Sequence[int], batch_size: int) -> list[torch.Tensor]:
+    """Batches of prompt indices [b] for `last_token_passes`, prompts of `lengths` tokens: similar
+    lengths padded together (`token_batches`) where every prompt is shorter than the model's sliding
+    window (a one-token pass counts its window from the batch's longest prompt), one length a batch
+    for the longer prompts of a model with one."""
+    text = m.model.config.get_text_config()
+    sliding = "sliding_attention" in (getattr(text, "layer_types", None) or [])
+    window = getattr(text, "sliding_window", None) if sliding else None
+    short = [i for i, n in enumerate(lengths) if window is None or n < window]
+    groups = [torch.tensor(short)[b] for b in token_batches([lengths[i] for i in short], batch_size)] if short else []
+    long = torch.tensor(sorted(set(range(len(lengths))) - set(short)), dtype=torch.long)
+    by_length = torch.tensor(lengths)[long]
+    return groups + [rows for n in by_length.unique() for rows in long[by_length == n].split(batch_size)]
+
+
 @runs_model
 def last_token_passes(m: ICLModel, texts: Sequence[str], runs: Sequence[LastRun],
                       read: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], batch_size: int = 32,
                       bar: str | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """(plain [N, ...], one [N, rows, ...] a run): read(logits [b, r, V], prompts [b]) -> [b, r, ...]
-    at the last position of each prompt, plainly (r = 1) and under each of `runs`. Prompts of one
-    length, batch_size at a time, run once without their last token (keeping every layer's keys
-    and values) and once their last token (keeping each block's input there); a run is then a
-    one-token pass of the last token, repeated `rows` times a prompt, through its blocks over the
-    kept keys and values: exact where an edit changes nothing before the last position. bar: a
+    at the last position of each prompt, plainly (r = 1) and under each of `runs`. Prompts of similar
+    length (`one_token_groups`), right-padded, run once with their last tokens masked and the batch's
+    last column dropped (keeping every layer's keys and values, indexed by position as in a pass of the
+    whole prompt) and once their last token alone at its own position over the kept keys (keeping
+    each block's input there); a run is
+    then a one-token pass of the last token, repeated `rows` times a prompt, through its blocks over
+    the kept keys and values: exact where an edit changes nothing before the last position. bar: a
     progress bar's label (None: none)."""
     L = m.arch.n_layers
-    lengths = torch.tensor([len(ids) for ids in m.tokenizer(list(texts))["input_ids"]])
-    if int(lengths.min()) < 2:
+    lengths = [len(ids) for ids in m.tokenizer(list(texts))["input_ids"]]
+    if min(lengths) < 2:
         raise UsageError("A prompt of one token has no positions before its last to keep: give longer prompts.")
-    groups = [rows for length in lengths.unique() for rows in (lengths == length).nonzero().flatten().split(batch_size)]
     plain: torch.Tensor | None = None
     outs: list[torch.Tensor | None] = [None] * len(runs)
 
@@ -210,15 +226,20 @@ def last_token_passes(m: ICLModel, texts: Sequence[str], runs: Sequence[LastRun]
         into[rows] = got
         return into
 
-    for rows, batch in walk(list(texts), groups, bar or "", bar is not None):
-        ids = m.encode(batch)["input_ids"]  # one length: no padding
-        b = len(rows)
+    for rows, batch in walk(list(texts), one_token_groups(m, lengths, batch_size), bar or "", bar is not None):
+        enc = m.encode(batch)
+        b, last = len(rows), enc["attention_mask"].sum(1) - 1  # [b]
+        # [b, T - 1]: each prompt's tokens before its last (the longest prompt's last is the batch's last column)
+        before = enc["attention_mask"].scatter(1, last[:, None], 0)[:, :-1]
         # every layer keeps every key (a sliding-window cache would drop those outside the window, which the mask
         # drops anyway), so a key's index is its position, as in a pass of the whole prompt
-        keys = m.model.base_model(input_ids=ids[:, :-1], past_key_values=DynamicCache(), use_cache=True).past_key_values
+        keys = m.model.base_model(input_ids=enc["input_ids"][:, :-1], attention_mask=before, past_key_values=DynamicCache(),
+                                  use_cache=True).past_key_values
+        step = dict(input_ids=enc["input_ids"].gather(1, last[:, None]), position_ids=last[:, None],
+                    attention_mask=torch.cat([before, before.new_ones(b, 1)], 1))  # the last token, over the kept keys
         inputs: dict[int, torch.Tensor] = {}
         with block_inputs(m, range(1, L), inputs):
-            logits = m.model(input_ids=ids[:, -1:], past_key_values=_fresh(keys), use_cache=True).logits[:, -1]
+            logits = m.model(**step, past_key_values=_fresh(keys), use_cache=True).logits[:, -1]
         plain = store(plain, rows, read(logits.float()[:, None], rows)[:, 0])
         wide: dict[int, object] = {}  # rows a prompt -> the kept keys and values repeated so
         for i, run in enumerate(runs):
@@ -227,7 +248,7 @@ def last_token_passes(m: ICLModel, texts: Sequence[str], runs: Sequence[LastRun]
                 wide[run.rows].batch_repeat_interleave(run.rows)
             x = resumed(m, run.start, inputs[run.start].repeat_interleave(run.rows, 0)) if run.start else nullcontext()
             with run.edit(rows), x:
-                logits = m.model(input_ids=ids[:, -1:].repeat_interleave(run.rows, 0), past_key_values=_fresh(wide[run.rows]),
-                                 use_cache=True).logits[:, -1]
+                logits = m.model(**{k: v.repeat_interleave(run.rows, 0) for k, v in step.items()},
+                                 past_key_values=_fresh(wide[run.rows]), use_cache=True).logits[:, -1]
             outs[i] = store(outs[i], rows, read(logits.float().view(b, run.rows, -1), rows))
     return plain, outs

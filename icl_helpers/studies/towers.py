@@ -178,13 +178,14 @@ def layer_tower_ranks(m: ICLModel, ps: PromptSet, layers: Sequence[int], batch_s
     device = readout.G.device
     W_K = torch.stack([m.arch.W_K(l)[m.arch.kv_head(h)] for l, h in heads]).float().to(device)  # [F * H, dh, d]
     distance = ps.positions.last[:, None] - ps.positions.labels.clamp(min=0)  # [N, D]
-    turned = rotated_queries(m.arch, q.to(device), heads, distance).flatten(1, 2)  # [N, F * H * D, dh]
+    turned = rotated_queries(m.arch, q.to(device), heads, distance)  # [N, F * H, D, dh]
+    both = torch.cat([q.to(device)[:, :, None], turned], 2).flatten(1, 2)  # each head's query, then it turned D times
     given = words[:, -1:]  # [N, 1, C]: the input's tokens
     real = torch.cat([ps.positions.valid, torch.ones(N, 1, dtype=torch.bool)], 1)  # [N, J]
     pair = ps.positions.valid[:, None, :, None] & real[:, None, None, :]  # [N, 1, D, J]
-    query = word_ranks(readout, q.to(device), given, kept, W_K)[..., 0].cpu().view(N, F, H)
-    rotated = (word_ranks(readout, turned, given, kept, W_K).view(N, F, H, D).cpu()
-               .masked_fill(~ps.positions.valid[:, None, None], torch.nan))
+    ranks = word_ranks(readout, both, given, kept, W_K)[..., 0].cpu().view(N, F, H, D + 1)  # W_K folded in once
+    query = ranks[..., 0]
+    rotated = ranks[..., 1:].masked_fill(~ps.positions.valid[:, None, None], torch.nan)
     key, key_attention = key.masked_fill(~pair, torch.nan), key_attention.masked_fill(~pair, torch.nan)
     return {l: {"key": key[:, f : f + 1].clone(), "key_attention": key_attention[:, f : f + 1].clone(),
                 "query": query[:, f].clone(), "query_rotated": rotated[:, f].clone()} for f, l in enumerate(layers)}
