@@ -191,8 +191,8 @@ def one_token_groups(m: ICLModel, lengths: Sequence[int], batch_size: int) -> li
     window (a one-token pass counts its window from the batch's longest prompt), one length a batch
     for the longer prompts of a model with one."""
     text = m.model.config.get_text_config()
-    sliding = "sliding_attention" in (getattr(text, "layer_types", None) or [])
-    window = getattr(text, "sliding_window", None) if sliding else None
+    types = getattr(text, "layer_types", None)  # None: a config that says no layer's kind, so any may slide
+    window = getattr(text, "sliding_window", None) if types is None or "sliding_attention" in types else None
     short = [i for i, n in enumerate(lengths) if window is None or n < window]
     groups = [torch.tensor(short)[b] for b in token_batches([lengths[i] for i in short], batch_size)] if short else []
     long = torch.tensor(sorted(set(range(len(lengths))) - set(short)), dtype=torch.long)
