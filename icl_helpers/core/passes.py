@@ -150,10 +150,10 @@ def intervened_accuracies(m: ICLModel, prompts: Sequence[Prompt], interventions:
     def labels(rows: Sequence[int]) -> LabelPositions:
         return find_positions(m.tokenizer, [prompts[i] for i in rows])
     texts = [p.text for p in prompts]
-    if not all(i is None or i.last_only for i in interventions):
+    edits = [i for i in interventions if i is not None]
+    if not edits or not all(i.last_only for i in edits):  # the plain model alone: its whole pass, as `accuracies` runs it
         return accuracies(m, texts, true_ids, false_ids, interventions, batch_size, bar, labels)
     check_distinct(true_ids, false_ids)
-    edits = [i for i in interventions if i is not None]
     runs = [LastRun(1, i.start, lambda rows, i=i: i.edit(labels(rows.tolist()))) for i in edits]
     plain, edited = last_token_passes(m, texts, runs, label_values(true_ids, false_ids), batch_size, bar)
     results = iter([Accuracy.of_values(values[:, 0], true_ids) for values in edited])
