@@ -224,13 +224,20 @@ def stalled_output_writer_child(out: str) -> None:
     write_output(Path(out), EARLIER)
 
 
-def test_a_report_killed_while_writing_its_json_leaves_nothing_after_the_rerun(tmp_path):
-    out = tmp_path / "out.json"
-    writer = child("stalled_output_writer_child", out)
-    wait_for(lambda: any(p.stat().st_size for p in tmp_path.glob(".out.json.*.tmp")) or writer.poll() is not None,
-             "the half-written --json")
+def killed_halfway(function: str, path: Path) -> subprocess.Popen:
+    """A second process running `function(path)` of this module, killed once its temporary file
+    of `path` is half written (or it has ended)."""
+    writer = child(function, path)
+    wait_for(lambda: any(p.stat().st_size for p in path.parent.glob(f".{path.name}.*.tmp")) or writer.poll() is not None,
+             f"the half-written {path.name}")
     writer.send_signal(signal.SIGKILL)
     writer.wait()
+    return writer
+
+
+def test_a_report_killed_while_writing_its_json_leaves_nothing_after_the_rerun(tmp_path):
+    out = tmp_path / "out.json"
+    writer = killed_halfway("stalled_output_writer_child", out)
     assert temporaries(tmp_path) == [tmp_path / f".out.json.{writer.pid}.tmp"]  # hidden, half-written
     write_output(out, EARLIER)  # the rerun
     assert out.read_text() == EARLIER and not temporaries(tmp_path)
@@ -363,7 +370,7 @@ def test_two_processes_writing_one_cache_never_mix_entries_or_fail(tmp_path):
     assert len(list(tmp_path.glob("*.pt"))) == 8 and not temporaries(tmp_path)
 
 
-def stalled_cache_writer_child(cache: str) -> None:
+def stalled_cache_writer_child(entry: str) -> None:
     """Compute an entry and stall halfway through writing it, to be killed there."""
     def half_then_stall(self, data):
         with open(self, "wb") as f:
@@ -371,16 +378,12 @@ def stalled_cache_writer_child(cache: str) -> None:
         time.sleep(600)
 
     Path.write_bytes = half_then_stall
-    results_cache.cached(Path(cache) / "entry.pt", lambda: TENSORS)
+    results_cache.cached(Path(entry), lambda: TENSORS)
 
 
 def test_a_cache_writer_killed_midway_leaves_nothing_that_stops_the_next(tmp_path):
     cache = tmp_path / "results"
-    writer = child("stalled_cache_writer_child", cache)
-    wait_for(lambda: any(p.stat().st_size for p in cache.glob(".entry.pt.*.tmp")) or writer.poll() is not None,
-             "the half-written entry")
-    writer.send_signal(signal.SIGKILL)
-    writer.wait()
+    killed_halfway("stalled_cache_writer_child", cache / "entry.pt")
     assert temporaries(cache)  # its half-written file, fresh: no sweep by age would remove it yet
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # its lock died with it; nothing to warn of

@@ -141,9 +141,9 @@ def accuracies(
 def intervened_accuracies(m: ICLModel, prompts: Sequence[Prompt], interventions: Sequence[Intervention | None],
                           batch_size: int = 32, bar: str | None = None) -> list[Accuracy]:
     """`accuracies` of the prompts (true label against false label) under each of
-    `interventions`, each batch's given its prompts' label positions. Where every intervention
+    `interventions`, each batch's given its prompts' label positions. Where there are edits and each
     changes the last position alone (`Intervention.last_only`), nothing before it differs from the
-    plain pass: each is a one-token pass over the prompts' kept keys and values
+    plain pass: each, and the plain pass, is a one-token pass over the prompts' kept keys and values
     (`last_token_passes`). bar: a bar's label (None: no bar)."""
     true_ids, false_ids = prompt_label_ids(m.tokenizer, prompts)
 
