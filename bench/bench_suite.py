@@ -19,12 +19,15 @@ timed with the eager attention the suite runs (it reads attention weights) and, 
 `--sdpa`, with SDPA. `--scale-to` extrapolates each step and its floor linearly to a larger
 size (the paper's by default); `--from-json` prints a recorded run again.
 Peak resident memory (and on a GPU, its peak allocated memory) is read after loading, after each step and
-after the suite. Results print as Markdown
+after the suite. `--ops` also counts, by step, the torch calls made outside the model's forward passes and
+the host syncs among all calls (a GPU waits on each: `.item()`, `.tolist()`, `.cpu()`, a tensor read as a
+Python bool or number, `nonzero`, `unique`); the counting slows the run, so its times are not the suite's. Results print as Markdown
 (see RESULTS.md).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -34,6 +37,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -48,10 +52,6 @@ from icl_helpers.stats import MIN_CLUSTERS  # noqa: E402
 from icl_helpers.verdicts import CLAIMS, report  # noqa: E402
 
 BATCH = 32  # prompts a batch at most, as every pass of the suite
-# How each step's work grows with the suite's size, for the extrapolation to paper scale:
-# with the sentence prompts a dataset, else with the word prompts (Tables 1 and 3 read every prompt).
-SENTENCE_STEPS = ("fig12_15", "table3", "table3_strict", "fig8_9_sentences", "prediction_shift", "app_b_mrr",
-                  "app_b_attention", "app_d")
 
 
 EMPTY_ROW = {"seconds": 0.0, "calls": 0, "rows": 0, "tokens": 0, "padded": 0, "peak_mb": 0.0}  # a step's counts
@@ -83,6 +83,34 @@ class PassCounter:
             return
         for i, k in zip(ids.cpu(), mask.cpu()):
             self.distinct.setdefault(tuple(i[k.bool()].tolist()), self.step)
+
+
+# torch calls whose result a GPU must hand back to Python before the program can go on
+SYNCS = frozenset({"item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "__index__", "nonzero", "unique",
+                   "unique_consecutive"})
+
+
+class OpCounter(TorchFunctionMode):
+    """Counts torch calls by the step `counter` is in: those outside the model's forward passes (what a
+    step's own code launches), and the host syncs (SYNCS) anywhere."""
+
+    def __init__(self, m: ICLModel, counter: PassCounter):
+        super().__init__()
+        self.counter, self.depth = counter, 0
+        self.handles = [m.model.register_forward_pre_hook(lambda *a: self._enter(1)),
+                        m.model.register_forward_hook(lambda *a: self._enter(-1), always_call=True)]
+
+    def _enter(self, step: int) -> None:
+        self.depth += step
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        row = self.counter.by_step.setdefault(self.counter.step, dict(EMPTY_ROW))
+        name = getattr(func, "__name__", "")
+        if name in SYNCS:
+            row["syncs"] = row.get("syncs", 0) + 1
+        if not self.depth:
+            row["ops"] = row.get("ops", 0) + 1
+        return func(*args, **(kwargs or {}))
 
 
 def matmul_gflops(m: ICLModel, d: int = 1024, repeats: int = 20) -> float:
@@ -142,7 +170,7 @@ def forward_seconds(m: ICLModel, prompts: list[tuple[int, ...]]) -> float:
     return synced(m.device) - start
 
 
-def run(model: str, device: str, n: int, sentence_n: int, ids: list[str], sdpa: bool) -> dict:
+def run(model: str, device: str, n: int, sentence_n: int, ids: list[str], sdpa: bool, ops: bool = False) -> dict:
     started = time.perf_counter()
     m = build_model(model, device)
     load = synced(m.device) - started
@@ -159,8 +187,12 @@ def run(model: str, device: str, n: int, sentence_n: int, ids: list[str], sdpa: 
         clock[0], counter.step = now, step.split(":")[0]
         print(f"... {now - started:7.1f} s {step}", flush=True)
 
-    findings = report(m, n, sentence_n, announce=progress, ids=ids)
+    counting = OpCounter(m, counter) if ops else None
+    with counting or contextlib.nullcontext():
+        findings = report(m, n, sentence_n, announce=progress, ids=ids)
     progress("end")
+    for h in counting.handles if counting else []:
+        h.remove()
     counter.by_step = {k: v for k, v in counter.by_step.items() if k != "load" or v["calls"]}
     suite = sum(r["seconds"] for r in counter.by_step.values())
     counter.handle.remove()
@@ -195,14 +227,17 @@ def run(model: str, device: str, n: int, sentence_n: int, ids: list[str], sdpa: 
 
 
 def markdown(r: dict) -> str:
+    counted = any("ops" in row for row in r["steps"].values())  # a run with --ops
     where = f"{r.get('model', 'smollm2-135m')} ({r.get('dtype', 'float32')}) on {r.get('gpu') or r.get('device', 'cpu')}"
     lines = [f"{where}, N = {r['n']} word / {r['sentence_n']} sentence prompts, {r['claims']} claims, "
              f"{r['torch_threads']} torch threads; model load {r['load_seconds']:.1f} s (not in the suite's time).", "",
-             "| step | seconds | share | forward calls | prompt rows | tokens | with padding | peak MB so far |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| step | seconds | share | forward calls | prompt rows | tokens | with padding | peak MB so far |"
+             + (" torch calls outside passes | host syncs |" if counted else ""),
+             "|---|---|---|---|---|---|---|---|" + ("---|---|" if counted else "")]
     for step, row in sorted(r["steps"].items(), key=lambda kv: -kv[1]["seconds"]):
         lines.append(f"| {step} | {row['seconds']:.1f} | {row['seconds'] / r['suite_seconds']:.0%} | {row['calls']} | "
-                     f"{row['rows']} | {row['tokens']} | {row['padded']} | {row.get('peak_mb', 0):.0f} |")
+                     f"{row['rows']} | {row['tokens']} | {row['padded']} | {row.get('peak_mb', 0):.0f} |"
+                     + (f" {row.get('ops', 0)} | {row.get('syncs', 0)} |" if counted else ""))
     lines += ["", f"Suite {r['suite_seconds']:.0f} s. Forward passes: {r['rows']} prompt rows ({r['tokens']} tokens, "
               f"{r['padded_tokens']} with padding) for "
               f"{r['distinct_prompts']} distinct prompts ({r['distinct_tokens']} tokens): "
@@ -221,8 +256,11 @@ def markdown(r: dict) -> str:
 
 
 def growth(step: str, r: dict, n: int, sentence_n: int) -> float:
-    """How many times a step's work grows from run r's size to n word / sentence_n sentence prompts."""
-    return sentence_n / r["sentence_n"] if step in SENTENCE_STEPS else n / r["n"]
+    """How many times a step's work grows from run r's size to n word / sentence_n sentence prompts: a
+    claim that reads the sentence datasets (its `reads`; most of its tokens, where it reads both) with the
+    sentence prompts a dataset, any other step with the word prompts."""
+    claim = CLAIMS.get(step)
+    return sentence_n / r["sentence_n"] if claim and "sentence" in claim.reads else n / r["n"]
 
 
 def extrapolated(r: dict, n: int, sentence_n: int) -> str:
@@ -257,6 +295,7 @@ def main() -> None:
     parser.add_argument("--scale-to", type=int, nargs=2, default=[1000, 500], metavar=("N", "SENTENCE_N"),
                         help="extrapolate to this size (default 1000 500, the paper-scale reports' size)")
     parser.add_argument("--sdpa", action="store_true", help="also time the floor pass with SDPA attention")
+    parser.add_argument("--ops", action="store_true", help="count torch calls and host syncs by step (slows the run)")
     parser.add_argument("--from-json", type=Path, help="print a recorded run (and its extrapolation) instead of running")
     args = parser.parse_args()
     if args.n < MIN_CLUSTERS and not args.from_json:
@@ -276,7 +315,7 @@ def main() -> None:
             if entry.name != "results":
                 os.symlink(entry, Path(cache) / entry.name)
         os.environ["ICL_HELPERS_CACHE"] = cache
-        r = run(args.model, args.device, args.n, args.sentence_n, args.ids, args.sdpa)
+        r = run(args.model, args.device, args.n, args.sentence_n, args.ids, args.sdpa, args.ops)
     if args.json:
         write_text_atomically(args.json, json.dumps(r, indent=1))
     print(markdown(r) + "\n\n" + extrapolated(r, *args.scale_to))

@@ -4,7 +4,8 @@ A study asks it for a result by kind (e.g. "locate"), model and what the result 
 and gives the computation: `stored` keeps tensors, `stored_accuracies` the `Accuracy` of passes
 under several interventions, `stored_json` a JSON value (a finding), `stored_together` the results
 of one computation that gives several kinds at once, `stored_parts` a result kept a part (a layer) at a
-time, the parts not kept computed together. Caching a study is one call of one of them.
+time, the parts not kept computed together (`stored_accuracy_parts`: passes kept so, e.g. a number of heads
+ablated). Caching a study is one call of one of them.
 Every entry's name is built by one function, `key`: the kind, the model's name, a fingerprint of
 what its weights hold and dtype, what the result was computed on (a prompt set, prompts, token
 sequences, or a finding's claim and sizes), a hash of anything else that decides it (heads,
@@ -307,12 +308,26 @@ def stored_accuracies(kind: str, m: ICLModel, on: On, compute: Callable[[], list
                       **extra: object) -> list[Accuracy]:
     """compute(): the `Accuracy` of passes under each of several interventions (`core.passes`),
     kept as one result under `key(kind, m, on, **extra)`, as `stored` keeps tensors."""
-    names = [f.name for f in fields(Accuracy)]
+    return _accuracies(stored(kind, m, on, lambda: _accuracy_tensors(compute()), **extra))
 
-    def tensors() -> Tensors:
-        return {f"{i}.{name}": getattr(a, name) for i, a in enumerate(compute()) for name in names}
-    got = stored(kind, m, on, tensors, **extra)
-    return [Accuracy(**{name: got[f"{i}.{name}"] for name in names}) for i in range(len(got) // len(names))]
+
+def stored_accuracy_parts(kind: str, m: ICLModel, on: On, parts: Sequence[int],
+                          compute: Callable[[list[int]], dict[int, list[Accuracy]]], part: str = "part",
+                          **extra: object) -> dict[int, list[Accuracy]]:
+    """`stored_accuracies` kept one a part (`stored_parts`): compute(missing parts) -> part -> its passes'
+    `Accuracy`, so that a call asking for parts an earlier call computed runs none of their passes."""
+    kept = stored_parts(kind, m, on, parts, lambda missing: {p: _accuracy_tensors(a) for p, a in compute(missing).items()},
+                        part=part, **extra)
+    return {p: _accuracies(t) for p, t in kept.items()}
+
+
+def _accuracy_tensors(accs: Sequence[Accuracy]) -> Tensors:
+    return {f"{i}.{f.name}": getattr(a, f.name) for i, a in enumerate(accs) for f in fields(Accuracy)}
+
+
+def _accuracies(t: Tensors) -> list[Accuracy]:
+    names = [f.name for f in fields(Accuracy)]
+    return [Accuracy(**{name: t[f"{i}.{name}"] for name in names}) for i in range(len(t) // len(names))]
 
 
 def stored_json(kind: str, m: ICLModel, on: On, compute: Callable[[], JSON], code: str | None = None,
@@ -344,16 +359,20 @@ def stored_together(kind: str, kinds: Sequence[str], m: ICLModel, on: On, comput
 
 
 def stored_parts(kind: str, m: ICLModel, on: On, parts: Sequence[int], compute: Callable[[list[int]], dict[int, Tensors]],
-                 cache: bool = True, part: str = "part") -> dict[int, Tensors]:
+                 cache: bool = True, part: str = "part", **extra: object) -> dict[int, Tensors]:
     """Results kept one a part (e.g. a layer), each as `stored` keeps one, under `key(kind, m, on,
-    **{part: p})`: those not kept yet computed together, compute(missing parts) -> part -> tensors,
+    **extra, **{part: p})`: those not kept yet computed together, compute(missing parts) -> part -> tensors,
     so that calls asking for overlapping parts compute each part once."""
     with m.held():
         fresh = not cache or intervening(m)
-        missing = [p for p in parts if fresh or not key(kind, m, on, **{part: p}).exists()]
-        computed = compute(missing) if missing else {}
-        return {p: stored(kind, m, on, lambda p=p: computed[p] if p in computed else compute([p])[p], cache, **{part: p})
-                for p in parts}
+        missing = [p for p in parts if fresh or not key(kind, m, on, **extra, **{part: p}).exists()]
+        computed: dict[int, Tensors] = {}
+
+        def part_of(p: int) -> Tensors:  # the missing parts computed together, when the first of them is asked for
+            if p not in computed:
+                computed.update(compute(missing if p in missing else [p]))
+            return computed[p]
+        return {p: stored(kind, m, on, lambda p=p: part_of(p), cache, **extra, **{part: p}) for p in parts}
 
 
 def forget(kind: str, m: ICLModel, on: On, **extra: object) -> None:

@@ -147,24 +147,29 @@ def test_the_causal_check_locates_on_one_half_of_the_inputs_and_ablates_on_the_o
     """Its heads are the top of the mean increase over the prompts of the locating half of the inputs
     (`input_halves`), ablated on prompts of the other half's records by their means over the
     locating prompts; more numbers of heads leave the others' runs as they are (the same batches and
-    blocks), so a curve shows the very numbers the report judges; a second call reads the cache."""
+    blocks), so a curve shows the very numbers the report judges. Each number of heads is kept on its own:
+    a call asking for numbers an earlier call ran runs none of them, one asking for a new number runs it alone."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     n, d = 12, "sentiment_number"
     runs = causal_check(llama, [d], n, setting=FOUR, more_ks=[2, 9], n_random=3)[d]
     records, ps = FOUR.records(d, n), prompt_set(llama, d, "balanced", n, setting=FOUR)
     locate = input_halves(records, 0)
     heads = top_heads(located(llama, ps).head[locate].mean(0), 4)
-    want = ablation_runs(llama, evaluation_prompts(records, locate, FOUR), heads, [1, 2, 4], 3, 0,
-                         ablation_means(llama, [t for t, keep in zip(ps.texts, locate.tolist()) if keep]))
-    pd.testing.assert_frame_equal(runs.curves(), want.curves(), check_exact=True)  # the same runs, same batches
+    evaluated, means = evaluation_prompts(records, locate, FOUR), ablation_means(
+        llama, [t for t, keep in zip(ps.texts, locate.tolist()) if keep])
+    want = ablation_runs(llama, evaluated, heads, [1, 2, 3, 4], 3, 0, means)
+    curve = want.curves()
+    pd.testing.assert_frame_equal(runs.curves(), curve[curve["k"] != 3].reset_index(drop=True), check_exact=True)
+    asked, run = [], ablation.ablation_accuracies
+    monkeypatch.setattr(ablation, "ablation_accuracies", lambda m, p, top, ks, *a, **k: asked.append(list(ks)) or run(
+        m, p, top, ks, *a, **k))
     judged = causal_check(llama, [d], n, setting=FOUR, n_random=3)[d]
-    assert list(judged.top) == [1, 4]  # the 1% of 12 heads, and all 4
-    curve = runs.curves()
+    assert list(judged.top) == [1, 4] and asked == []  # the 1% of 12 heads, and all 4: both read from the cache
     pd.testing.assert_frame_equal(judged.curves(), curve[curve["k"].isin([0, 1, 4])].reset_index(drop=True),
                                   check_exact=True)
-    monkeypatch.setattr(ablation, "ablation_accuracies", lambda *a, **k: pytest.fail("ran the ablations again"))
-    again = causal_check(llama, [d], n, setting=FOUR, n_random=3)[d]
-    pd.testing.assert_frame_equal(again.curves(), judged.curves(), check_exact=True)  # read from the cache
+    more = causal_check(llama, [d], n, setting=FOUR, more_ks=[3], n_random=3)[d]
+    assert asked == [[3]]  # the new number of heads alone
+    pd.testing.assert_frame_equal(more.curves(), curve[curve["k"] != 2].reset_index(drop=True), check_exact=True)
 
 
 def test_the_report_judges_the_causal_check_notebook_08_plots(llama, tmp_path, monkeypatch):

@@ -24,7 +24,8 @@ from icl_helpers.verdicts import findings
 from tests.conftest import MIXED_TEXTS, exact, small_model, vocab_tokenizer
 from tests.test_layout import PACKAGE, imports
 
-DOOR = {"stored", "stored_accuracies", "stored_json", "stored_together", "stored_parts", "forget", "prompts_hash", "source_hash"}
+DOOR = {"stored", "stored_accuracies", "stored_json", "stored_together", "stored_parts", "stored_accuracy_parts", "forget",
+        "prompts_hash", "source_hash"}
 
 
 class Weights:
@@ -81,8 +82,8 @@ BEFORE = {
     "majority_bias": (lambda: biases.majority_bias(M, MAIN.records("sentiment_number", 8, 0), HEADS),
                       f"majority-bias__model={OURS}__n=8__prompts=7f5b73a8ce71__heads=4c0287079eff.pt"),
     "causal_check": (lambda: ablation.causal_check(M, ["sentiment_number"], 8, given=HEADS),
-                     f"causal-check__model={OURS}__n=4__prompts=233671fdf5b4__heads=4c0287079eff__ks=d9f3e4877be1"
-                     "__n_random=9246e824773f__seed=a37bbbb076__57882c65846d776a.pt"),
+                     f"causal-check__model={OURS}__n=4__prompts=233671fdf5b4__heads=4c0287079eff__n_random=9246e824773f"
+                     "__seed=a37bbbb0764c__ablation=cc89__4905f37a85bc2432.pt"),  # its plain pass: k = 0
     "finding": (lambda: findings.kept_finding("fig2", EVIDENCE),
                 f"finding__model={OURS}__claim=fig2__n=12__sentence_n=8__seed=0__heads=ce6558960ff0__data=61d65f30ed1f"
                 "__code=0123456789ab.json"),

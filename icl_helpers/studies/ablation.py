@@ -7,7 +7,15 @@ by default: each head's output set to its mean over those prompts; zero as an op
 baseline, k random heads matched to them layer by layer in 20 draws, on prompts of the other
 half's records (`evaluation_prompts`): no input is both located on and evaluated. It measures
 top-1, ranked (true above false) and the true label's probability, each run under its ablation
-batch by batch (`core.passes`), the runs kept in the results cache (`cache.stored_accuracies`).
+batch by batch (`core.passes`), the runs of each number of heads kept in the results cache
+(`cache.stored_accuracy_parts`), so a call asking for a number an earlier call ran (notebook 08's curve,
+then the report's 1% and K) runs none of its passes again.
+
+Why every position: the EMNLP abstract intervenes in the heads, and a head's output at the earlier positions
+is what the later layers' keys and values read, so an ablation that spared them would keep part of what the head
+carries to the last position. Each run therefore computes every position of the blocks from the lowest ablated
+layer up (those below it once a batch for all runs, `model.prefix`); it is the one intervention of the report that
+cannot run as a one-token pass (`core.passes.last_token_passes`).
 """
 from __future__ import annotations
 
@@ -19,7 +27,7 @@ from typing import Sequence
 import pandas as pd
 import torch
 
-from ..cache import prompts_hash, stored_accuracies
+from ..cache import prompts_hash, stored_accuracy_parts
 from ..core.heads import Head, same_layer_random_heads, top_heads
 from ..core.interventions import Intervention, head_means
 from ..core.passes import Accuracy, intervened_accuracies
@@ -108,13 +116,16 @@ def ablation_runs(
     A random draw takes, for each head of `top`, another head of its layer
     (`same_layer_random_heads`, seed + draw): its first k heads match the top k layer by layer.
     """
+    if not ks:
+        raise UsageError(f"Give at least one number of heads to ablate, between 1 and the {len(top)} heads given.")
     return AblationRuns.of(ablation_accuracies(m, prompts, top, ks, n_random, seed, means, batch_size), ks, n_random)
 
 
 def ablation_accuracies(m: ICLModel, prompts: Sequence[Prompt], top: Sequence[Head], ks: Sequence[int], n_random: int = 20,
                         seed: int = 0, means: torch.Tensor | None = None, batch_size: int = 32) -> list[Accuracy]:
-    """`ablation_runs`'s passes as one list: plain, the top k for each k, then for each k its n_random draws."""
-    if not ks or min(ks) < 1 or max(ks) > len(top):
+    """`ablation_runs`'s passes as one list: plain, the top k for each k, then for each k its n_random draws
+    (no k: the plain pass alone)."""
+    if ks and (min(ks) < 1 or max(ks) > len(top)):
         raise UsageError(f"Numbers of heads to ablate must lie between 1 and the {len(top)} heads given, not {list(ks)}.")
     draws = [same_layer_random_heads(top, m.arch.n_heads, seed + d) for d in range(n_random)]
     sets = [top[:k] for k in ks] + [d[:k] for k in ks for d in draws]
@@ -137,8 +148,9 @@ def causal_check(m: ICLModel, datasets: Sequence[str], n: int, seed: int = 0, da
     and all of them ablated on prompts of the other half's records (`evaluation_prompts`), beside
     n_random layer-matched random draws (`ablation_runs`). more_ks: other numbers of heads to ablate
     as well (a curve; the other runs' results do not depend on them). Mean ablation by the heads'
-    means over the locating prompts, or zero. Keyed by dataset; each dataset's runs are cached
-    (`cache.stored_accuracies`): a report judged again does not run them again."""
+    means over the locating prompts, or zero. Keyed by dataset; each dataset's runs are cached a number of
+    heads at a time (`cache.stored_accuracy_parts`, the plain pass as 0): a report judged again, or a call
+    asking for numbers of heads an earlier one ran, does not run them again."""
     check_ablation(ablation)
     runs = {}
     for d in datasets:
@@ -150,11 +162,14 @@ def causal_check(m: ICLModel, datasets: Sequence[str], n: int, seed: int = 0, da
         evaluated = evaluation_prompts(records, locate, setting)
         texts = [t for t, keep in zip(balanced.texts, locate.tolist()) if keep]
 
-        def compute() -> list[Accuracy]:
-            return ablation_accuracies(m, evaluated, heads, ks, n_random, seed, ablation_means(m, texts, ablation))
-        accs = stored_accuracies("causal-check", m, evaluated, compute, heads=heads, ks=ks, n_random=n_random, seed=seed,
-                                 ablation=ablation, locating=prompts_hash(texts))
-        runs[d] = AblationRuns.of(accs, ks, n_random)
+        def compute(missing: list[int]) -> dict[int, list[Accuracy]]:
+            wanted = [k for k in missing if k]
+            ran = AblationRuns.of(ablation_accuracies(m, evaluated, heads, wanted, n_random, seed,
+                                                      ablation_means(m, texts, ablation)), wanted, n_random)
+            return {0: [ran.plain], **{k: [ran.top[k], *ran.random[k]] for k in wanted}}
+        kept = stored_accuracy_parts("causal-check", m, evaluated, [0, *ks], compute, part="k", heads=heads,
+                                     n_random=n_random, seed=seed, ablation=ablation, locating=prompts_hash(texts))
+        runs[d] = AblationRuns(kept[0][0], {k: kept[k][0] for k in ks}, {k: kept[k][1:] for k in ks})
     return runs
 
 
