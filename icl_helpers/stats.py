@@ -29,14 +29,21 @@ def bootstrap_ci(
     that a draw takes whole inputs with all their rows. Unjudgeable where a sample holds fewer
     than MIN_CLUSTERS distinct inputs: an interval from so few says nothing."""
     ids = [_ids(s, c) for s, c in zip(samples, clusters or [None] * len(samples))]
-    for i in ids:
-        if len(i[1]) < MIN_CLUSTERS:
-            raise Unjudgeable(f"too few prompts: {len(i[1])} distinct inputs, an interval needs at least {MIN_CLUSTERS}")
     g = torch.Generator().manual_seed(seed)
-    values = torch.tensor([
-        float(statistic(*(s[_draw(row_cluster, members, g)] for s, (row_cluster, members) in zip(samples, ids))))
-        for _ in range(draws)
-    ], dtype=torch.float64)
+    if len(samples) == 1:  # every draw's rows at once (the same draws as one at a time), each resample as a draw made it
+        rows = torch.arange(len(samples[0]))
+        resamples = (samples[0][rows.repeat_interleave(w)] for w in _weights(*ids[0], g, draws))
+        values = torch.tensor([float(statistic(r)) for r in resamples], dtype=torch.float64)
+    else:
+        values = torch.tensor([
+            float(statistic(*(s[_draw(row_cluster, members, g)] for s, (row_cluster, members) in zip(samples, ids))))
+            for _ in range(draws)
+        ], dtype=torch.float64)
+    return _percentiles(values, level)
+
+
+def _percentiles(values: torch.Tensor, level: float) -> tuple[float, float]:
+    """The central `level` interval of the draws' statistics [D] (NaN draws left out; NaN where all are)."""
     values = values[~values.isnan()]
     if len(values) == 0:
         return float("nan"), float("nan")
@@ -46,19 +53,30 @@ def bootstrap_ci(
 
 
 def _ids(sample: torch.Tensor, clusters: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(each row's cluster index [N] in 0..C-1, the distinct cluster ids [C])."""
+    """(each row's cluster index [N] in 0..C-1, the distinct cluster ids [C]); Unjudgeable where there are
+    fewer than MIN_CLUSTERS."""
     if clusters is None:
         clusters = torch.arange(len(sample))
     if len(clusters) != len(sample):
         raise ValueError(f"{len(clusters)} cluster ids for {len(sample)} rows")
     members, row_cluster = torch.unique(clusters, return_inverse=True)
+    if len(members) < MIN_CLUSTERS:
+        raise Unjudgeable(f"too few prompts: {len(members)} distinct inputs, an interval needs at least {MIN_CLUSTERS}")
     return row_cluster, members
 
 
 def _draw(row_cluster: torch.Tensor, members: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    """Row indices of one resample: C clusters drawn with replacement, each with all its rows."""
+    """Row indices of one resample: C clusters drawn with replacement, each with all its rows (in row order)."""
     counts = torch.bincount(torch.randint(len(members), (len(members),), generator=g), minlength=len(members))
     return torch.repeat_interleave(torch.arange(len(row_cluster)), counts[row_cluster])
+
+
+def _weights(row_cluster: torch.Tensor, members: torch.Tensor, g: torch.Generator, draws: int) -> torch.Tensor:
+    """[draws, N] long: how often each row is in each of `draws` resamples, `_draw`'s draws made at once
+    (one call of the generator gives the numbers that many calls give, in the same order)."""
+    C = len(members)
+    picks = torch.randint(C, (draws, C), generator=g)
+    return torch.zeros(draws, C, dtype=torch.long).scatter_add_(1, picks, torch.ones_like(picks))[:, row_cluster]
 
 
 def spearman(x: torch.Tensor, y: torch.Tensor) -> float:
@@ -78,5 +96,11 @@ def mean_ranks(v: torch.Tensor) -> torch.Tensor:
 def mean_ci(x: torch.Tensor, draws: int = DRAWS, seed: int = 0, clusters: torch.Tensor | None = None
             ) -> tuple[float, float]:
     """The bootstrap interval of the mean of x [N] (or of every entry of x [N, ...], resampling
-    rows, or whole inputs where clusters [N] gives each row's)."""
-    return bootstrap_ci([x], lambda s: s.double().mean(), draws, seed, clusters=[clusters])
+    rows, or whole inputs where clusters [N] gives each row's): every draw's mean in one product of
+    its row counts with x, where x is finite (the same draws as `bootstrap_ci`'s, summed in another order)."""
+    x = x.double()
+    if not bool(x.isfinite().all()):  # a NaN row no draw takes would still reach a product
+        return bootstrap_ci([x], lambda s: s.mean(), draws, seed, clusters=[clusters])
+    weights = _weights(*_ids(x, clusters), torch.Generator().manual_seed(seed), draws).double()  # [draws, N]
+    rows = x.reshape(len(x), -1)
+    return _percentiles((weights @ rows).sum(1) / (weights.sum(1) * rows.shape[1]), LEVEL)

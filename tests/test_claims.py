@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from icl_helpers import stats
 from icl_helpers.core.heads import at_heads, top_heads
 from icl_helpers.data.prompts import prompt_label_ids
 from icl_helpers.data.setting import MAIN, Setting
@@ -88,6 +89,27 @@ def test_the_interval_resamples_distinct_inputs_and_needs_enough_of_them():
         mean_ci(torch.randn(90, generator=g), clusters=torch.arange(9).repeat_interleave(10))
     with pytest.raises(ValueError, match="3 cluster ids for 4 rows"):
         mean_ci(torch.zeros(4), clusters=torch.arange(3))
+
+
+def test_a_bootstrap_draws_every_resample_at_once_as_it_would_one_at_a_time():
+    """One sample's draws are made in one call of the generator, and a mean's interval is one product of
+    the row counts: each gives what drawing clusters one resample at a time gives (the same resamples, to the
+    bit; a mean summed in another order, to float64 rounding), and a NaN row no draw takes still counts."""
+    x, clusters = torch.randn(60, 2, generator=g), torch.randint(25, (60,), generator=g)
+    row_cluster, members = stats._ids(x, clusters)
+    draws = torch.Generator().manual_seed(3)
+    one_at_a_time = torch.tensor([float(x[stats._draw(row_cluster, members, draws)][:, 1].median()) for _ in range(200)],
+                                 dtype=torch.float64)
+    assert bootstrap_ci([x], lambda s: s[:, 1].median(), 200, 3, clusters=[clusters]) == stats._percentiles(
+        one_at_a_time, stats.LEVEL)
+    draws.manual_seed(3)
+    means = torch.tensor([float(x[stats._draw(row_cluster, members, draws)].double().mean()) for _ in range(200)],
+                         dtype=torch.float64)
+    close(torch.tensor(mean_ci(x, 200, 3, clusters)), torch.tensor(stats._percentiles(means, stats.LEVEL)),
+          scale=float(x.abs().max()))
+    with_nan = x[:, 0].clone()
+    with_nan[7] = float("nan")
+    assert mean_ci(with_nan, clusters=clusters) == bootstrap_ci([with_nan], lambda s: s.double().mean(), clusters=[clusters])
 
 
 def test_spearman_gives_tied_values_their_mean_rank_whatever_their_order():
