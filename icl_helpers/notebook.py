@@ -49,19 +49,25 @@ class Params:
     data_dir: Path | None
     seed: int
     heads: tuple[Head, ...] | None = None
+    from_env: tuple[tuple[str, str], ...] = ()  # (parameter, its environment variable) for each value taken from it
 
     def __repr__(self) -> str:
         """The values, with a data directory shown from the checkout (no machine's absolute
         path in a committed notebook's echo where it lies beside the checkout), and heads, as
-        HEADS is written, only where given."""
-        shown = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        HEADS is written, only where given; then a line naming the values the environment set,
+        which the parameters cell above does not show."""
+        shown = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "from_env"}
         if self.data_dir is not None:
             shown["data_dir"] = os.path.relpath(self.data_dir, REPO_ROOT)
         if self.heads is None:
             del shown["heads"]
         else:
             shown["heads"] = heads_text(self.heads)
-        return f"Params({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
+        values = f"Params({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
+        if not self.from_env:
+            return values
+        set_by = ", ".join(f"{k.upper()} = {shown[k]!r} ({variable})" for k, variable in self.from_env)
+        return f"{values}\nSet by the environment, not by this cell: {set_by}."
 
     def load_model(self) -> ICLModel:
         """The model, on the device and in the dtype given, with the heads given checked against it
@@ -135,6 +141,7 @@ def notebook_params(
         if key != "seed" and values[key] < 1:
             raise UsageError(f"{names[key]}: the number of prompts must be at least 1, not {values[key]}.")
     values["heads"] = parse_heads(values["heads"], names["heads"])
+    values["from_env"] = tuple((k, names[k]) for k in given if os.environ.get(names[k]))
     if values["data_dir"] is not None:  # relative: from the checkout, as in scripts/; checked before the model loads
         values["data_dir"] = resolve_data_dir(REPO_ROOT / Path(values["data_dir"]).expanduser())
     return Params(**values)

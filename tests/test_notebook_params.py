@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
+import nbformat
 import pytest
 
 from icl_helpers import UsageError
-from icl_helpers.notebook import ENV, Params, notebook_params
+from icl_helpers.notebook import ENV, Params, notebook_params, verdict_sizes
 from icl_helpers.paths import REPO_ROOT
 
 
@@ -51,6 +53,35 @@ def test_environment_overrides(monkeypatch):
     p = notebook_params(n_prompts=32)
     assert (p.model, p.n_prompts, p.n_sentence_prompts, p.device, p.dtype, p.data_dir) == (
         "gpt2-large", 1000, 500, "cuda", "bfloat16", Path("/"))
+
+
+def test_the_echo_names_each_value_the_environment_set_and_its_variable(monkeypatch):
+    """The parameters cell shows its own values; what the environment replaced is said under the echo."""
+    assert "\n" not in repr(notebook_params(n_prompts=32))
+    monkeypatch.setenv("ICL_N_PROMPTS", "64")
+    monkeypatch.setenv("ICL_HEADS", "1-2,3-4")
+    assert repr(notebook_params(n_prompts=32)) == (
+        "Params(model='smollm2-135m', n_prompts=64, n_sentence_prompts=10, device=None, dtype='float32', data_dir=None, "
+        "seed=0, heads='1-2,3-4')\nSet by the environment, not by this cell: N_PROMPTS = 64 (ICL_N_PROMPTS), "
+        "HEADS = '1-2,3-4' (ICL_HEADS).")
+
+
+NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("[0-9]*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_committed_notebooks_echo_is_its_parameters_cell_run_as_the_main_job_runs_it(path, monkeypatch, capsys):
+    """The main job refreshes the committed notebooks with the sizes scripts/main.sh sets; the parameters cell
+    run under them prints the very echo committed below it, which says what the environment set."""
+    sizes = re.findall(r"(ICL_N_\w*PROMPTS)=\$\{\1:-(\d+)\}", (REPO_ROOT / "scripts" / "main.sh").read_text())
+    assert [v for v, _ in sizes] == ["ICL_N_PROMPTS", "ICL_N_SENTENCE_PROMPTS"]
+    for variable, value in sizes:
+        monkeypatch.setenv(variable, value)
+    cell = next(c for c in nbformat.read(path, as_version=4).cells if "notebook_params(" in c.source)
+    echo = next(o for o in cell.outputs if o.output_type == "execute_result")["data"]["text/plain"]
+    namespace = {"notebook_params": notebook_params, "verdict_sizes": verdict_sizes}  # the first cell imports them
+    exec(compile(cell.source.rsplit("\np", 1)[0], str(path), "exec"), namespace)  # the cell without its echo line
+    assert repr(namespace["p"]) == echo
 
 
 @pytest.mark.parametrize("value", ["many", "0"])
