@@ -36,6 +36,8 @@ FIGURES = {
     "attention_vs_increase": lambda: figures.attention_vs_increase(r(50), r(50) - 0.2, "t", "x", "y"),
     "attention_vs_increase (labels)": lambda: figures.attention_vs_increase(r(50), r(50) - 0.2, "t", "x", "y", r(50) > 0.5),
     "variant_attention": lambda: figures.variant_attention(HEADS, {"a": (r(N, S), r(N, S)), "b": (r(N, S), r(N, S))}, "t"),
+    "true_label_attention": lambda: figures.true_label_attention(HEADS, {"a": r(N, S), "b": r(N, S)}, "t"),
+    "true_label_attention (per label)": lambda: figures.true_label_attention(HEADS, {"a": r(N, S)}, "t", {"a": r(N, S)}),
     "top_positions": lambda: figures.top_positions(HEADS, torch.softmax(r(S, 5), 1), "t"),
     "accuracy_change": lambda: figures.accuracy_change({"balanced": 0.9, "imbalanced": 0.7}, "t"),
     "ablation_curves": lambda: figures.ablation_curves(pd.DataFrame(
@@ -130,6 +132,9 @@ MANY = [(layer, head) for layer in range(19, 30) for head in (1, 7)][:20]  # a n
 VARIANTS = [f"{d}\n{v}" for d in ("sentiment_number", "animal_country", "sst2", "trec", "agnews", "ethos")
             for v in ("balanced", "imbalanced")]
 AT_SCALE = {  # the figures as a notebook draws them, at its sizes
+    "Fig. 10, 15 heads": lambda: figures.true_label_attention(
+        MANY[:15], {v: r(N, 15) for v in ("balanced", "imbalanced")}, "t", {v: r(N, 15) / 2 for v in ("balanced", "imbalanced")}),
+    "Fig. 11, 15 heads": lambda: figures.true_label_attention(MANY[:15], {v: r(N, 15) for v in ("balanced", "reordered")}, "t"),
     "Figs. 8-9, 20 heads": lambda: figures.variant_attention(MANY, {v: (r(N, 20), r(N, 20)) for v in ("balanced", "imbalanced")}, "t"),
     "top-1 accuracy, 12 variants": lambda: figures.accuracy_change(dict(zip(VARIANTS, [1.0, 0.344, 0.875, 0.031] * 3)), "t"),
     "Figs. 12-15, 4 panels": lambda: figures.head_heatmaps({d: (r(30, 9) - 0.5, MANY[:5]) for d in "abcd"}, "t"),

@@ -51,12 +51,17 @@ def attention_on_labels(m: ICLModel, ps: PromptSet, batch_size: int = 32, cache:
     return LabelAttention(**from_pass("label-attention", m, ps, batch_size, cache))
 
 
+def summed_true_attention(m: ICLModel, ps: PromptSet, heads: Sequence[Head]) -> torch.Tensor:
+    """[N, S]: the last position's attention summed over the prompt's true labels, in each head: Figs. 8,
+    10 and 11's measure."""
+    return attention_on_labels(m, ps).at(heads)[0]
+
+
 def true_label_weight(m: ICLModel, ps: PromptSet, heads: Sequence[Head]) -> torch.Tensor:
-    """[N, S]: the mean attention a true-label position gets in each head (summed true-label
-    attention over the prompt's true labels): Figs. 10 and 11's measure, comparable between
-    prompts with two true labels and the imbalanced ones with one."""
-    true, _ = attention_on_labels(m, ps).at(heads)
-    return true / ps.positions.chosen(True).sum(1, keepdim=True)
+    """[N, S]: the mean attention a true-label position gets in each head (`summed_true_attention` over
+    the prompt's number of true labels): Figs. 10 and 11 read per label, comparable between prompts with
+    two true labels and the imbalanced ones with one."""
+    return summed_true_attention(m, ps, heads) / ps.positions.chosen(True).sum(1, keepdim=True)
 
 
 def predicted_labels(m: ICLModel, ps: PromptSet) -> torch.Tensor:

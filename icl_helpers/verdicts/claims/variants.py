@@ -166,7 +166,7 @@ def shared_head_finding(s: Evidence, variant: str, rule: dict[str, float], per_l
     def measure(ps: PromptSet) -> torch.Tensor:  # [N, S]
         if per_label:
             return label_attention.true_label_weight(s.m, ps, heads)
-        return label_attention.attention_on_labels(s.m, ps).at(heads)[0]
+        return label_attention.summed_true_attention(s.m, ps, heads)
     weight = [measure(prompt_set(s.m, FIRST, v, s.size(FIRST), s.seed, s.data_dir, s.setting))[s.rows(FIRST)]
               for v in ("balanced", variant)]
     what = "the attention a true-label position gets" if per_label else "the summed attention on the true labels"

@@ -23,7 +23,7 @@ from .paper import (
     prompt_attention,
     rank_hist,
     top_positions,
-    true_label_weight,
+    true_label_attention,
     variant_attention,
 )
 from .tables import table_image, token_table, visible
@@ -33,5 +33,5 @@ __all__ = [
     "head_by_dataset", "head_heatmaps", "head_profile", "label_attention_bars", "layer_increase", "layer_spread",
     "mrr_bars", "order_increase", "overlap_diagram", "overlap_heatmap", "prompt_attention", "rank_hist",
     "score_scatter", "set_ablation_curves", "signature_bars", "table_image", "token_table", "top_positions",
-    "true_label_weight", "variant_attention", "visible",
+    "true_label_attention", "variant_attention", "visible",
 ]

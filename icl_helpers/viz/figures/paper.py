@@ -241,17 +241,25 @@ def variant_attention(heads: Sequence[Head], attention: dict[str, tuple[torch.Te
     return fig
 
 
-def true_label_weight(heads: Sequence[Head], weight: dict[str, torch.Tensor], title: str) -> Figure:
-    """Figs. 10 and 11: the mean attention a true-label position gets in each head, one bar a
-    prompt variant; weight maps variant -> [N, S]."""
+def true_label_attention(heads: Sequence[Head], summed: dict[str, torch.Tensor], title: str,
+                         per_label: dict[str, torch.Tensor] | None = None) -> Figure:
+    """Figs. 10 and 11, head by head, one bar a prompt variant: the summed attention on the true labels,
+    the measure the verdict reads, and below it, where given, the attention a true-label position gets
+    (our per-label row); each maps variant -> [N, S]."""
     names = [head_name(h) for h in heads]
-    fig, ax = figure(max(6, 0.6 * len(heads) + 2), 3.6)
-    df = pd.concat([_long(w, names, variant) for variant, w in weight.items()])
-    sns.barplot(df, x="head", y="attention", hue="labels", errorbar=None, ax=ax,
-                palette=sns.light_palette(TRUE, n_colors=len(weight) + 1)[1:])
-    ax.set(xlabel="head in both word datasets' top 20 (layer-head)", ylabel="attention a true label gets", title=title)
-    ax.tick_params(axis="x", rotation=90)
-    ax.legend(title=None)
+    panels = [(summed, "summed attention on the true labels\n(the verdict's measure)")]
+    if per_label is not None:
+        panels.append((per_label, "attention a true label gets\n(each label's: our row)"))
+    fig, axes = figure(max(6, 0.6 * len(heads) + 2), 3.6 * len(panels), nrows=len(panels))
+    axes = list(axes) if per_label is not None else [axes]
+    palette = sns.light_palette(TRUE, n_colors=len(summed) + 1)[1:]
+    for ax, (weight, what) in zip(axes, panels):
+        df = pd.concat([_long(w, names, variant) for variant, w in weight.items()])
+        sns.barplot(df, x="head", y="attention", hue="labels", errorbar=None, ax=ax, palette=palette, legend=ax is axes[0])
+        ax.set(xlabel="head in both word datasets' top 20 (layer-head)", ylabel=what)
+        ax.tick_params(axis="x", rotation=90)
+    axes[0].legend(title=None, loc="upper left", bbox_to_anchor=(1, 1))  # one key for both, beside the bars
+    fig.suptitle(title)
     return fig
 
 
