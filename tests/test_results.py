@@ -6,12 +6,14 @@ from itertools import takewhile
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from icl_helpers.model.offline import OFFLINE_MODELS
 from icl_helpers.verdicts import claims, robustness
 from icl_helpers.verdicts.compare import markdown, read_reports
 from icl_helpers.verdicts.evidence import described
 from icl_helpers.verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES
+from icl_helpers.viz import verdict_grid
 
 ROOT = Path(__file__).parents[1] / "results"
 RESULTS = sorted(ROOT.glob("report-*.json"))
@@ -142,3 +144,25 @@ def test_the_committed_cross_model_head_types_table_is_its_files():
     """`compare` of the committed head-types files, in the offline models' order."""
     files = [ROOT / f"heads-{model}-n256.json" for model in OFFLINE_MODELS if (ROOT / f"heads-{model}-n256.json").exists()]
     assert (ROOT / "cross-model-heads-n256.md").read_text() == markdown(read_reports(files))
+
+
+def test_the_readmes_picture_is_drawn_from_the_committed_paper_scale_reports():
+    """The picture on the README's first screen is the verdict grid of the paper-scale reports as committed: its PNG
+    holds the digest of what it shows, which changes with any verdict, claim or model. Draw it again with
+    `python -m icl_helpers.viz.verdict_grid results/report-*-n1000.json --png docs/verdicts.png` (the README's order)."""
+    readme = (ROOT.parent / "README.md").read_text().splitlines()
+    assert "![" in "\n".join(readme[:30]) and "(docs/verdicts.png)" in "\n".join(readme[:30])  # on the first screen
+    reports = read_reports([ROOT / f"report-{model}-n1000.json" for model in OFFLINE_MODELS])
+    with Image.open(ROOT.parent / "docs" / "verdicts.png") as png:
+        assert png.text["Description"] == verdict_grid.digest(reports)
+    changed = json.loads(json.dumps(reports))
+    changed[0]["claims"][0]["verdict"] = "does not replicate" if changed[0]["claims"][0]["verdict"] != "does not replicate" else "partly"
+    assert verdict_grid.digest(changed) != verdict_grid.digest(reports)
+
+
+def test_the_verdict_grid_refuses_a_file_that_is_not_a_report_in_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]")
+    assert verdict_grid.main([str(bad), "--png", str(tmp_path / "out.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {bad}") and err.count("\n") == 1 and not (tmp_path / "out.png").exists()
