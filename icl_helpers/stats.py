@@ -30,9 +30,9 @@ def bootstrap_ci(
     than MIN_CLUSTERS distinct inputs: an interval from so few says nothing."""
     ids = [_ids(s, c) for s, c in zip(samples, clusters or [None] * len(samples))]
     g = torch.Generator().manual_seed(seed)
-    if len(samples) == 1:  # every draw's rows at once (the same draws as one at a time), each resample as a draw made it
-        rows = torch.arange(len(samples[0]))
-        resamples = (samples[0][rows.repeat_interleave(w)] for w in _weights(*ids[0], g, draws))
+    if len(samples) == 1:  # every draw's clusters at once (the same draws as one at a time), each resample as `_draw`'s
+        (row_cluster, members), rows = ids[0], torch.arange(len(samples[0]))
+        resamples = (samples[0][rows.repeat_interleave(c[row_cluster])] for c in _counts(len(members), g, draws))
         values = torch.tensor([float(statistic(r)) for r in resamples], dtype=torch.float64)
     else:
         values = torch.tensor([
@@ -71,12 +71,11 @@ def _draw(row_cluster: torch.Tensor, members: torch.Tensor, g: torch.Generator) 
     return torch.repeat_interleave(torch.arange(len(row_cluster)), counts[row_cluster])
 
 
-def _weights(row_cluster: torch.Tensor, members: torch.Tensor, g: torch.Generator, draws: int) -> torch.Tensor:
-    """[draws, N] long: how often each row is in each of `draws` resamples, `_draw`'s draws made at once
-    (one call of the generator gives the numbers that many calls give, in the same order)."""
-    C = len(members)
+def _counts(C: int, g: torch.Generator, draws: int) -> torch.Tensor:
+    """[draws, C] long: how often each of C clusters is in each of `draws` resamples, `_draw`'s draws made at
+    once (one call of the generator gives the numbers that many calls give, in the same order)."""
     picks = torch.randint(C, (draws, C), generator=g)
-    return torch.zeros(draws, C, dtype=torch.long).scatter_add_(1, picks, torch.ones_like(picks))[:, row_cluster]
+    return torch.zeros(draws, C, dtype=torch.long).scatter_add_(1, picks, torch.ones_like(picks))
 
 
 def spearman(x: torch.Tensor, y: torch.Tensor) -> float:
@@ -96,11 +95,14 @@ def mean_ranks(v: torch.Tensor) -> torch.Tensor:
 def mean_ci(x: torch.Tensor, draws: int = DRAWS, seed: int = 0, clusters: torch.Tensor | None = None
             ) -> tuple[float, float]:
     """The bootstrap interval of the mean of x [N] (or of every entry of x [N, ...], resampling
-    rows, or whole inputs where clusters [N] gives each row's): every draw's mean in one product of
-    its row counts with x, where x is finite (the same draws as `bootstrap_ci`'s, summed in another order)."""
+    rows, or whole inputs where clusters [N] gives each row's): every draw's mean from its cluster counts, the
+    clusters' sums and sizes, where x is finite (the same draws as `bootstrap_ci`'s, summed in another order)."""
     x = x.double()
     if not bool(x.isfinite().all()):  # a NaN row no draw takes would still reach a product
         return bootstrap_ci([x], lambda s: s.mean(), draws, seed, clusters=[clusters])
-    weights = _weights(*_ids(x, clusters), torch.Generator().manual_seed(seed), draws).double()  # [draws, N]
+    row_cluster, members = _ids(x, clusters)
+    counts = _counts(len(members), torch.Generator().manual_seed(seed), draws).double()  # [draws, C]
     rows = x.reshape(len(x), -1)
-    return _percentiles((weights @ rows).sum(1) / (weights.sum(1) * rows.shape[1]), LEVEL)
+    sums = torch.zeros(len(members), dtype=torch.float64).index_add_(0, row_cluster, rows.sum(1))  # [C]
+    entries = torch.bincount(row_cluster, minlength=len(members)).double() * rows.shape[1]  # [C]
+    return _percentiles(counts @ sums / (counts @ entries), LEVEL)
