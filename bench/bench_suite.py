@@ -96,9 +96,17 @@ class OpCounter(TorchFunctionMode):
 
     def __init__(self, m: ICLModel, counter: PassCounter):
         super().__init__()
-        self.counter, self.depth = counter, 0
-        self.handles = [m.model.register_forward_pre_hook(lambda *a: self._enter(1)),
-                        m.model.register_forward_hook(lambda *a: self._enter(-1), always_call=True)]
+        self.m, self.counter, self.depth = m, counter, 0
+
+    def __enter__(self):
+        self.handles = [self.m.model.register_forward_pre_hook(lambda *a: self._enter(1)),
+                        self.m.model.register_forward_hook(lambda *a: self._enter(-1), always_call=True)]
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        for h in self.handles:
+            h.remove()
+        return super().__exit__(*exc)
 
     def _enter(self, step: int) -> None:
         self.depth += step
@@ -187,12 +195,9 @@ def run(model: str, device: str, n: int, sentence_n: int, ids: list[str], sdpa: 
         clock[0], counter.step = now, step.split(":")[0]
         print(f"... {now - started:7.1f} s {step}", flush=True)
 
-    counting = OpCounter(m, counter) if ops else None
-    with counting or contextlib.nullcontext():
+    with OpCounter(m, counter) if ops else contextlib.nullcontext():
         findings = report(m, n, sentence_n, announce=progress, ids=ids)
     progress("end")
-    for h in counting.handles if counting else []:
-        h.remove()
     counter.by_step = {k: v for k, v in counter.by_step.items() if k != "load" or v["calls"]}
     suite = sum(r["seconds"] for r in counter.by_step.values())
     counter.handle.remove()

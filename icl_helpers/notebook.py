@@ -73,7 +73,7 @@ class Params:
         """The model, on the device and in the dtype given, with the heads given checked against it
         (`core.heads.check_heads`): a head it lacks stops the notebook at its model cell, before any study.
         Each refusal ends with the parameter to set."""
-        with set_in_the_cell("DEVICE and DTYPE"):
+        with set_in_the_cell("DEVICE", "DTYPE"):
             check_device(self.device)
             check_dtype(self.dtype)
         with set_in_the_cell("MODEL"):
@@ -84,14 +84,14 @@ class Params:
 
 
 @contextmanager
-def set_in_the_cell(names: str) -> Iterator[None]:
-    """A UsageError raised inside, ending with where to change it: `names` in the parameters cell, or
+def set_in_the_cell(*names: str) -> Iterator[None]:
+    """A UsageError raised inside, ending with where to change it: the parameters cell's `names`, or
     their environment variables."""
     try:
         yield
     except UsageError as err:
-        variables = " and ".join(ENV[n.lower()] for n in names.split(" and "))
-        raise UsageError(f"{err} Set {names} in the parameters cell (or {variables}).") from None
+        variables = " and ".join(ENV[n.lower()] for n in names)
+        raise UsageError(f"{err} Set {' and '.join(names)} in the parameters cell (or {variables}).") from None
 
 
 def _one_line(shell, etype: type, value: BaseException, tb, tb_offset=None) -> None:

@@ -67,8 +67,7 @@ def _ids(sample: torch.Tensor, clusters: torch.Tensor | None) -> tuple[torch.Ten
 
 def _draw(row_cluster: torch.Tensor, members: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     """Row indices of one resample: C clusters drawn with replacement, each with all its rows (in row order)."""
-    counts = torch.bincount(torch.randint(len(members), (len(members),), generator=g), minlength=len(members))
-    return torch.repeat_interleave(torch.arange(len(row_cluster)), counts[row_cluster])
+    return torch.repeat_interleave(torch.arange(len(row_cluster)), _counts(len(members), g, 1)[0][row_cluster])
 
 
 def _counts(C: int, g: torch.Generator, draws: int) -> torch.Tensor:

@@ -208,11 +208,10 @@ def last_token_passes(m: ICLModel, texts: Sequence[str], runs: Sequence[LastRun]
     at the last position of each prompt, plainly (r = 1) and under each of `runs`. Prompts of similar
     length (`one_token_groups`), right-padded, run once with their last tokens masked and the batch's
     last column dropped (keeping every layer's keys and values, indexed by position as in a pass of the
-    whole prompt) and once their last token alone at its own position over the kept keys (keeping
-    each block's input there); a run is
-    then a one-token pass of the last token, repeated `rows` times a prompt, through its blocks over
-    the kept keys and values: exact where an edit changes nothing before the last position. bar: a
-    progress bar's label (None: none)."""
+    whole prompt) and once their last token alone at its own position over the kept keys (keeping each
+    block's input there). A run is then a one-token pass of the last token, repeated `rows` times a
+    prompt, through its blocks over the kept keys and values: exact where an edit changes nothing before
+    the last position. bar: a progress bar's label (None: none)."""
     L = m.arch.n_layers
     lengths = [len(ids) for ids in m.tokenizer(list(texts))["input_ids"]]
     if min(lengths) < 2:
