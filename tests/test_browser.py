@@ -1,7 +1,8 @@
 """What a researcher sees in JupyterLab, checked in a real browser (headless Chromium driven
 by playwright): a committed notebook opened as cloned (untrusted, no kernel) shows a static
-copy (an image or a table) where each explorer widget is, never the widget's bare text; and
-a notebook run in the browser redraws its figure for the head a slider moves to.
+copy (an image or a table) where each explorer widget is, never the widget's bare text; a
+notebook run in the browser redraws its figure for the head a slider moves to; and a run saved
+and opened again shows each explorer's figure, not a broken widget.
 
 Needs Debian's `chromium` and the `playwright` package (requirements-dev.txt); `.ci/run`
 installs chromium where it is missing. Elsewhere the test skips and says why.
@@ -21,7 +22,9 @@ import urllib.request
 from pathlib import Path
 from typing import NamedTuple
 
+import nbformat
 import pytest
+from nbformat.sign import NotebookNotary
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 WIDGET = "application/vnd.jupyter.widget-view+json"
@@ -147,8 +150,8 @@ def test_a_slider_moved_with_the_keyboard_redraws_the_new_head(lab):
 def test_a_run_saved_and_reopened_shows_no_broken_widget_or_bar(lab):
     """Issue 60: 01 run in JupyterLab and saved (as its autosave does) showed, reopened with a new
     kernel, "Error displaying widget: model not found" where each progress bar and transformers'
-    loading bar had been. 01 at 8 prompts, up to its first explorer (whose live widget cannot
-    outlive its kernel: notebooks/README.md), run, saved, its kernel shut down, and opened again
+    loading bar had been. 01 at 8 prompts, up to its first explorer (an explorer saved and reopened is
+    the last test's), run, saved, its kernel shut down, and opened again
     in a new page: no widget error and no bar; the figures are there."""
     nb = json.loads((NOTEBOOKS / "01_locate.ipynb").read_text())
     del nb["cells"][next(i for i, c in enumerate(nb["cells"]) if "widgets.layer_explorer(" in "".join(c["source"])):]
@@ -182,3 +185,61 @@ def test_a_run_saved_and_reopened_shows_no_broken_widget_or_bar(lab):
     assert not [o for o in outputs if "Error displaying widget" in o], outputs
     assert not [o for o in outputs if re.search(r"\d+%\||\d+/\d+ \[|it/s", o)], outputs
     assert images == 2  # Fig. 2 and the word datasets' heatmaps
+
+
+EXPLORER = """%matplotlib inline
+import ipywidgets
+from matplotlib.figure import Figure
+from icl_helpers.viz.widgets import Explorer
+
+def draw(layer):
+    fig = Figure(figsize=(3, 2))
+    fig.add_subplot().set_title(f"layer {layer}")
+    return fig
+
+Explorer(draw, {"layer": ipywidgets.IntSlider(value=1, min=0, max=3, description="layer")})"""
+
+
+def test_an_explorer_run_saved_and_reopened_shows_its_figure(lab):
+    """An explorer run in JupyterLab and saved keeps its slider in the running session; the file
+    holds its static copy alone (`icl_helpers.viz.saving`, which scripts/setup.sh enables), signed
+    as trusted; opened again with a new kernel, it shows that image, not "Error displaying widget"."""
+    from icl_helpers.viz import saving
+
+    assert saving.CONFIG.is_file(), "the save hook is not enabled in this environment: run scripts/setup.sh"
+    root = Path(lab.root)
+    cell = {"cell_type": "code", "id": "explorer", "metadata": {}, "execution_count": None, "outputs": [], "source": EXPLORER}
+    nb = {"cells": [cell], "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    (root / "explorer.ipynb").write_text(json.dumps(nb))
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM)
+        page = browser.new_page(viewport={"width": 1000, "height": 700})
+        page.goto(f"{lab.url}/lab/workspaces/explorer/tree/explorer.ipynb")
+        page.get_by_text("| Idle").wait_for(timeout=120_000)
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_text("Run All Cells", exact=True).click()
+        page.locator(".widget-hslider").wait_for(timeout=120_000)
+        page.keyboard.press("Control+s")
+        page.get_by_text("Saving completed").wait_for(timeout=30_000)
+        live = page.locator(".jp-OutputArea-output .widget-hslider").count()
+        page.get_by_role("menuitem", name="Kernel", exact=True).click()
+        page.get_by_text("Shut Down Kernel", exact=True).click()
+        page.get_by_text("No Kernel", exact=True).wait_for(timeout=30_000)  # in the toolbar: the kernel is gone
+        page.close()
+        page = browser.new_page(viewport={"width": 1000, "height": 700})
+        page.goto(f"{lab.url}/lab/workspaces/explorer-reopened/tree/explorer.ipynb")
+        page.get_by_text("| Idle").wait_for(timeout=120_000)  # a new kernel, as a reader has the next day
+        image = page.locator(".jp-OutputArea-output img")
+        image.or_(page.get_by_text("Error displaying widget")).wait_for(timeout=30_000)  # the output, drawn either way
+        page.screenshot(path=str(root / "explorer_reopened.png"))  # for a reader of the test's record
+        texts, images = page.locator(".jp-OutputArea-output").all_inner_texts(), image.count()
+        src = image.first.get_attribute("src") if images else None
+        browser.close()
+    saved = nbformat.read(root / "explorer.ipynb", as_version=4)
+    data = saved.cells[0].outputs[0].data
+    assert live == 1
+    assert NotebookNotary(data_dir=str(root / ".data")).check_signature(saved)  # trusted: JupyterLab would pick a widget view
+    assert not [t for t in texts if "Error displaying widget" in t], texts
+    assert images == 1 and src == f"data:image/png;base64,{data['image/png']}"
+    assert sorted(data) == ["image/png", "text/plain"]
