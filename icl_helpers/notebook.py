@@ -52,13 +52,12 @@ class Params:
     from_env: tuple[tuple[str, str], ...] = ()  # (parameter, its environment variable) for each value taken from it
 
     def __repr__(self) -> str:
-        """The values, with a data directory shown from the checkout (no machine's absolute
-        path in a committed notebook's echo where it lies beside the checkout), and heads, as
-        HEADS is written, only where given; then a line naming the values the environment set,
-        which the parameters cell above does not show."""
+        """The values, with a data directory as `shown_dir` writes it, and heads, as HEADS is
+        written, only where given; then a line naming the values the environment set, which the
+        parameters cell above does not show."""
         shown = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "from_env"}
         if self.data_dir is not None:
-            shown["data_dir"] = os.path.relpath(self.data_dir, REPO_ROOT)
+            shown["data_dir"] = shown_dir(self.data_dir)
         if self.heads is None:
             del shown["heads"]
         else:
@@ -81,6 +80,16 @@ class Params:
         with set_in_the_cell("HEADS"):
             check_heads(self.heads, m.arch)
         return m
+
+
+def shown_dir(path: Path) -> str:
+    """A data directory as the parameters' echo shows it: from the checkout where it lies in the
+    checkout's parent folder (`../datasets`, the same on every machine laid out alike), else
+    its name alone (`.../datasets`), so a saved run names no other folder of the machine that ran it."""
+    path = Path(os.path.abspath(path))
+    if path.is_relative_to(REPO_ROOT.parent):
+        return os.path.relpath(path, REPO_ROOT)
+    return f".../{path.name}"
 
 
 @contextmanager

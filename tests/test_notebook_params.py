@@ -43,6 +43,15 @@ def test_echo_shows_no_absolute_path_beside_the_checkout():
                      "data_dir='../shared/datasets', seed=0)")
 
 
+def test_the_echo_names_no_folder_outside_the_checkouts_parent(monkeypatch):
+    """A data directory beside or inside the checkout is shown from it; one elsewhere, by its name alone,
+    also where the path climbs out through the checkout."""
+    monkeypatch.setattr("icl_helpers.notebook.REPO_ROOT", Path("/srv/work/icl_helpers"))
+    given = ["/srv/work/shared/datasets", "/srv/work/icl_helpers/data/sets", "/mnt/big/sets", "/srv/work/icl_helpers/../../x/sets"]
+    shown = [repr(Params("smollm2-135m", 32, 8, None, "float32", Path(d), 0)).split("data_dir=")[1].split(",")[0] for d in given]
+    assert shown == ["'../shared/datasets'", "'data/sets'", "'.../sets'", "'.../sets'"]
+
+
 def test_environment_overrides(monkeypatch):
     monkeypatch.setenv("ICL_MODEL", "gpt2-large")
     monkeypatch.setenv("ICL_N_PROMPTS", "1000")
