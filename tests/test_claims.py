@@ -153,6 +153,7 @@ def test_every_claim_cites_the_lines_of_the_text_it_rests_on():
     assert "0.0033" in claims.CLAIMS["fig5"].paper and "21-19" in claims.CLAIMS["fig10"].paper
     found = claims.CLAIMS["fig6"].finding(Judgement(0.1, (0.0, 0.2), 3, PARTLY, "w"))
     assert found.to_dict()["source"] == claims.CLAIMS["fig6"].source
+    assert found.to_dict()["unit"] == claims.CLAIMS["fig6"].unit == "summed attention, true minus false labels"
 
 
 def test_table2_and_its_control():

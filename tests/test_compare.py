@@ -17,8 +17,8 @@ VIEWS = {"all": {"title": "all prompts", "mark": "all prompts", "about": "a"},
 
 
 def finding(id: str, verdict: str, ours) -> dict:
-    return {"id": id, "claim": f"claim {id}", "paper": "p", "ours": ours, "ci": None, "n": 4, "verdict": verdict,
-            "why": "w", "view": "all", "views": {}}
+    return {"id": id, "claim": f"claim {id}", "paper": "p", "unit": f"unit {id}", "ours": ours, "ci": None, "n": 4,
+            "verdict": verdict, "why": "w", "view": "all", "views": {}}
 
 
 def a_report(model: str, fig2: str, top1: float, n: int = 64) -> dict:
@@ -28,39 +28,49 @@ def a_report(model: str, fig2: str, top1: float, n: int = 64) -> dict:
         finding("fig8_9_sentences", "partly", "imbalanced: partly") | {"claim": "Our extension: Figs. 8 and 9 on sentences"}]}
 
 
-def test_a_cell_is_the_short_verdict_and_the_headline_number():
-    assert cell(finding("fig2", "does not replicate", -13.0889), VIEWS) == "no: -13.1"
-    assert cell(finding("fig6", "replicates", 0.17312), VIEWS) == "yes: 0.173"
+def test_a_cell_is_the_verdict_and_the_headline_number():
+    assert cell(finding("fig2", "does not replicate", -13.0889), VIEWS) == "does not replicate: -13.1"
+    assert cell(finding("fig6", "replicates", 0.17312), VIEWS) == "replicates: 0.173"
     assert cell(finding("app_d", "not tested", None), VIEWS) == "not tested"
     assert cell(finding("fig8_9_sentences", "partly", "imbalanced: partly"), VIEWS) == "partly: imbalanced: partly"
     assert cell(None, VIEWS) == "-"
     held = {"ours": 0.7, "ci": None, "n": 32, "verdict": "replicates", "why": "w"}
-    assert cell(finding("app_e", "does not replicate", 0.0) | {"views": {"held_out": held}}, VIEWS) == "no: 0 (held out: yes)"
-    assert cell(finding("app_e", "replicates", 0.8) | {"views": {"held_out": held}}, VIEWS) == "yes: 0.8"  # the same verdict
+    assert (cell(finding("app_e", "does not replicate", 0.0) | {"views": {"held_out": held}}, VIEWS)
+            == "does not replicate: 0 (held out: replicates)")
+    assert cell(finding("app_e", "replicates", 0.8) | {"views": {"held_out": held}}, VIEWS) == "replicates: 0.8"  # the same
     untested = held | {"ours": None, "verdict": "not tested"}
-    assert cell(finding("app_e", "replicates", 0.8) | {"views": {"held_out": untested}}, VIEWS) == "yes: 0.8"
+    assert cell(finding("app_e", "replicates", 0.8) | {"views": {"held_out": untested}}, VIEWS) == "replicates: 0.8"
     every = {"all": held, "correct_only": held | {"verdict": "partly"}, "held_out": untested,
              "paper_share": held | {"verdict": "does not replicate"}}  # each view that flips, in the report's order
     assert (cell(finding("app_b_mrr", "replicates", 0.3) | {"view": "correct_only", "views": every}, VIEWS)
-            == "yes: 0.3 (correct only: partly; paper's share: no)")
+            == "replicates: 0.3 (correct only: partly; paper's share: does not replicate)")
     renamed = VIEWS | {"held_out": VIEWS["held_out"] | {"mark": "other inputs"}}  # the mark is the report's own
-    assert cell(finding("app_e", "does not replicate", 0.0) | {"views": {"held_out": held}}, renamed) == "no: 0 (other inputs: yes)"
+    assert (cell(finding("app_e", "does not replicate", 0.0) | {"views": {"held_out": held}}, renamed)
+            == "does not replicate: 0 (other inputs: replicates)")
 
 
-def test_the_table_has_a_row_a_claim_a_column_a_model_and_names_what_differs():
+def test_the_tables_give_the_totals_first_then_the_papers_claims_then_ours_and_name_what_differs():
+    """A row a claim with its unit, a column a model; the counts first, the paper's claims before our rows."""
     reports = [a_report("smollm2-135m", "does not replicate", 0.832), a_report("qwen", "replicates", 0.949)]
     assert differing(reports) == ["fig2"]
-    text = markdown(reports)
-    lines = text.splitlines()
-    assert "| claim | smollm2-135m | qwen |" in lines
-    assert "| fig2: claim fig2 | no: -13.1 | yes: 2.61 |" in lines
-    assert "| app_d: claim app_d | not tested | not tested |" in lines
-    assert "| verdicts of the paper's claims (yes / partly / no / not tested) | 0 / 1 / 1 / 1 | 1 / 1 / 0 / 1 |" in lines
-    assert "| verdicts of our controls and extensions (yes / partly / no / not tested) | 0 / 1 / 0 / 0 | 0 / 1 / 0 / 0 |" in lines
-    assert "| pooled top-1 on the word datasets (table2) | 83.2% | 94.9% |" in lines
-    assert lines[-1] == "Verdicts that differ between the models: fig2."
-    assert ("each other view's verdict where it differs: all prompts, correct only (correct prompts only), held out, "
-            "paper's share (the paper's share of heads); each model's own report") in lines[0]
+    blocks = markdown(reports).split("\n\n")
+    assert blocks[1].splitlines() == [
+        "| verdicts: replicates / partly / does not replicate / not tested | smollm2-135m | qwen |", "|---|---|---|",
+        "| the paper's claims (3) | 0 / 1 / 1 / 1 | 1 / 1 / 0 / 1 |",
+        "| our controls, extensions and rows (1) | 0 / 1 / 0 / 0 | 0 / 1 / 0 / 0 |",
+        "| pooled top-1 on the word datasets (table2) | 83.2% | 94.9% |"]
+    assert blocks[2] == "The paper's claims:" and blocks[4] == "Our controls, extensions and rows:"
+    assert blocks[3].splitlines() == [
+        "| claim | unit | smollm2-135m | qwen |", "|---|---|---|---|",
+        "| table2: claim table2 | unit table2 | partly: 0.832 | partly: 0.949 |",
+        "| fig2: claim fig2 | unit fig2 | does not replicate: -13.1 | replicates: 2.61 |",
+        "| app_d: claim app_d | unit app_d | not tested | not tested |"]
+    assert blocks[5].splitlines()[2:] == [
+        "| fig8_9_sentences: Our extension: Figs. 8 and 9 on sentences | unit fig8_9_sentences | "
+        "partly: imbalanced: partly | partly: imbalanced: partly |"]
+    assert blocks[6] == "Verdicts that differ between the models: fig2.\n"
+    assert ("each other view's verdict where it differs (all prompts, correct only: correct prompts only, held out, "
+            "paper's share: the paper's share of heads). Each model's own report") in blocks[0]
     same = markdown([a_report("a", "replicates", 0.9), a_report("b", "replicates", 0.8)])
     assert same.splitlines()[-1] == "Every claim has the same verdict on every model."
 
@@ -124,9 +134,9 @@ def a_heads_report(model: str, verdict: str) -> dict:
 def test_head_types_reports_are_compared_by_the_literatures_claims_and_never_with_the_papers(tmp_path):
     text = markdown([a_heads_report("a", "replicates"), a_heads_report("b", "partly")])
     lines = text.splitlines()
-    assert lines[0].startswith("256 records a word dataset, 64 a sentence dataset, seed 0: the literature's claims")
-    assert "| fv_over_induction: claim fv_over_induction | yes: 0.1 | partly: 0.1 |" in lines
-    assert "| verdicts of the literature's claims (yes / partly / no / not tested) | 2 / 0 / 0 / 0 | 1 / 1 / 0 / 0 |" in lines
+    assert lines[0].startswith("256 records per word dataset, 64 per sentence dataset, seed 0: the literature's claims")
+    assert "| fv_over_induction: claim fv_over_induction | unit fv_over_induction | replicates: 0.1 | partly: 0.1 |" in lines
+    assert "| the literature's claims (2) | 2 / 0 / 0 / 0 | 1 / 1 / 0 / 0 |" in lines
     assert not any("the paper's claims" in line for line in lines)
     paths = [tmp_path / "paper.json", tmp_path / "heads.json"]
     paths[0].write_text(json.dumps(a_report("a", "replicates", 0.9, n=256) | {"sentence_n": 64}))
@@ -159,6 +169,7 @@ REMOVED = object()
     (("views", "all"), "all prompts", "views['all'] is text, not an object"),
     (("claims", 2), "app_d", "claims[2] is text, not an object"),
     (("claims", 0, "claim"), None, "claims[0].claim is null, not text"),
+    (("claims", 0, "unit"), 3, "claims[0].unit is a whole number, not text"),
     (("claims", 0, "ours"), [0.8], "claims[0].ours is a list, not a number or text or null"),
     (("claims", 1, "views"), {"held_out": {"verdict": "partly"}}, "claims[1].views['held_out'] has no 'ours'"),
     (("claims", 1, "views"), {"other": {"verdict": "partly", "ours": 1.0}},
@@ -202,8 +213,9 @@ def test_a_pipe_or_a_newline_in_a_model_name_or_a_claim_keeps_the_table_whole():
     reports[0]["claims"][2]["ours"] = None
     reports[1]["claims"][2] |= {"verdict": "does not replicate", "ours": "a|b"}
     lines = markdown(reports).splitlines()
-    assert r"| claim | org/a\|b c d | b |" in lines
-    assert r"| fig2: top-1 \| top-5 | yes: 2.61 | partly: -13.1 |" in lines
-    assert r"| app_d: claim app_d | not tested | no: a\|b |" in lines
-    table = [line for line in lines if line.startswith("|")]
-    assert {len(re.findall(r"(?<!\\)\|", line)) for line in table} == {4}  # three cells, each row
+    assert r"| claim | unit | org/a\|b c d | b |" in lines
+    assert r"| fig2: top-1 \| top-5 | unit fig2 | replicates: 2.61 | partly: -13.1 |" in lines
+    assert r"| app_d: claim app_d | unit app_d | not tested | does not replicate: a\|b |" in lines
+    tables = [block.splitlines() for block in markdown(reports).split("\n\n") if block.startswith("|")]
+    pipes = [{len(re.findall(r"(?<!\\)\|", line)) for line in table} for table in tables]
+    assert pipes == [{4}, {5}, {5}]  # the totals' three cells, the claims' four, in each row

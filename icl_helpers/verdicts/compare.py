@@ -23,35 +23,45 @@ JSON_TYPES = {dict: "an object", list: "a list", str: "text", int: "a whole numb
 NUMBER = (int, float)
 
 
-def counts_row(reports: list[dict], what: str, counted: Callable[[dict], bool] = lambda f: True) -> str:
+def counts_row(reports: list[dict], what: str, counted: Callable[[dict], bool]) -> str:
     """The verdict counts of each report's findings that `counted` keeps, as a table row saying `what` they are."""
     counts = [{v: sum(f["verdict"] == v for f in r["claims"] if counted(f)) for v in VERDICT_MARK} for r in reports]
-    return table_row([f"verdicts of {what} (yes / partly / no / not tested)",
-                      *(" / ".join(str(c[v]) for v in VERDICT_MARK) for c in counts)])
+    return table_row([what, *(" / ".join(str(c[v]) for v in VERDICT_MARK) for c in counts)])
 
 
-def summary_rows(reports: list[dict]) -> list[str]:
-    """The verdict counts under the table: the paper's claims and our rows apart, or the literature's claims."""
-    if reports[0].get("kind", PAPER) != PAPER:
-        return [counts_row(reports, "the literature's claims")]
-    return [counts_row(reports, "the paper's claims", lambda f: not f["claim"].startswith(OURS)),
-            counts_row(reports, "our controls and extensions", lambda f: f["claim"].startswith(OURS))]
+def is_ours(finding: dict) -> bool:
+    """Whether a finding is a row of ours (a control, an extension, our row) rather than a claim of the paper."""
+    return finding["claim"].startswith(OURS)
+
+
+def totals(reports: list[dict], ids: dict[str, list[str]]) -> list[str]:
+    """The totals table, first: each block's verdict counts (`ids`: a block's name and its claims' ids), and
+    the pooled top-1 of the word datasets where a report holds it."""
+    rows = [table_row(["verdicts: " + " / ".join(VERDICT_MARK), *(r["model"] for r in reports)]),
+            "|---|" + "---|" * len(reports)]
+    rows += [counts_row(reports, f"{name} ({len(block)})", lambda f, block=block: f["id"] in block)
+             for name, block in ids.items()]
+    top1 = [next((f["ours"] for f in r["claims"] if f["id"] == "table2"), None) for r in reports]
+    if any(isinstance(t, NUMBER) for t in top1):
+        rows.append(table_row(["pooled top-1 on the word datasets (table2)",
+                               *(f"{t:.1%}" if isinstance(t, NUMBER) else "-" for t in top1)]))
+    return rows
 
 
 def intro(report: dict) -> str:
-    """What the table holds: the sizes, and what a cell says."""
+    """What the tables hold: the sizes, and what a cell says."""
     if report.get("kind", PAPER) != PAPER:
-        return (f"{report['n']} records a word dataset, {report['sentence_n']} a sentence dataset, seed {report['seed']}: "
-                "the literature's claims on which heads carry in-context learning. A cell is the verdict (yes: "
-                "replicates; no: does not replicate) and our headline number; each model's own file gives its interval, "
+        return (f"{report['n']} records per word dataset, {report['sentence_n']} per sentence dataset, seed "
+                f"{report['seed']}: the literature's claims on which heads carry in-context learning. A cell is the "
+                "verdict and our headline number, in the unit its row names. Each model's own file gives its interval, "
                 "N, why and the tables it rests on.")
-    return (f"{report['n']} prompts a word dataset, {report['sentence_n']} a sentence dataset, seed {report['seed']}. "
-            "A cell is the verdict (yes: replicates; no: does not replicate) and our headline number (on the correct "
-            "prompts for a claim on located heads that reads the sentence datasets alone, the paper's protocol there; "
-            "on all prompts for every other), and in brackets each other view's verdict where it differs: "
-            + ", ".join(view["mark"] if view["mark"] == view["title"] else f"{view['mark']} ({view['title']})"
+    return (f"{report['n']} prompts per word dataset, {report['sentence_n']} per sentence dataset, seed {report['seed']}. "
+            "A cell is the verdict and our headline number, in the unit its row names. The headline is on the correct "
+            "prompts for a claim on located heads that reads the sentence datasets alone (the paper's protocol there), "
+            "on all prompts for every other. In brackets: each other view's verdict where it differs ("
+            + ", ".join(view["mark"] if view["mark"] == view["title"] else f"{view['mark']}: {view['title']}"
                         for view in report["views"].values())
-            + "; each model's own report gives its interval, N, why and what each view judges.")
+            + "). Each model's own report gives its interval, N, why and what each view judges.")
 
 
 def json_type(value: object) -> str:
@@ -99,6 +109,8 @@ def check_report(path: Path, report: dict) -> None:
     for name, claim in objects(path, "claims", field(path, "", report, "claims", list)):
         for key in ("id", "claim", "verdict"):
             field(path, name, claim, key, str)
+        if "unit" in claim:  # an older report has none
+            field(path, name, claim, "unit", str)
         field(path, name, claim, "ours", *NUMBER, str, type(None))
         for view_name, view in objects(path, f"{name}.views", field(path, name, claim, "views", dict)):
             field(path, view_name, view, "verdict", str)
@@ -160,13 +172,12 @@ def cell(finding: dict | None, views: dict[str, dict]) -> str:
     in `views` (its report's own description of its views, by key: none in a heads file)."""
     if finding is None:
         return "-"
-    mark = VERDICT_MARK.get(finding["verdict"], finding["verdict"])
-    ours = finding["ours"]
+    verdict, ours = finding["verdict"], finding["ours"]
     if ours is None:
-        return mark
-    text = f"{mark}: {ours:.3g}" if isinstance(ours, NUMBER) else f"{mark}: {ours}"
-    flips = [f"{views[key]['mark']}: {VERDICT_MARK.get(j['verdict'], j['verdict'])}" for key, j in finding["views"].items()
-             if j["ours"] is not None and j["verdict"] != finding["verdict"]]
+        return verdict
+    text = f"{verdict}: {ours:.3g}" if isinstance(ours, NUMBER) else f"{verdict}: {ours}"
+    flips = [f"{views[key]['mark']}: {j['verdict']}" for key, j in finding["views"].items()
+             if j["ours"] is not None and j["verdict"] != verdict]
     return text + (f" ({'; '.join(flips)})" if flips else "")
 
 
@@ -190,21 +201,31 @@ def escaped(text: str) -> str:
     return "".join(" " if unicodedata.category(c) == "Cc" else c for c in text).replace("|", "\\|")
 
 
-def markdown(reports: list[dict]) -> str:
-    """One row a claim, one column a model: `yes` (replicates), `partly`, `no` (does not
-    replicate) or `not tested`, with our headline number; then the claims that differ."""
+def claims_table(reports: list[dict], ids: list[str]) -> list[str]:
+    """One row a claim of `ids` (its id, its words, the unit of our number), one column a model."""
     by_model = [{f["id"]: f for f in r["claims"]} for r in reports]
+    words = {f["id"]: f for r in reports for f in r["claims"]}  # each claim's words and unit, as the last report has them
+    rows = [table_row(["claim", "unit", *(r["model"] for r in reports)]), "|---|---|" + "---|" * len(reports)]
+    return rows + [table_row([f"{id}: {words[id]['claim']}", words[id].get("unit", "-"),
+                              *(cell(found.get(id), r.get("views", {})) for r, found in zip(reports, by_model))])
+                   for id in ids]
+
+
+def markdown(reports: list[dict]) -> str:
+    """The verdict counts first; then one table of the paper's claims and one of our rows (one table of the
+    literature's claims in a heads file), a row a claim, a column a model, each cell the verdict and our
+    headline number; then the claims whose verdict differs."""
     ids = list(dict.fromkeys(f["id"] for r in reports for f in r["claims"]))
-    claims = {f["id"]: f["claim"] for r in reports for f in r["claims"]}
-    rows = [table_row(["claim", *(r["model"] for r in reports)]), "|---|" + "---|" * len(reports)]
-    rows += [table_row([f"{id}: {claims[id]}", *(cell(found.get(id), r.get("views", {}))
-                                                 for r, found in zip(reports, by_model))]) for id in ids]
-    top1 = [found.get("table2", {}).get("ours") for found in by_model]
-    summary = summary_rows(reports)
-    if any(isinstance(t, NUMBER) for t in top1):
-        summary.append(table_row(["pooled top-1 on the word datasets (table2)",
-                                  *(f"{t:.1%}" if isinstance(t, NUMBER) else "-" for t in top1)]))
+    if reports[0].get("kind", PAPER) != PAPER:
+        blocks = {"the literature's claims": ids}
+    else:
+        ours = {f["id"] for r in reports for f in r["claims"] if is_ours(f)}
+        blocks = {"the paper's claims": [id for id in ids if id not in ours],
+                  "our controls, extensions and rows": [id for id in ids if id in ours]}
+    tables = ["\n".join(totals(reports, blocks))]
+    tables += [f"{name[0].upper()}{name[1:]}:\n\n" + "\n".join(claims_table(reports, block))
+               for name, block in blocks.items()]
     diff = differing(reports)
     tail = ("Verdicts that differ between the models: " + ", ".join(diff) + "." if diff
             else "Every claim has the same verdict on every model.")
-    return intro(reports[0]) + "\n\n" + "\n".join(rows + summary) + "\n\n" + tail + "\n"
+    return intro(reports[0]) + "\n\n" + "\n\n".join(tables) + "\n\n" + tail + "\n"

@@ -20,7 +20,7 @@ from matplotlib.patches import Rectangle
 
 from ..errors import UsageError
 from ..paths import write_atomically
-from ..verdicts.compare import OURS, VERDICT_MARK, read_reports
+from ..verdicts.compare import OURS, read_reports
 from .figures.style import figure
 
 COLOURS = {"replicates": "#1a9850", "partly": "#fdae61", "does not replicate": "#d73027", "not tested": "#d9d9d9"}
@@ -44,16 +44,16 @@ def digest(reports: list[dict]) -> str:
 
 def verdict_grid(reports: list[dict]) -> Figure:
     """A row a claim of the paper's, a column a model (its counts under its name): each cell the headline
-    verdict as `compare` writes it (yes, partly, no, not tested), on its colour."""
+    verdict in the words `compare` and the notebooks write it, on its colour."""
     data = shown(reports)
     claims, models = data["claims"], data["models"]
     fig, ax = figure(5.4 + 1.6 * len(models), 1.0 + 0.3 * len(claims))
     for row, claim in enumerate(claims):
         for col, verdict in enumerate(claim["verdicts"]):
             ax.add_patch(_cell(col, row, COLOURS[verdict]))
-            ax.text(col + 0.5, row + 0.5, VERDICT_MARK[verdict], ha="center", va="center", fontsize=10)
-    counts = [" / ".join(str(sum(c["verdicts"][i] == v for c in claims)) for v in VERDICT_MARK if v != "not tested")
-              for i in range(len(models))]
+            ax.text(col + 0.5, row + 0.5, verdict, ha="center", va="center", fontsize=10)
+    counted = [v for v in COLOURS if v != "not tested"]
+    counts = [" / ".join(str(sum(c["verdicts"][i] == v for c in claims)) for v in counted) for i in range(len(models))]
     ax.set(xlim=(0, len(models)), ylim=(len(claims), 0), xticks=[i + 0.5 for i in range(len(models))],
            yticks=[i + 0.5 for i in range(len(claims))])
     ax.set_xticklabels([f"{m}\n{c}" for m, c in zip(models, counts)], fontsize=10)
@@ -62,7 +62,7 @@ def verdict_grid(reports: list[dict]) -> Figure:
     ax.tick_params(length=0)
     for side in ax.spines.values():
         side.set_visible(False)
-    ax.set_xlabel("a cell: the claim's verdict on the model above it")
+    ax.set_xlabel(f"a cell: the claim's verdict on the model above it\nunder each model: {' / '.join(counted)}")
     ax.set_ylabel("the paper's claims, in its order")
     fig.suptitle(f"Does it replicate? The paper's {len(claims)} claims at {data['n']:,} word and {data['sentence_n']:,} "
                  "sentence prompts per dataset", fontsize=11)

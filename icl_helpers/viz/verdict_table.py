@@ -59,7 +59,7 @@ class VerdictTable:
         views = columns(self.findings)
         head = ["claim", "the paper", "ours (95% CI)", "N", "verdict", "why, in short", *(VIEWS[k].title for k in views)]
         rows = "".join(f"<tr>{_cell(f'<b>{f.id}</b>: ' + html.escape(f.claim))}{_cell(html.escape(f.paper))}"
-                       f"{_cell(_ours(f))}"
+                       f"{_cell(_with_unit(f, f.unit))}"
                        f"{_cell('-' if f.n is None else str(f.n))}"
                        f"{_cell(f'<b>{html.escape(f.verdict)}</b>', f'color: {COLOURS[f.verdict]}')}"
                        f"{_cell(html.escape(short_reason(f.why)))}"
@@ -108,11 +108,6 @@ def _with_unit(j: Judgement | Finding, unit: str) -> str:
     if j.ours is None:
         return "-"
     return f'{html.escape(ours_text(j))}<br><span style="color: #57606a">{html.escape(unit)}</span>'
-
-
-def _ours(f: Finding) -> str:
-    """Our number, its interval and its unit (in grey under them) as a cell's HTML."""
-    return _with_unit(f, CLAIMS[f.id].unit)
 
 
 def _cell(inner: str, style: str = "") -> str:

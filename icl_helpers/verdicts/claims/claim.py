@@ -75,8 +75,8 @@ class Claim:
 
     def finding(self, ours: Judgement, views: dict[str, Judgement] | None = None) -> Finding:
         """The finding of judgement `ours` in the claim's headline view, with its other views' judgements."""
-        return Finding(self.id, self.claim, self.paper, self.source, ours.ours, ours.ci, ours.n, ours.verdict, ours.why,
-                       self.headline.key, views or {})
+        return Finding(self.id, self.claim, self.paper, self.source, self.unit, ours.ours, ours.ci, ours.n, ours.verdict,
+                       ours.why, self.headline.key, views or {})
 
 
 CLAIMS: dict[str, Claim] = {}  # id -> claim, in the report's order: the order `register` saw them
@@ -104,6 +104,7 @@ class Finding:
     claim: str
     paper: str
     source: str
+    unit: str  # what our number is (the claim's `unit`)
     ours: float | str | None
     ci: tuple[float, float] | None
     n: int | None
