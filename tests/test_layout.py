@@ -166,3 +166,22 @@ def test_the_layout_map_lists_every_module():
         packages = {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
         holds = (modules | packages) - ({p.name for p in folders} if folder == PACKAGE else set())
         assert named_modules(rows[f"{folder.relative_to(PACKAGE.parent)}/"]) == holds, folder.name
+
+
+def section_lists(text: str) -> list[list[str]]:
+    """Each list of the claims' sections a document gives: the backticked names after "one module a section of
+    the paper:" or "the paper's section the claim belongs to (", up to the list's end."""
+    found = re.findall(r"(?:one module a section of the paper: |the paper's section the claim belongs to \()"
+                       r"((?:`\w+`,?\s*)+)", text)
+    return [re.findall(r"`(\w+)`", names) for names in found]
+
+
+def test_the_docs_list_the_claims_sections_the_package_registers_in_its_order():
+    """docs/layout.md and recipe 1 of docs/extending.md name every module of verdicts/claims/ that registers
+    claims, in the order `claims/__init__.py` imports them (the report's order)."""
+    init = (PACKAGE / "verdicts" / "claims" / "__init__.py").read_text(encoding="utf-8")
+    sections = re.search(r"^from \. import ([\w, ]+)", init, re.M).group(1).replace(" ", "").split(",")
+    for name in ("layout.md", "extending.md"):
+        lists = section_lists((PACKAGE.parent / "docs" / name).read_text(encoding="utf-8"))
+        assert lists == [sections], name
+    assert section_lists("one module a section of the paper: `accuracy`, `location`, and more") == [["accuracy", "location"]]
