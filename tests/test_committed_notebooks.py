@@ -98,3 +98,24 @@ def test_a_committed_literature_table_holds_every_claim_its_title_quotes(path):
     title = "".join(json.loads(path.read_text())["cells"][0]["source"])
     for claim, row in shown.items():
         assert f"*{claim}: {row['verdict']}*" in title, claim
+
+
+SYMBOLS = ("␣", "↵", "\ufffd")  # what a token table draws for a space, a line break, part of a character
+
+
+def unkeyed_symbols(cells: list[dict]) -> list[str]:
+    """The token tables' symbols that a notebook's outputs show and its markdown never explains."""
+    shown = json.dumps([c.get("outputs", []) for c in cells], ensure_ascii=False)
+    text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    return [s for s in SYMBOLS if s in shown and s not in text]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_symbol_a_token_table_shows_has_its_key_in_the_notebook(path):
+    assert unkeyed_symbols(json.loads(path.read_text())["cells"]) == []
+
+
+def test_a_symbol_shown_without_its_key_is_found():
+    table = {"cell_type": "code", "source": [], "outputs": [{"data": {"text/html": "<td>\u2423bar  \ufffd</td>"}}]}
+    key = {"cell_type": "markdown", "source": ["␣ marks a space."]}
+    assert unkeyed_symbols([key, table]) == ["\ufffd"]
