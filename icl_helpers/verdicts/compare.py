@@ -1,6 +1,7 @@
-"""Verdicts across models: the reports `python -m icl_helpers report --json` wrote, one a
-model, as one table (a row a claim, a column a model, each cell the verdict and the headline
-number), and the claims whose verdict differs between the models.
+"""Verdicts across models: the reports `python -m icl_helpers report --json` wrote, one per
+model, as tables: the verdict counts first, then the paper's claims, then our rows (a row a claim
+with its unit, a column a model, each cell the verdict and the headline number), and the claims
+whose verdict differs between the models.
 
 Reads JSON only: no model, no torch.
 """
