@@ -119,3 +119,51 @@ def test_a_symbol_shown_without_its_key_is_found():
     table = {"cell_type": "code", "source": [], "outputs": [{"data": {"text/html": "<td>\u2423bar  \ufffd</td>"}}]}
     key = {"cell_type": "markdown", "source": ["␣ marks a space."]}
     assert unkeyed_symbols([key, table]) == ["\ufffd"]
+
+
+TITLE_WORDS = 150
+REFERENCE = re.compile(r"\b(?:Figs?\.|Tables?|Appendix|Sections?|ll?\.)\s*[A-Z]?\d+(?:\.\d+)?"
+                       r"(?:\s*(?:-|–|,|and)\s*[A-Z]?\d+(?:\.\d+)?)*")  # Fig. 5, Figs. 12-15, Tables 1 and 3, l. 458, 666
+YEAR = re.compile(r"(?<=\()(?:19|20)\d\d(?=\))|(?<=[A-Za-z.] )(?:19|20)\d\d\b")  # (2024), et al. 2022
+LINK = re.compile(r"\]\([^)]*\)")  # a link's target: its text stays
+NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?(?:%|x)?(?![\w%])")  # 79.4%, 8.8, 2.5x, head 23-1
+
+
+def title_numbers(title: str) -> list[str]:
+    """The numbers a title cell states: not its heading's notebook number, references, citation years or link targets."""
+    text = re.sub(r"^# \d+", "", title)
+    for pattern in (LINK, REFERENCE, YEAR):
+        text = pattern.sub(" ", text)
+    return NUMBER.findall(text)
+
+
+def unfound_numbers(cells: list[dict]) -> list[str]:
+    """The title's numbers that no other cell of the notebook shows verbatim (its outputs or its text)."""
+    rest = json.dumps([c.get("outputs", []) for c in cells[1:]], ensure_ascii=False)
+    rest += "".join("".join(c["source"]) for c in cells[1:])
+    numbers = title_numbers("".join(cells[0]["source"]))
+    return [n for n in numbers if not re.search(r"(?<![\d.])" + re.escape(n) + r"(?!\d)", rest)]
+
+
+REWRITTEN_LATER = ("03_mrr", "07_llama")  # their titles are rewritten with the notebooks' re-execution
+TITLED = [pytest.param(path, marks=pytest.mark.xfail(reason="title rewritten with the notebook's re-execution",
+                                                     strict=False)) if path.stem in REWRITTEN_LATER else path
+          for path in NOTEBOOKS]
+
+
+@pytest.mark.parametrize("path", TITLED, ids=lambda p: p.stem)
+def test_a_title_cell_is_short_and_each_of_its_numbers_is_found_in_its_notebook(path):
+    """Issue 79: a title of at most 150 words, the verdicts a short list; a reader finds each number it quotes
+    below it, in the notebook's outputs or text."""
+    cells = json.loads(path.read_text())["cells"]
+    assert len("".join(cells[0]["source"]).split()) <= TITLE_WORDS
+    assert unfound_numbers(cells) == []
+
+
+def test_a_title_number_the_notebook_never_shows_is_found():
+    title = {"cell_type": "markdown", "source": ["# 08 Title\n", "Tests Figs. 12-15 of Yu & Ananiadou (2024), l. 1141, "
+                                                 "Table 2: [report](../results/report-n64.md).\n",
+                                                 "- *causal*: 79.4% to 70.5%, 2.5x, head 23-1"]}
+    table = {"cell_type": "code", "source": [], "outputs": [{"data": {"text/plain": "top-1 79.4% -> 70.6%; 2.5x; 23-1"}}]}
+    assert title_numbers("".join(title["source"])) == ["79.4%", "70.5%", "2.5x", "23-1"]
+    assert unfound_numbers([title, table]) == ["70.5%"]
