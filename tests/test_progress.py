@@ -5,11 +5,17 @@ import re
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 from nbconvert import HTMLExporter
 from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
+from icl_helpers.core import attribution, batching
+from icl_helpers.core.attribution import Readout, readout_of
 from icl_helpers.progress import progress_bar
+from icl_helpers.studies import function_vectors, head_types, mrr, set_ablations, towers
+from tests.conftest import STUDY_HEADS
+from tests.test_head_types import fv_prompt_set
 
 
 def test_bars_show_at_once_leave_nothing_and_obey_tqdm_disable(monkeypatch):
@@ -32,6 +38,72 @@ def test_a_one_step_bar_names_its_step_before_the_step_ends(monkeypatch):
     bar.update()
     bar.close()
 
+
+def drawn_bars(monkeypatch, owner: object, name: str) -> tuple[list, list[str]]:
+    """The bars the readout makes from now (kept, to read their counts), and stderr as it stood at each
+    call of `owner`'s function `name`, bars on."""
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    out, bars, seen = io.StringIO(), [], []
+    monkeypatch.setattr("sys.stderr", out)
+    monkeypatch.setattr(attribution, "progress_bar", lambda *a: bars.append(progress_bar(*a)) or bars[-1])
+    function = getattr(owner, name)
+    monkeypatch.setattr(owner, name, lambda *a: seen.append(out.getvalue()) or function(*a))
+    return bars, seen
+
+
+def vocabulary_chunks(m) -> int:
+    """How many chunks m's readout walks the vocabulary in (50 for GPT-2's on a CPU)."""
+    return -(-m.arch.W_U().shape[0] // readout_of(m).sizes.vocab_chunk)
+
+
+@pytest.mark.parametrize("small", ["gpt2"], indirect=True)
+@pytest.mark.parametrize("kind", ["label", "related concept"])
+def test_a_vocabulary_rank_step_draws_one_bar_from_its_start_over_its_chunks(small, ps, monkeypatch, kind):
+    """Fig. 5's ranks (tens of seconds in 03's cells, none of it under a bar before): one bar for the step,
+    drawn at 0 before the first chunk is ranked, advanced once a chunk of each batch of prompts (here 3
+    prompts in 2 batches), to its end."""
+    chunks = vocabulary_chunks(small)  # the readout made before the bars are watched: the step's only bar is its own
+    bars, seen = drawn_bars(monkeypatch, Readout, "heads_fold")  # once a chunk
+    ranks = mrr.label_ranks if kind == "label" else mrr.concept_ranks
+    ranks(small, ps, STUDY_HEADS, batch_size=2, cache=False)
+    title = f"{ps.title}: {kind} ranks in 2 heads"
+    assert [(bar.desc, bar.total, bar.n) for bar in bars] == [(title, 2 * chunks, 2 * chunks)]
+    assert len(seen) == 2 * chunks and f"{title}:   0%" in seen[0] and f"0/{2 * chunks}" in seen[0]
+
+
+@pytest.mark.parametrize("small", ["gpt2"], indirect=True)
+def test_the_towers_query_ranks_draw_their_bar_before_the_queries_are_turned(small, ps, monkeypatch):
+    """The input's ranks in every head's last query, after the pass and its bar (35 s for sentiment_number's
+    eight layers on the bundled model, in 02's verdicts, none of it under a bar before): one bar over the
+    vocabulary chunks, drawn at 0 before the queries are turned, advanced to its end."""
+    chunks = vocabulary_chunks(small)
+    bars, seen = drawn_bars(monkeypatch, towers, "rotated_queries")
+    towers.layer_tower_ranks(small, ps, [0, 2])
+    title = f"{ps.title}: the input's ranks in {2 * small.arch.n_heads} heads' last queries"
+    assert [(bar.desc, bar.total, bar.n) for bar in bars] == [(title, chunks, chunks)]
+    assert len(seen) == 1 and f"{title}:   0%" in seen[0] and f"0/{chunks}" in seen[0]
+
+
+@pytest.mark.parametrize("small", ["gpt2"], indirect=True)
+def test_each_pass_of_the_head_set_study_draws_a_bar_to_its_end(small, monkeypatch, tmp_path):
+    """09's first cell ran its clean prompts and heads' mean outputs (4 to 5 s), its attention on random
+    sequences (30 s) and each dataset's zero-shot and shuffled-label passes (4 to 21 s) under no bar: each
+    draws one now, over its batches."""
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
+    out, ps, bars = io.StringIO(), fv_prompt_set(small), []  # two demonstrations of each class, as shuffling needs
+    monkeypatch.setattr("sys.stderr", out)
+    for module in (batching, head_types):
+        monkeypatch.setattr(module, "progress_bar", lambda *a: bars.append(progress_bar(*a)) or bars[-1])
+    function_vectors.function_vector_scores(small, ps, correct_only=False, cache=False)  # a random model
+    means = set_ablations.last_position_means(small, [ps])
+    head_types.repeated_sequence_scores(small, n_sequences=2, length=4, cache=False)
+    set_ablations.set_ablations(small, ps, [], means, cache=False)
+    labels = [f"function vectors: {ps.title}, the clean prompts", f"function vectors: {ps.title}",
+              f"head sets: {ps.title}, the heads' outputs", "attention on 2 random sequences, 2 copies",
+              f"head sets: {ps.title}", f"head sets: {ps.title}, zero-shot", f"head sets: {ps.title}, shuffled labels"]
+    assert [(bar.desc, bar.n, bar.total) for bar in bars] == [(label, 1, 1) for label in labels]  # one batch each
+    assert all(f"{label}:   0%" in out.getvalue() for label in labels)  # drawn, not disabled
 
 WIDGET = "application/vnd.jupyter.widget-view+json"
 LIVE_RUN = [  # a notebook's model cell, then a step of three batches between two prints

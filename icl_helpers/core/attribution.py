@@ -31,10 +31,12 @@ from functools import cached_property
 from typing import Callable, Iterator, Sequence
 
 import torch
+from tqdm import tqdm
 
 from ..model.adapters import Arch, softcap_
 from ..model.loading import ICLModel
 from ..model.weights import execution_device
+from ..progress import progress_bar
 from .decompose import Decomposition
 from .heads import Head
 from .logprob import TargetColumns, TargetLogProb
@@ -104,10 +106,17 @@ class Readout:
         soft-capped where the model caps its logits."""
         return softcap_(self.direct(v, scale), self.cap)
 
-    def chunks(self) -> Iterator[tuple[int, torch.Tensor]]:
-        """(first column, G_c [d, Vc]) for each vocabulary chunk."""
+    def chunks(self, bar: tqdm | None = None) -> Iterator[tuple[int, torch.Tensor]]:
+        """(first column, G_c [d, Vc]) for each vocabulary chunk, `bar` (`chunk_bar`) advanced after each."""
         for start in range(0, self.G.shape[0], self.sizes.vocab_chunk):
             yield start, self.G[start : start + self.sizes.vocab_chunk].T
+            if bar is not None:
+                bar.update()
+
+    def chunk_bar(self, desc: str, passes: int = 1) -> tqdm:
+        """A bar labelled `desc` over `passes` walks through the vocabulary chunks (`chunks`),
+        shown now: a step that ranks over the vocabulary makes it as it starts."""
+        return progress_bar(passes * -(-self.G.shape[0] // self.sizes.vocab_chunk), desc)
 
     def blocks(self, n: int, floats_per_prompt: int) -> Iterator[slice]:
         """Slices of n prompts, each block's logits within the plan's block_floats (`Sizes.block_size`)."""

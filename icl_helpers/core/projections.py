@@ -11,6 +11,7 @@ import string
 from functools import lru_cache
 
 import torch
+from tqdm import tqdm
 
 from .attribution import Readout
 from .decompose import Decomposition
@@ -127,16 +128,17 @@ def label_value_ranks(readout: Readout, dec: Decomposition, heads: list[Head], l
 
 
 def value_ranks(readout: Readout, dec: Decomposition, heads: list[Head], targets: torch.Tensor,
-                counted: torch.Tensor | None = None) -> torch.Tensor:
+                counted: torch.Tensor | None = None, bar: tqdm | None = None) -> torch.Tensor:
     """[B, S, T]: rank (1 = top) of the best of each position's target tokens in bs of its value
     in each head: 1 + the number of counted tokens that are not targets and score strictly
     higher than the best target (every token counted where counted is None).
 
     targets: [B, T, C] token ids (-1: none; a position with none ranks below every token);
-    counted: [V] bool. dec needs values. Counted over vocabulary chunks. Folded: a value v [dh]
-    scores against W_O^{l,h} @ G_c [dh, Vc], made once a chunk for all the prompts (d/dh times
-    fewer operations a prompt), a block of prompts at a time. A positive scale of the value
-    (sigma, `Decomposition.attn_scale`) changes no rank, so none is applied.
+    counted: [V] bool; bar: advanced a chunk at a time (`Readout.chunk_bar`). dec needs values.
+    Counted over vocabulary chunks. Folded: a value v [dh] scores against W_O^{l,h} @ G_c [dh, Vc],
+    made once a chunk for all the prompts (d/dh times fewer operations a prompt), a block of
+    prompts at a time. A positive scale of the value (sigma, `Decomposition.attn_scale`) changes
+    no rank, so none is applied.
     """
     v = dec.head_values(heads).float().transpose(0, 1)  # [S, B, T, dh]
     S, B, T, dh = v.shape
@@ -145,7 +147,7 @@ def value_ranks(readout: Readout, dec: Decomposition, heads: list[Head], targets
     target_logits = torch.einsum("sbtk,skd,btcd->sbtc", v, W_O, readout.G[targets.clamp(min=0)])  # [S, B, T, C]
     best = target_logits.masked_fill(targets < 0, -torch.inf).amax(-1)  # [S, B, T]
     higher = torch.zeros_like(best)
-    for start, G_c in readout.chunks():  # G_c [d, Vc]
+    for start, G_c in readout.chunks(bar):  # G_c [d, Vc]
         WG = readout.heads_fold(start, G_c, heads)  # [S, dh, Vc]
         ids = torch.arange(start, start + G_c.shape[1], device=v.device)
         kept = torch.ones_like(ids, dtype=torch.bool) if counted is None else counted.to(v.device)[ids]  # [Vc]

@@ -120,13 +120,14 @@ def patched(m: ICLModel, layer: int, heads: torch.Tensor, last: torch.Tensor, fi
 
 
 @runs_model
-def last_outputs(m: ICLModel, texts: Sequence[str], batch_size: int = 32) -> tuple[torch.Tensor, torch.Tensor]:
+def last_outputs(m: ICLModel, texts: Sequence[str], batch_size: int = 32, bar: str | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(z [N, L, H, dh], predictions [N] long): every head's z at each prompt's last position and
-    the model's argmax there, in prompt order."""
+    the model's argmax there, in prompt order. bar: a progress bar's label (None: none)."""
     arch = m.arch
     z = torch.empty(len(texts), arch.n_layers, arch.n_heads, arch.d_head)
     predictions = torch.empty(len(texts), dtype=torch.long)
-    for rows, batch in walk(list(texts), length_batches(m, texts, batch_size), progress=False):
+    for rows, batch in walk(list(texts), length_batches(m, texts, batch_size), bar or "", bar is not None):
         dec = decompose(m, batch)
         z[rows], predictions[rows] = dec.z.float().cpu(), dec.predictions.cpu()
     return z, predictions
@@ -165,7 +166,7 @@ def _effects(m: ICLModel, ps: PromptSet, seed: int, correct_only: bool, batch_si
     names = sorted({cell_of(p, d) for p, d in zip(ps.prompts, ps.directions)})
     cell = torch.tensor([names.index(cell_of(p, d)) for p, d in zip(ps.prompts, ps.directions)], dtype=torch.long)
     gold, _ = prompt_label_ids(m.tokenizer, ps.prompts)
-    z, predictions = last_outputs(m, ps.texts, batch_size)
+    z, predictions = last_outputs(m, ps.texts, batch_size, f"function vectors: {ps.title}, the clean prompts")
     scored = predictions == gold if correct_only else torch.ones(len(ps), dtype=torch.bool)
     rows = scored.nonzero().flatten()
     if not len(rows):

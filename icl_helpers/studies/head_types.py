@@ -43,6 +43,7 @@ from ..data.setting import MAIN, Setting
 from ..errors import UsageError, check_count
 from ..model.hooks import Hook, attached
 from ..model.loading import ICLModel, runs_model
+from ..progress import progress_bar
 from .runner import PromptSet
 
 UNUSED = re.compile(r"<unused\d+>|<0x[0-9A-Fa-f]{2}>|\[unused\d+\]")  # unused and byte-fallback tokens
@@ -114,10 +115,11 @@ def previous_targets(T: int, prefix: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 @runs_model
 def target_attention(m: ICLModel, ids: torch.Tensor, targets: dict[str, tuple[torch.Tensor, torch.Tensor]],
-                     batch_size: int = 32) -> Tensors:
+                     batch_size: int = 32, bar: str | None = None) -> Tensors:
     """name -> [L, H]: each head's attention summed over a query's targets, averaged over the
     queries and the sequences, for each (targets [T, T] bool, queries [T] bool) of `targets`, from
-    one pass a batch of the sequences `ids` [S, T] (no padding) reading every head's attention."""
+    one pass a batch of the sequences `ids` [S, T] (no padding) reading every head's attention.
+    bar: a progress bar's label, over the batches (None: none)."""
     check_count(batch_size, "batch_size")
     arch, S = m.arch, len(ids)
     site = arch.sites["pattern"]
@@ -132,10 +134,13 @@ def target_attention(m: ICLModel, ids: torch.Tensor, targets: dict[str, tuple[to
                 sums[name][layer] += (per_query.sum(-1) / n_queries).double().sum(0).cpu()
         return (arch.attn(layer), "post", store)
 
-    with attached([read(l) for l in range(arch.n_layers)]):
-        for batch in ids.split(batch_size):
+    batches = ids.split(batch_size)
+    shown = progress_bar(len(batches), bar or "", bar is not None)
+    with attached([read(l) for l in range(arch.n_layers)]), shown:
+        for batch in batches:
             batch = batch.to(m.device)
             m.model.base_model(input_ids=batch, attention_mask=torch.ones_like(batch), use_cache=False)
+            shown.update()
     return {name: (s / S).float() for name, s in sums.items()}
 
 
@@ -148,7 +153,8 @@ def repeated_sequence_scores(m: ICLModel, n_sequences: int = 200, length: int = 
     ids = random_sequences(m, n_sequences, length, copies, seed, null)
     prefix, T = len(text_prefix(m)), ids.shape[1]
     targets = {"repeat": repeat_targets(T, prefix, length), "previous": previous_targets(T, prefix)}
-    return stored("repeated-sequences", m, ids, lambda: target_attention(m, ids, targets, batch_size), cache)
+    bar = f"attention on {n_sequences} random sequences, {copies} copies{' (the null)' if null else ''}"
+    return stored("repeated-sequences", m, ids, lambda: target_attention(m, ids, targets, batch_size, bar), cache)
 
 
 def induction_scores(m: ICLModel, n_sequences: int = 200, length: int = 50, seed: int = 0, null: bool = False,

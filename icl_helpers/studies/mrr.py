@@ -44,13 +44,16 @@ def concept_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size:
 def _ranks_at_labels(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: int,
                      targets: torch.Tensor | None = None, counted: torch.Tensor | None = None) -> torch.Tensor:
     """[N, S, D]: `value_ranks` at the label positions of the prompt set's `LabelRecord`, batch_size
-    prompts a call; targets [N, D, C] (each label's own token where None), counted [V] bool."""
+    prompts a call, under one bar over their vocabulary chunks; targets [N, D, C] (each label's own
+    token where None), counted [V] bool."""
     readout, record = readout_of(m), label_record(m, ps)
     out = torch.full((len(ps), len(heads), ps.positions.labels.shape[1]), torch.nan)
-    for rows, dec in record.decompositions(m, batch_size):
-        own = dec.input_ids[..., None] if targets is None else targets[rows]
-        ranks = value_ranks(readout, dec, list(heads), own, counted).cpu()
-        out[rows] = ranks.masked_fill(~ps.positions[rows].valid[:, None], torch.nan)
+    what = "label" if targets is None else "related concept"
+    with readout.chunk_bar(f"{ps.title}: {what} ranks in {len(heads)} heads", -(-len(ps) // batch_size)) as bar:
+        for rows, dec in record.decompositions(m, batch_size):
+            own = dec.input_ids[..., None] if targets is None else targets[rows]
+            ranks = value_ranks(readout, dec, list(heads), own, counted, bar).cpu()
+            out[rows] = ranks.masked_fill(~ps.positions[rows].valid[:, None], torch.nan)
     return out
 
 

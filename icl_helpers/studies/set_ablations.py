@@ -40,8 +40,10 @@ READOUTS = (TOP1, RANKED, TR_RATIO)  # what a run is read by (`SetAblations.hits
 def last_position_means(m: ICLModel, score_sets: Sequence[PromptSet], batch_size: int = 32) -> torch.Tensor:
     """[L, H, dh]: every head's z at the last position averaged over every prompt of the sets
     pooled (both label mappings, every dataset: no mapping survives the mean), each set's sum cached."""
-    sums = [stored("last-position-sums", m, ps, lambda ps=ps: {"sum": last_outputs(m, ps.texts, batch_size)[0]
-                                                                         .double().sum(0)})["sum"] for ps in score_sets]
+    def summed(ps: PromptSet) -> dict[str, torch.Tensor]:
+        z, _ = last_outputs(m, ps.texts, batch_size, f"head sets: {ps.title}, the heads' outputs")
+        return {"sum": z.double().sum(0)}
+    sums = [stored("last-position-sums", m, ps, lambda ps=ps: summed(ps))["sum"] for ps in score_sets]
     return (torch.stack(sums).sum(0) / sum(len(ps) for ps in score_sets)).float()
 
 
@@ -187,9 +189,10 @@ def set_ablations(m: ICLModel, ps: PromptSet, runs: Sequence[Ablation], means: t
         for chunk, part in zip(chunks, parts):
             ablated[chunk] = part.transpose(0, 1)
         floors = {}
-        for name, texts in (("zero_shot", [zero_shot(p) for p in ps.prompts]),
-                            ("shuffled", [p.text for p in corrupted_prompts(ps.prompts, seed)])):
-            floors[name], _ = last_token_passes(m, texts, [], read, batch_size)
+        shuffled = [p.text for p in corrupted_prompts(ps.prompts, seed)]
+        for name, texts, what in (("zero_shot", [zero_shot(p) for p in ps.prompts], "zero-shot"),
+                                  ("shuffled", shuffled, "shuffled labels")):
+            floors[name], _ = last_token_passes(m, texts, [], read, batch_size, f"head sets: {ps.title}, {what}")
         return {"plain": plain, "ablated": ablated, **floors}
 
     plan = [(r.set, r.k, r.draw, r.heads) for r in runs]

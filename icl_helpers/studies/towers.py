@@ -19,6 +19,7 @@ from typing import Sequence
 
 import pandas as pd
 import torch
+from tqdm import tqdm
 
 from ..cache import stored_parts
 from ..core.attribution import Readout, readout_of
@@ -77,15 +78,16 @@ def kept_of(readout: Readout, tokenizer) -> torch.Tensor:
 
 
 def word_ranks(readout: Readout, vectors: torch.Tensor, words: torch.Tensor, kept: torch.Tensor,
-               W: torch.Tensor | None = None) -> torch.Tensor:
+               W: torch.Tensor | None = None, bar: tqdm | None = None) -> torch.Tensor:
     """[B, M, J]: the rank of each of a prompt's J texts in bs of each of its M vectors, counted over
     vocabulary chunks, a block of prompts at a time.
 
     vectors: [B, M, e]; W: None (e = d: residual vectors) or [G, e, d], G dividing M, mapping vector
     m into the residual space by W[m // (M / G)] (consecutive vectors share a matrix), folded into
     each readout chunk once for all the prompts (W @ G_c); words: [B, J, C] token ids (-1 pads; a
-    text with none gets NaN); kept: [V] bool, the tokens counted. A text's rank is 1 + the number of
-    kept tokens other than its own scoring strictly above its best token."""
+    text with none gets NaN); kept: [V] bool, the tokens counted; bar: advanced a chunk at a time
+    (`Readout.chunk_bar`). A text's rank is 1 + the number of kept tokens other than its own scoring
+    strictly above its best token."""
     x = vectors.float()
     G = readout.G.to(x.device)
     W = None if W is None else W.float()
@@ -98,7 +100,7 @@ def word_ranks(readout: Readout, vectors: torch.Tensor, words: torch.Tensor, kep
         best[rows] = spelled.masked_fill((words[rows] < 0)[:, None], -torch.inf).amax(-1)
     counted = kept[words.clamp(min=0)] & (words >= 0)  # [B, J, C]: a text's own tokens that the count would hold
     higher = torch.zeros_like(best)
-    for start, G_c in readout.chunks():
+    for start, G_c in readout.chunks(bar):
         G_c = G_c.to(x.device)
         WG = G_c if W is None else W @ G_c  # [d, Vc] or [G, e, Vc]
         kept_c, local = kept[start : start + G_c.shape[1]], words - start  # local [B, J, C]: each token's column here
@@ -159,7 +161,8 @@ def tower_ranks(m: ICLModel, ps: PromptSet, heads: Sequence[Head], batch_size: i
 
 def layer_tower_ranks(m: ICLModel, ps: PromptSet, layers: Sequence[int], batch_size: int = 16
                       ) -> dict[int, dict[str, torch.Tensor]]:
-    """`tower_ranks` of every head of each layer given, by layer, from one pass of the prompt set:
+    """`tower_ranks` of every head of each layer given, by layer, from one pass of the prompt set (the
+    keys ranked under its bar over batches, then the queries under one over the vocabulary chunks):
     "key", "key_attention" [N, 1, D, J], "query" [N, H], "query_rotated" [N, H, D]."""
     layers = sorted(layers)
     H = m.arch.n_heads
@@ -175,15 +178,16 @@ def layer_tower_ranks(m: ICLModel, ps: PromptSet, layers: Sequence[int], batch_s
         sums = torch.stack([dec.attention_sums(l) for l in layers], 1)  # [b, F, T, d]
         key_attention[rows] = _key_ranks(readout, sums, at, words[rows], kept)
         q[rows] = dec.require("queries")[:, [l for l, _ in heads], [h for _, h in heads]].float().cpu()
-    device = readout.G.device
-    W_K = torch.stack([m.arch.W_K(l)[m.arch.kv_head(h)] for l, h in heads]).float().to(device)  # [F * H, dh, d]
-    distance = ps.positions.last[:, None] - ps.positions.labels.clamp(min=0)  # [N, D]
-    turned = rotated_queries(m.arch, q.to(device), heads, distance)  # [N, F * H, D, dh]
-    both = torch.cat([q.to(device)[:, :, None], turned], 2).flatten(1, 2)  # each head's query, then it turned D times
-    given = words[:, -1:]  # [N, 1, C]: the input's tokens
+    with readout.chunk_bar(f"{ps.title}: the input's ranks in {len(heads)} heads' last queries") as bar:
+        device = readout.G.device
+        W_K = torch.stack([m.arch.W_K(l)[m.arch.kv_head(h)] for l, h in heads]).float().to(device)  # [F * H, dh, d]
+        distance = ps.positions.last[:, None] - ps.positions.labels.clamp(min=0)  # [N, D]
+        turned = rotated_queries(m.arch, q.to(device), heads, distance)  # [N, F * H, D, dh]
+        both = torch.cat([q.to(device)[:, :, None], turned], 2).flatten(1, 2)  # each head's query, then turned D times
+        given = words[:, -1:]  # [N, 1, C]: the input's tokens
+        ranks = word_ranks(readout, both, given, kept, W_K, bar)[..., 0].cpu().view(N, F, H, D + 1)  # W_K folded once
     real = torch.cat([ps.positions.valid, torch.ones(N, 1, dtype=torch.bool)], 1)  # [N, J]
     pair = ps.positions.valid[:, None, :, None] & real[:, None, None, :]  # [N, 1, D, J]
-    ranks = word_ranks(readout, both, given, kept, W_K)[..., 0].cpu().view(N, F, H, D + 1)  # W_K folded in once
     query = ranks[..., 0]
     rotated = ranks[..., 1:].masked_fill(~ps.positions.valid[:, None, None], torch.nan)
     key, key_attention = key.masked_fill(~pair, torch.nan), key_attention.masked_fill(~pair, torch.nan)
