@@ -251,14 +251,15 @@ def _made(make: Callable[[Path], object], gguf: Path, target: Path) -> None:
 
 
 def _convert(gguf: Path, target: Path, alone: bool) -> None:
-    """The conversion itself, `convert_gguf` holding the lock: room checked, then written atomically."""
-    need = _copy_bytes(gguf)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    free = shutil.disk_usage(target.parent).free
-    if free < need:
-        raise UsageError(f"Converting {gguf.name} needs about {need / 1e6:,.0f} MB free in {target.parent}, which has "
-                         f"{free / 1e6:,.0f} MB: {_make_room(target)}.")
+    """The conversion itself, `convert_gguf` holding the lock: room checked, then written atomically,
+    under one bar from the start (reading the file's tensor index for the room check takes seconds)."""
     with progress_bar(2, f"{target.name}: a float32 copy of its weights, made once") as bar:  # 20 s to a minute or two
+        need = _copy_bytes(gguf)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(target.parent).free
+        if free < need:
+            raise UsageError(f"Converting {gguf.name} needs about {need / 1e6:,.0f} MB free in {target.parent}, "
+                             f"which has {free / 1e6:,.0f} MB: {_make_room(target)}.")
         model, tokenizer = _dequantised(gguf)
         bar.update()
         try:
