@@ -84,7 +84,7 @@ def test_a_view_judges_its_rows_in_heads_located_on_them(small, toy_section, tmp
     assert view.about in claims.intro(48, 2, 0)
     flipped = found.to_dict()
     flipped["views"]["ranked_wrong"]["verdict"] = FAILS
-    assert compare.cell(flipped, evidence.described()).endswith("(ranked wrong: no)")
+    assert compare.cell(flipped, evidence.described()).endswith("(ranked wrong: does not replicate)")
 
 
 # --- 4. an intervention ------------------------------------------------------------------
