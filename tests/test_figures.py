@@ -195,6 +195,32 @@ def illegible(fig: Figure) -> list[str]:
     return problems
 
 
+LOWEST = [0.3, 0.1, 0.03, 0.011, 0.006, 0.003, 0.0012, 1e-4, 1e-5]  # the highest MRR 0.5 to 0.9: 0.2 to 5.4 decades
+MRR_AXES = {  # 03's Fig. 5 (20 heads) and 07's Appendix D (four datasets), the random heads' MRR from `lowest` up
+    "mrr_bars": lambda lowest: figures.mrr_bars(MANY, {"head": 0.5 + r(20) * 0.4, "random head": lowest * (1 + r(20))}, "t"),
+    "head_by_dataset": lambda lowest: figures.head_by_dataset(
+        (3, 1), {d: (0.5 + r(N) * 0.4, lowest * (1 + r(20, N))) for d in "abcd"}, {d: (r(N), r(N)) for d in "abcd"}, "t"),
+}
+
+
+def labels_in_view(ax) -> list[str]:
+    """The y tick labels (major and minor) drawn inside the axis's limits, lowest first."""
+    low, high = sorted(ax.get_ylim())
+    ticks = [*zip(ax.yaxis.get_majorticklocs(), ax.get_yticklabels()), *zip(ax.yaxis.get_minorticklocs(),
+                                                                          ax.get_yticklabels(minor=True))]
+    return [label.get_text() for loc, label in sorted(ticks, key=lambda t: t[0]) if label.get_text() and low <= loc <= high]
+
+
+@pytest.mark.parametrize("lowest", LOWEST)
+@pytest.mark.parametrize("name", MRR_AXES)
+def test_an_mrr_log_axis_names_three_ticks_in_view_and_none_overlap(name, lowest):
+    """Issue 60's fix labelled every minor tick, which printed over each other across five decades; two to three
+    decades then showed two labels alone. At every span: three labels or more in view, none overlapping."""
+    fig = MRR_AXES[name](lowest)
+    assert not illegible(fig)
+    assert len(labels_in_view(fig.axes[0])) >= 3, labels_in_view(fig.axes[0])
+
+
 @pytest.mark.parametrize("name", AT_SCALE)
 def test_a_figure_at_a_notebooks_scale_reads_at_github_width(name):
     """Issue 60: 05 and 06's accuracy chart printed twelve two-line labels over each other and

@@ -73,7 +73,8 @@ def overlap_heatmap(overlap: torch.Tensor, names: Sequence[str], k: int) -> Figu
 def log_mrr_axis(ax: Axes) -> None:
     """A log y axis for an MRR (a reciprocal rank, 1 the top), its ticks written as plain decimals
     (0.1, 0.2, 0.5), not powers of ten: the minor ticks labelled too over one decade, at 2 and 5
-    over up to two, none over more (their labels would print over each other)."""
+    over up to three (two decades and a half would name two ticks alone), none over more (their
+    labels would print over each other)."""
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: _minor_label(ax, value)))
@@ -85,7 +86,7 @@ def _minor_label(ax: Axes, value: float) -> str:
     low, high = sorted(ax.get_ylim())
     decades = math.log10(high / low) if low > 0 else math.inf
     leading = round(value / 10 ** math.floor(math.log10(value) + 1e-9))
-    return f"{value:g}" if decades <= 1 or (decades <= 2 and leading in (2, 5)) else ""
+    return f"{value:g}" if decades <= 1 or (decades <= 3 and leading in (2, 5)) else ""
 
 
 def mrr_bars(heads: Sequence[Head], series: dict[str, torch.Tensor], title: str) -> Figure:
