@@ -145,13 +145,7 @@ def unfound_numbers(cells: list[dict]) -> list[str]:
     return [n for n in numbers if not re.search(r"(?<![\d.])" + re.escape(n) + r"(?!\d)", rest)]
 
 
-REWRITTEN_LATER = ("03_mrr", "07_llama")  # their titles are rewritten with the notebooks' re-execution
-TITLED = [pytest.param(path, marks=pytest.mark.xfail(reason="title rewritten with the notebook's re-execution",
-                                                     strict=False)) if path.stem in REWRITTEN_LATER else path
-          for path in NOTEBOOKS]
-
-
-@pytest.mark.parametrize("path", TITLED, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_a_title_cell_is_short_and_each_of_its_numbers_is_found_in_its_notebook(path):
     """Issue 79: a title of at most 150 words, the verdicts a short list; a reader finds each number it quotes
     below it, in the notebook's outputs or text."""
