@@ -72,6 +72,25 @@ def lab(tmp_path_factory):
     server.wait(10)
 
 
+def open_with_kernel(page, lab, workspace: str, name: str) -> None:
+    """Open notebook `name` of the lab in a workspace of its own (this notebook alone) and wait for its kernel."""
+    page.goto(f"{lab.url}/lab/workspaces/{workspace}/tree/{name}")
+    page.get_by_text("| Idle").wait_for(timeout=120_000)
+
+
+def run_all(page, lab, workspace: str, name: str) -> None:
+    """Open notebook `name` (`open_with_kernel`) and run all its cells from the Run menu."""
+    open_with_kernel(page, lab, workspace, name)
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_text("Run All Cells", exact=True).click()
+
+
+def shut_down_kernel(page) -> None:
+    """Shut down the open notebook's kernel from the Kernel menu."""
+    page.get_by_role("menuitem", name="Kernel", exact=True).click()
+    page.get_by_text("Shut Down Kernel", exact=True).click()
+
+
 def static_outputs(path: Path) -> dict[str, int]:
     """How many outputs of a committed notebook render as an image and as a table, and how
     many of those are an explorer's static copy."""
@@ -123,10 +142,7 @@ def test_a_slider_moved_with_the_keyboard_redraws_the_new_head(lab):
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(f"{lab.url}/lab/workspaces/live/tree/04_live.ipynb")
-        page.get_by_text("| Idle").wait_for(timeout=120_000)  # the kernel is up
-        page.get_by_role("menuitem", name="Run", exact=True).click()
-        page.get_by_text("Run All Cells", exact=True).click()
+        run_all(page, lab, "live", "04_live.ipynb")
         check = page.locator(".jp-Notebook .jp-CodeCell").last
         before = json.loads(check.locator(".jp-OutputArea-output").inner_text(timeout=600_000))
         slider = page.locator(".widget-hslider", has_text="layer").last
@@ -161,20 +177,15 @@ def test_a_run_saved_and_reopened_shows_no_broken_widget_or_bar(lab):
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM)
         page = browser.new_page(viewport={"width": 1290, "height": 900})
-        page.goto(f"{lab.url}/lab/workspaces/saved/tree/01_saved.ipynb")
-        page.get_by_text("| Idle").wait_for(timeout=120_000)
-        page.get_by_role("menuitem", name="Run", exact=True).click()
-        page.get_by_text("Run All Cells", exact=True).click()
+        run_all(page, lab, "saved", "01_saved.ipynb")
         page.locator(".jp-Notebook .jp-CodeCell").last.locator(".jp-OutputArea-output img").wait_for(timeout=600_000)
         page.keyboard.press("Control+s")
         page.wait_for_timeout(2000)
-        page.get_by_role("menuitem", name="Kernel", exact=True).click()
-        page.get_by_text("Shut Down Kernel", exact=True).click()
+        shut_down_kernel(page)
         page.wait_for_timeout(3000)
         page.close()
         page = browser.new_page(viewport={"width": 1290, "height": 900})
-        page.goto(f"{lab.url}/lab/workspaces/reopened/tree/01_saved.ipynb")
-        page.get_by_text("| Idle").wait_for(timeout=120_000)  # a new kernel, as the issue's reader had
+        open_with_kernel(page, lab, "reopened", "01_saved.ipynb")  # a new kernel, as the issue's reader had
         page.wait_for_timeout(3000)
         cells = page.locator(".jp-Notebook .jp-CodeCell")
         for i in range(cells.count()):  # each cell's outputs, for a reader of the test's record
@@ -215,21 +226,16 @@ def test_an_explorer_run_saved_and_reopened_shows_its_figure(lab):
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM)
         page = browser.new_page(viewport={"width": 1000, "height": 700})
-        page.goto(f"{lab.url}/lab/workspaces/explorer/tree/explorer.ipynb")
-        page.get_by_text("| Idle").wait_for(timeout=120_000)
-        page.get_by_role("menuitem", name="Run", exact=True).click()
-        page.get_by_text("Run All Cells", exact=True).click()
+        run_all(page, lab, "explorer", "explorer.ipynb")
         page.locator(".widget-hslider").wait_for(timeout=120_000)
         page.keyboard.press("Control+s")
         page.get_by_text("Saving completed").wait_for(timeout=30_000)
         live = page.locator(".jp-OutputArea-output .widget-hslider").count()
-        page.get_by_role("menuitem", name="Kernel", exact=True).click()
-        page.get_by_text("Shut Down Kernel", exact=True).click()
+        shut_down_kernel(page)
         page.get_by_text("No Kernel", exact=True).wait_for(timeout=30_000)  # in the toolbar: the kernel is gone
         page.close()
         page = browser.new_page(viewport={"width": 1000, "height": 700})
-        page.goto(f"{lab.url}/lab/workspaces/explorer-reopened/tree/explorer.ipynb")
-        page.get_by_text("| Idle").wait_for(timeout=120_000)  # a new kernel, as a reader has the next day
+        open_with_kernel(page, lab, "explorer-reopened", "explorer.ipynb")  # a new kernel, as a reader has the next day
         image = page.locator(".jp-OutputArea-output img")
         image.or_(page.get_by_text("Error displaying widget")).wait_for(timeout=30_000)  # the output, drawn either way
         page.screenshot(path=str(root / "explorer_reopened.png"))  # for a reader of the test's record

@@ -24,7 +24,7 @@ from icl_helpers.studies.accuracy import Accuracy
 from icl_helpers.studies.head_types import input_halves
 from icl_helpers.studies.recency import Effects
 from icl_helpers.studies.runner import prompt_set, prompt_set_from_texts
-from icl_helpers.verdicts import claims, evidence, findings, rules
+from icl_helpers.verdicts import claims, evidence, findings, judgement, rules
 from icl_helpers.verdicts.claims.accuracy import judge_table2, judge_table2_control
 from icl_helpers.verdicts.claims.appendices import judge_app_e
 from icl_helpers.verdicts.claims.attention import judge_fig7, judge_truth_control
@@ -154,6 +154,21 @@ def test_every_claim_cites_the_lines_of_the_text_it_rests_on():
     found = claims.CLAIMS["fig6"].finding(Judgement(0.1, (0.0, 0.2), 3, PARTLY, "w"))
     assert found.to_dict()["source"] == claims.CLAIMS["fig6"].source
     assert found.to_dict()["unit"] == claims.CLAIMS["fig6"].unit == "summed attention, true minus false labels"
+
+
+def test_a_report_keeps_the_history_of_its_rules_out_of_its_reasons_and_lists_it_after_them():
+    """Every rule's `set_on` says when it was set in words a reader can check (dates, commits), never our
+    tracker's issue numbers; the reasons carry no history, which the list after them holds, claim by claim."""
+    from icl_helpers.verdicts import literature
+
+    for c in [*claims.CLAIMS.values(), *literature.LITERATURE.values()]:
+        assert re.match(r"2026-\d\d-\d\d\b", c.set_on) and not re.search(r"issue \d", c.set_on + c.rule), c.set_on
+    shown = [claims.CLAIMS[id].finding(Judgement(0.5, (0.4, 0.6), 12, PARTLY, "w")) for id in ("table2", "fig6")]
+    reasons, dates = claims.markdown(shown).split(f"\n\n{judgement.RULE_DATES}:\n\n")
+    assert "(set " not in reasons and not any(c.set_on in reasons for c in claims.CLAIMS.values())
+    assert dates == "".join(f"- **{id}**: {claims.CLAIMS[id].set_on}.\n" for id in ("table2", "fig6"))
+    row = claims.markdown(shown).splitlines()[2].split(" | ")
+    assert row[6] == evidence.ALL.title and "judged on" in claims.markdown(shown).splitlines()[0]
 
 
 def test_table2_and_its_control():

@@ -139,7 +139,8 @@ def test_a_committed_head_types_report_states_each_claim_as_registered_and_its_p
     assert [c["id"] for c in report["claims"]] == list(literature.LITERATURE)
     for c in report["claims"]:
         registered = literature.LITERATURE[c["id"]]
-        assert (c["claim"], c["rule"], c["paper"]) == (registered.claim, registered.rule, registered.paper)
+        assert (c["claim"], c["rule"], c["paper"], c["set_on"]) == (registered.claim, registered.rule, registered.paper,
+                                                                    registered.set_on)
         assert c["verdict"] in (REPLICATES, PARTLY, FAILS), c["id"]  # every claim tested at these sizes
         if c["ci"] is not None:
             assert c["ci"][0] <= c["ours"] <= c["ci"][1], c["id"]

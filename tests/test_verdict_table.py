@@ -2,6 +2,7 @@
 colour, and each claim's whole reason and rule under the table."""
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -29,6 +30,22 @@ def test_the_table_holds_each_claim_whole_and_each_reason_under_it():
     assert f"<i>Rule</i>: {CLAIMS['fig2'].rule}"[:60] in page
     assert ">lowest cell 12% &lt; 80% &amp; more<" in page  # the short reason: its first clause with a number
     assert repr(VerdictTable(shown)).startswith("| id | claim |")  # a terminal gets the markdown
+
+
+def test_the_headline_view_has_a_column_and_the_rules_dates_are_folded_under_the_reasons():
+    """The view a headline is judged on sits in one column, row after row; the reasons hold no history
+    (when a rule was set), which the folded list under them holds, claim by claim."""
+    all_prompts = finding("table2", Judgement(0.828, (0.779, 0.874), 128, "partly", "pooled top-1 0.828"))
+    correct = CLAIMS["app_b_mrr"].finding(Judgement(2.0, (1.5, 2.5), 12, "replicates", "mean ratio 2.0"))
+    page = VerdictTable([all_prompts, correct])._repr_html_()
+    head = re.findall(r"<th[^>]*>([^<]*)</th>", page)
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr>(<td.*?)</tr>", page)]
+    assert [row[head.index("judged on")] for row in cells] == ["all prompts", "correct prompts only"]
+    reasons, dates = page.split("<details>")
+    assert "(set " not in reasons and CLAIMS["table2"].set_on not in reasons
+    assert dates.startswith("<summary>When each rule was set")
+    for f in (all_prompts, correct):
+        assert f"<li><b>{f.id}</b>: {html.escape(CLAIMS[f.id].set_on)}.</li>" in dates
 
 
 def test_a_short_reason_is_a_whole_clause_with_the_numbers():

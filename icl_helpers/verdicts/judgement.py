@@ -42,3 +42,11 @@ def ours_text(j: Judgement) -> str:
         return j.ours
     ci = f" ({j.ci[0]:.3g} to {j.ci[1]:.3g})" if j.ci is not None else ""
     return f"{j.ours:.3g}{ci}"
+
+
+RULE_DATES = "When each rule was set, and whether the data it judges had been read then"
+
+
+def rule_dates(dates: Sequence[tuple[str, str]]) -> str:
+    """The list that closes a report's reasons (markdown): each claim's id and when its rule was set (its `set_on`)."""
+    return f"{RULE_DATES}:\n\n" + "\n".join(f"- **{id}**: {date}." for id, date in dates) + "\n"

@@ -7,8 +7,8 @@ the verdict of a claim judged part by part (`judge_together`), and an effect jud
 A judge takes tensors (one row a prompt) and returns a `Judgement`. Each claim's own rule, its
 thresholds and its finder sit beside it in its section module (`verdicts.claims`). A difference a
 rule claims has a minimum effect ("min_*"): an interval that merely clears 0 on a tiny difference is
-not the paper's "much larger" (issue 44). It holds in every verdict short of "does not replicate",
-"partly" included, and head by head where a rule counts heads (issue 57)."""
+not the paper's "much larger". It holds in every verdict short of "does not replicate",
+"partly" included, and head by head where a rule counts heads."""
 from __future__ import annotations
 
 from typing import Sequence

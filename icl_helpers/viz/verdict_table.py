@@ -1,7 +1,8 @@
 """A notebook's verdicts as one readable table: each claim whole and wrapped, the paper's
 number, ours with its interval and unit, N and the verdict, why in short (`short_reason`); then, under the
-table, each claim's whole reason and the rule its verdict follows, as prose. `VerdictTable` shows the
-paper's claims, `LiteratureTable` the literature's (`verdicts.literature`) in the same style."""
+table, each claim's whole reason and the rule its verdict follows, as prose, and when each rule was set
+(folded). `VerdictTable` shows the paper's claims, `LiteratureTable` the literature's (`verdicts.literature`)
+in the same style."""
 from __future__ import annotations
 
 import html
@@ -10,8 +11,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..verdicts.claims import CLAIMS, VIEWS, Finding, markdown
-from ..verdicts.claims.tables import columns, view_cell
-from ..verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES, Judgement, ours_text
+from ..verdicts.claims.tables import JUDGED_ON, columns, view_cell
+from ..verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES, RULE_DATES, Judgement, ours_text
 from ..verdicts.literature import LiteratureFinding
 from ..verdicts.literature import markdown as literature_markdown
 
@@ -57,18 +58,18 @@ class VerdictTable:
 
     def _repr_html_(self) -> str:
         views = columns(self.findings)
-        head = ["claim", "the paper", "ours (95% CI)", "N", "verdict", "why, in short", *(VIEWS[k].title for k in views)]
+        head = ["claim", "the paper", "ours (95% CI)", "N", "verdict", JUDGED_ON, "why, in short", *(VIEWS[k].title for k in views)]
         rows = "".join(f"<tr>{_cell(f'<b>{f.id}</b>: ' + html.escape(f.claim))}{_cell(html.escape(f.paper))}"
                        f"{_cell(_with_unit(f, f.unit))}"
                        f"{_cell('-' if f.n is None else str(f.n))}"
                        f"{_cell(f'<b>{html.escape(f.verdict)}</b>', f'color: {COLOURS[f.verdict]}')}"
-                       f"{_cell(html.escape(short_reason(f.why)))}"
+                       f"{_cell(html.escape(VIEWS[f.view].title))}{_cell(html.escape(short_reason(f.why)))}"
                        + "".join(_cell(html.escape(view_cell(f, k))) for k in views) + "</tr>"
                        for f in self.findings)
         reasons = "".join(f"<li><b>{f.id}</b> ({html.escape(f.verdict)}): {html.escape(f.why)}. "
-                          f"<i>Rule</i>: {html.escape(CLAIMS[f.id].rule)} (set {html.escape(CLAIMS[f.id].set_on)}). "
+                          f"<i>Rule</i>: {html.escape(CLAIMS[f.id].rule)}. "
                           f"<i>Paper</i>: {html.escape(f.source)}.</li>" for f in self.findings)
-        return _table(head, rows, reasons)
+        return _table(head, rows, reasons, [(f.id, CLAIMS[f.id].set_on) for f in self.findings])
 
 
 @dataclass(frozen=True)
@@ -91,16 +92,19 @@ class LiteratureTable:
             f"{_cell(f'<b>{html.escape(f.verdict)}</b>', f'color: {COLOURS[f.verdict]}')}"
             f"{_cell(html.escape(short_reason(f.judgement.why)))}</tr>" for f in self.findings)
         reasons = "".join(f"<li><b>{f.id}</b> ({html.escape(f.verdict)}): {html.escape(f.judgement.why)}. "
-                          f"<i>Rule</i>: {html.escape(f.claim.rule)} (set {html.escape(f.claim.set_on)}). "
+                          f"<i>Rule</i>: {html.escape(f.claim.rule)}. "
                           f"<i>Source</i>: {html.escape(f.claim.holds)}.</li>" for f in self.findings)
-        return _table(head, rows, reasons)
+        return _table(head, rows, reasons, [(f.id, f.claim.set_on) for f in self.findings])
 
 
-def _table(head: Sequence[str], rows: str, reasons: str) -> str:
-    """A verdict table's HTML: the header cells `head`, the rows' HTML, then the reasons' list items."""
+def _table(head: Sequence[str], rows: str, reasons: str, dates: Sequence[tuple[str, str]]) -> str:
+    """A verdict table's HTML: the header cells `head`, the rows' HTML, the reasons' list items, then
+    each claim's (id, when its rule was set), folded under RULE_DATES."""
     header = "".join(f'<th style="{CELL}">{html.escape(h)}</th>' for h in head)
+    dated = "".join(f"<li><b>{id}</b>: {html.escape(date)}.</li>" for id, date in dates)
     return (f"<table><thead><tr>{header}</tr></thead><tbody>{rows}</tbody></table>"
-            f"<p>Why, claim by claim, and the rule each verdict follows:</p><ul>{reasons}</ul>")
+            f"<p>Why, claim by claim, and the rule each verdict follows:</p><ul>{reasons}</ul>"
+            f"<details><summary>{RULE_DATES}</summary><ul>{dated}</ul></details>")
 
 
 def _with_unit(j: Judgement | Finding, unit: str) -> str:

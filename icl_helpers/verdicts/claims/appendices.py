@@ -14,7 +14,7 @@ from .. import rules
 from ..evidence import FIRST, NO_SENTENCE_DATA, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, not_tested
 from ..rules import RANDOM_DRAWS, Clusters
-from .claim import FLOW, ISSUE_57, SENTENCE_ONLY, V1, Claim, register
+from .claim import FLOW, RESTATED, SENTENCE_ONLY, V1, Claim, register
 
 
 def stand_in(m: ICLModel) -> str:
@@ -49,8 +49,8 @@ def sentence_finding(judges: Sequence[str], pick: Callable[[Evidence], tuple[lis
     return find
 
 
-# The fig5 and fig6 rules these apply gained their minimum effect head by head in issue 57.
-FIG5_FIG6_SEEN = f"{ISSUE_57}; its data had been shown by the earlier reports (the fig5 and fig6 parts on each dataset)"
+# The fig5 and fig6 rules these apply gained their minimum effect head by head when the rules were restated.
+FIG5_FIG6_SEEN = f"{RESTATED}; its data had been shown by the earlier reports (the fig5 and fig6 parts on each dataset)"
 
 
 register(Claim(id="app_b_mrr", claim="Appendix B: label-value MRR in the heads shared by the sentence datasets (Figs. 16-18)",
@@ -143,6 +143,6 @@ register(Claim(id="app_e", claim="Appendix E: a head's increase hardly depends o
                source=f"{V1}, Appendix E: 'log(w|Lin_0 + attn_0^n) - log(w|Lin_0) is similar to log(w|Lin_0 + attn_0^m + "
                       "attn_0^n) - log(w|Lin_0 + attn_0^m). Therefore, the significance scores of all subvalues can be "
                       "compared together' (l. 1628), after Yu and Ananiadou (2024)",
-               set_on=f"{ISSUE_57}; its data had been shown by the earlier reports (the mean increase alone, in a random "
-                      "order and last) and issue 57 (Qwen's mean moving 27%), not its per-head changes",
+               set_on=f"{RESTATED}; its data had been shown by the earlier reports (the mean increase alone, in a random "
+                      "order and last) and the restated rules' first reports (Qwen's mean moving 27%), not its per-head changes",
                unit="median relative change of a head's increase", find=app_e, notebooks=("02",), thresholds=APP_E, views=FLOW))

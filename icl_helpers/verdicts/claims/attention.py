@@ -14,7 +14,7 @@ from .. import rules
 from ..evidence import WORD, Evidence
 from ..judgement import Judgement, all_hold
 from ..rules import Clusters
-from .claim import FLOW, ISSUE_57, V1, Claim, register
+from .claim import FLOW, RESTATED, V1, Claim, register
 
 
 def word_attention(s: Evidence, dataset: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -35,7 +35,7 @@ register(Claim(id="fig6", claim="In-context heads attend much more to the true l
                     "partly: one of the two; does not replicate: neither",
                source=f"{V1}, Section 4.4, Fig. 6: 'In all in-context heads, the attention weights between last token query "
                       "and true label keys are much larger than those ... false label keys' (l. 469, 507)",
-               set_on=f"{ISSUE_57}; its data had been shown by the earlier reports (fig6's true and false sums, heads "
+               set_on=f"{RESTATED}; its data had been shown by the earlier reports (fig6's true and false sums, heads "
                       "counted at true > false)", unit="summed attention, true minus false labels", find=fig6, notebooks=("04",),
                thresholds=rules.FIG6, views=FLOW))
 
@@ -59,7 +59,7 @@ register(Claim(id="fig6_control", claim="Our control: a label gets more attentio
                     "least {min_effect:g} (fig6's minimum, which sums two labels, a label position) with its 95% CI above 0; "
                     "partly: at least {min_effect:g}, its CI reaching 0; does not replicate: smaller",
                source=f"ours, beside {V1} Fig. 6 (l. 469)",
-               set_on=f"{ISSUE_57}; its data had been shown by the earlier reports (the truth effect and its interval)",
+               set_on=f"{RESTATED}; its data had been shown by the earlier reports (the truth effect and its interval)",
                unit="attention a label position: truth effect", find=fig6_control,
                notebooks=("04",), thresholds=FIG6_CONTROL, views=FLOW))
 
@@ -138,6 +138,6 @@ register(Claim(id="fig7", claim="A true label's attention weight rises with the 
                       "log probability increases in top3 important in-context heads ... It is not a linear relationship, "
                       "but it has a increasing trend. Attention weights between 0.9 and 1.0 have larger log probability "
                       "increase than those between 0.4 and 0.6' (l. 507)",
-               set_on=f"{ISSUE_57}; its data had been shown: notebook 04 charts the label positions' weights and increases, "
+               set_on=f"{RESTATED}; its data had been shown: notebook 04 charts the label positions' weights and increases, "
                       "and the earlier reports pooled them with the false labels",
                unit="Spearman's rho", find=fig7, notebooks=("04",), thresholds=FIG7, views=FLOW))

@@ -24,10 +24,10 @@ RECENCY_CONTROL = "2026-11-23 (2d54f5d), before the recency family's data were s
 CAUSAL_REBUILT = (f"{FIRST_RULES}; the protocol it judges (mean ablation, {rules.RANDOM_DRAWS} layer-matched random draws) was "
                   "rebuilt after the first report (a414400)")
 OVER_N = "2026-11-25 (d919c15): over every prompt where it read one, before those data were seen"
-ISSUE_44 = ("2026-11-26 (issue 44), after the reports at 64 and 1,000 prompts of the earlier rules had been read: "
+OUR_THRESHOLDS = ("2026-11-26, after the reports at 64 and 1,000 prompts of the earlier rules had been read: "
             "its thresholds are ours, not tuned to pass")
-# Issue 57 restated rules in the paper's words; each claim set then appends whether the data it judges had been seen.
-ISSUE_57 = "2026-11-27 (issue 57), after the reports of the earlier rules had been read"
+# The rules restated in the paper's words; each claim set then appends whether the data it judges had been seen.
+RESTATED = "2026-11-27, when the rules were restated in the paper's words, after the reports of the earlier rules had been read"
 WORD_ONLY, SENTENCE_ONLY, BOTH = frozenset({"word"}), frozenset({"sentence"}), frozenset({"word", "sentence"})
 # The views a claim on the label flow in located heads is judged in: again on the correct prompts and in the paper's
 # share of heads (LOCATED); where it measures those heads on prompts, again in heads located on other inputs (FLOW).

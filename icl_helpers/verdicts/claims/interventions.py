@@ -17,11 +17,11 @@ from ...studies.ablation import AblationRuns, one_percent
 from ..evidence import FIRST, NO_SENTENCE_DATA, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, not_tested
 from ..rules import Clusters
-from .claim import ABSTRACT_ONLY, EMNLP, ISSUE_44, ISSUE_57, SENTENCE_ONLY, WITH_HELD_OUT, Claim, register
+from .claim import ABSTRACT_ONLY, EMNLP, OUR_THRESHOLDS, RESTATED, SENTENCE_ONLY, WITH_HELD_OUT, Claim, register
 
 SOURCE = f"{EMNLP}, abstract, its numbers 'on sentence classification tasks'; {ABSTRACT_ONLY}"
 SENTENCES_UNSEEN = "its data on the sentence datasets had not been computed on any model"
-CAUSAL_SET = (f"{ISSUE_57}; {SENTENCES_UNSEEN}, nor the split by input (the word datasets' check, split by record, "
+CAUSAL_SET = (f"{RESTATED}; {SENTENCES_UNSEEN}, nor the split by input (the word datasets' check, split by record, "
               "had been shown by the earlier reports)")
 
 CAUSAL = {"fraction": 0.5, "min_drop": 0.10}  # top-1 to at most half the plain; the drop's CI at or above 10 points
@@ -130,7 +130,7 @@ register(Claim(id="causal_top", claim="Our row: the causal check with the top {K
 register(Claim(id="causal_words", claim="Our row: the causal check on the word datasets",
                paper="not in the abstract: its numbers are on sentence classification tasks",
                rule="the causal rule on the two word datasets pooled", source=f"ours, beside {SOURCE}",
-               set_on=f"{ISSUE_57}; its data split by record had been shown by the earlier reports, split by input it had "
+               set_on=f"{RESTATED}; its data split by record had been shown by the earlier reports, split by input it had "
                       "not been computed",
                unit="share of prompts, top-1 lost with the heads ablated", find=causal("word"), notebooks=("08",),
                thresholds=CAUSAL))
@@ -213,13 +213,13 @@ BIAS_RULE = ("on the sentence datasets pooled, in each one's in-context heads: r
              f"records (the top-1 the intervention costs on their balanced prompts has its 95% CI at or below "
              f"{BIAS_COST['points']:.0%} of the prompts: the cost row's rule); partly: a relative reduction >= {{min_reduction:.2%}} (a quarter "
              "of the paper's) with its CI above 0; does not replicate: otherwise")
-BIAS_SET = (f"{ISSUE_57}; {SENTENCES_UNSEEN} (the word datasets' reductions and costs, recency's 11.3 points on SmolLM2 "
+BIAS_SET = (f"{RESTATED}; {SENTENCES_UNSEEN} (the word datasets' reductions and costs, recency's 11.3 points on SmolLM2 "
             "among them, had been shown by the earlier reports)")
 COST_RULE = ("on the sentence datasets pooled: replicates: the top-1 lost on balanced prompts has its 95% CI at or below "
              "{points:.0%}; partly: its mean is; does not replicate: otherwise")
-COST_SET = (f"{ISSUE_57}: the rule of {ISSUE_44.split(',')[0]} unchanged, moved to the sentence datasets, where "
+COST_SET = (f"{RESTATED}: the rule of {OUR_THRESHOLDS.split(',')[0]} unchanged, moved to the sentence datasets, where "
             "its data had not been computed on any model")
-WORD_BIAS_SET = (f"{ISSUE_57}; its data (the reductions and their costs) had been shown by the earlier reports and notebook "
+WORD_BIAS_SET = (f"{RESTATED}; its data (the reductions and their costs) had been shown by the earlier reports and notebook "
                  "08: the cost's part in the verdict is new")
 
 

@@ -15,7 +15,7 @@ from .. import rules
 from ..evidence import FIRST, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement
 from ..rules import RANDOM_DRAWS, Clusters
-from .claim import FLOW, ISSUE_57, V1, Claim, register
+from .claim import FLOW, RESTATED, V1, Claim, register
 
 
 def fig5(s: Evidence) -> Judgement:
@@ -34,7 +34,7 @@ register(Claim(id="fig5", claim="Label values of in-context heads rank their lab
                     "replicate: neither",
                source=f"{V1}, Section 4.3, Fig. 5: 'Compared with random heads, label values have much higher MRR scores "
                       "in in-context heads. The smallest average MRR score 0.0033 is in layer 19, head 11' (l. 458)",
-               set_on=f"{ISSUE_57}; its data had been shown by the earlier reports (each head against its layer's random mean, "
+               set_on=f"{RESTATED}; its data had been shown by the earlier reports (each head against its layer's random mean, "
                       "counted at 1x)", unit="MRR", find=fig5, notebooks=("03",), thresholds=rules.FIG5, views=FLOW))
 
 
@@ -116,7 +116,7 @@ register(Claim(id="fig5_labels", claim="The value-output matrix does not control
                       "because in in-context heads 29-17 and 30-16, MRR scores of \"bar\" is higher than \"foo\"' (l. 458; "
                       "'foo' is the true label, l. 445); Section 6.1: 'several in-context heads (such as 19-11 and 30-16) "
                       "can only project \"foo\" or \"bar\"' (l. 666)",
-               set_on=(f"{ISSUE_57}; the measure its second part reads had not been computed on any model; the first "
+               set_on=(f"{RESTATED}; the measure its second part reads had not been computed on any model; the first "
                        "part's, each label's MRR a head, had been drawn by notebook 03 on the bundled model"),
                unit="parts that replicate", find=fig5_labels, notebooks=("03",), thresholds=ONE_LABEL,
                views=FLOW))

@@ -13,7 +13,7 @@ from ...stats import bootstrap_ci
 from ..evidence import FIRST, WORD, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, not_tested
 from ..rules import Clusters, K
-from .claim import BOTH, ISSUE_57, LOCATED, SENTENCE_ONLY, V1, Claim, register
+from .claim import BOTH, LOCATED, RESTATED, SENTENCE_ONLY, V1, Claim, register
 
 
 def deeper_half(L: int) -> int:
@@ -62,7 +62,7 @@ register(Claim(id="fig2", claim="Almost all the increase of the predicted label 
                     "{most:.0%}; does not replicate: otherwise, or where all layers together raise the prediction's "
                     "log-probability by less than {min_total:g} a prompt (the minimum effect: no increase to share)",
                source=f"{V1}, Section 3.1, Fig. 2: 'Almost all the improvements are caused by deep attention layers' (l. 275)",
-               set_on=f"{ISSUE_57}; its data had been shown by the earlier reports (fig2's attention and FFN sums a prompt "
+               set_on=f"{RESTATED}; its data had been shown by the earlier reports (fig2's attention and FFN sums a prompt "
                       "and the deeper half's share of the attention increase)",
                unit="share of all layers' increase, deep attention layers", find=fig2, notebooks=("01",), thresholds=FIG2,
                views=LOCATED))
@@ -115,7 +115,7 @@ register(Claim(id="fig3_4", claim="The in-context heads (top 20 by increase) lie
                     "replicate: fewer",
                source=f"{V1}, Section 4.2, Figs. 3 and 4 (GPT-2 large, 36 layers x 20 heads): 'The important heads are in "
                       "deep layers (18-31)' (l. 449)",
-               set_on=f"{ISSUE_57}; its data had been shown by the earlier reports (fig3_4's share, partly from 50%)",
+               set_on=f"{RESTATED}; its data had been shown by the earlier reports (fig3_4's share, partly from 50%)",
                unit="share of the top heads in the deeper half", find=fig3_4, notebooks=("01",), thresholds=FIG3_4, views=LOCATED))
 
 
@@ -150,7 +150,7 @@ register(Claim(id="fig12_15", claim="The in-context heads are largely the same a
                     "(chance; the minimum effect); does not replicate: fewer",
                source=f"{V1}, Section 4.2 ('The head indexes are similar on these datasets', l. 449) and Appendix A, Figs. "
                       "12-15 (l. 1153, 1165)",
-               set_on=f"{ISSUE_57}; its data had been shown by the earlier reports (fig12_15's share)",
+               set_on=f"{RESTATED}; its data had been shown by the earlier reports (fig12_15's share)",
                unit="share of the top heads two datasets share", find=fig12_15, notebooks=("01",), reads=BOTH, thresholds=FIG12_15,
                views=LOCATED))
 
@@ -202,7 +202,7 @@ register(Claim(id="fig12_15_largest", claim="Across the sentence datasets the la
                     "the pairs; partly: at least one pair; does not replicate: none (one largest head on every dataset)",
                source=f"{V1}, Appendix A, Figs. 12-15: 'The head indexes with top20 largest log probability increase are "
                       "similar in these sentence classification datasets, although the largest head is different' (l. 1153)",
-               set_on=f"{ISSUE_57}; its measure had not been computed on any model, but notebook 01 had charted each "
+               set_on=f"{RESTATED}; its measure had not been computed on any model, but notebook 01 had charted each "
                       "sentence dataset's head increases on the bundled model",
                unit="share of sentence dataset pairs whose largest heads differ", find=fig12_15_largest, notebooks=("01",),
                reads=SENTENCE_ONLY, thresholds=FIG12_15_LARGEST, views=LOCATED))

@@ -1,5 +1,6 @@
-"""Findings shown: `table` (a DataFrame, one row a claim) and `markdown` (the table, then each tested
-claim's why and rule), with the judgements in each claim's other views (`evidence.VIEWS`) beside its headline."""
+"""Findings shown: `table` (a DataFrame, one row a claim) and `markdown` (the table, each tested claim's
+why and rule, then when each rule was set), with the view each headline is judged on in a column of its own
+and the judgements in each claim's other views (`evidence.VIEWS`) beside it."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -8,10 +9,11 @@ import pandas as pd
 
 from ...stats import DRAWS, LEVEL, MIN_CLUSTERS
 from ..evidence import VIEWS
-from ..judgement import Judgement, ours_text
+from ..judgement import Judgement, ours_text, rule_dates
 from .claim import CLAIMS, Finding
 
 HEADLINE = "(the headline)"  # a view's cell where the claim's headline is judged in that view
+JUDGED_ON = "judged on"  # the column naming the view of each claim's headline
 
 
 def columns(findings: Sequence[Finding]) -> list[str]:
@@ -25,10 +27,11 @@ def view_cell(f: Finding, key: str) -> str:
 
 
 def table(findings: Sequence[Finding]) -> pd.DataFrame:
-    """One row a claim: claim, paper, ours (CI), N, verdict in the claim's headline view, and a
-    column for each other view any finding is judged in (`VIEWS`)."""
-    rows = [{"claim": f.claim, "paper": f.paper, "ours (95% CI)": ours_text(f), "N": f.n, "verdict": f.verdict}
-            | {VIEWS[key].title: view_cell(f, key) for key in columns(findings)} for f in findings]
+    """One row a claim: claim, paper, ours (CI), N, verdict in the claim's headline view, the view it
+    is judged on (JUDGED_ON), and a column for each other view any finding is judged in (`VIEWS`)."""
+    rows = [{"claim": f.claim, "paper": f.paper, "ours (95% CI)": ours_text(f), "N": f.n, "verdict": f.verdict,
+             JUDGED_ON: VIEWS[f.view].title} | {VIEWS[key].title: view_cell(f, key) for key in columns(findings)}
+            for f in findings]
     return pd.DataFrame(rows, index=[f.id for f in findings])
 
 
@@ -45,22 +48,25 @@ def intro(n: int, sentence_n: int | None, seed: int) -> str:
     return (f"{n} prompts a word dataset, {data}, seed {seed}. Intervals: {LEVEL:.0%} percentile bootstrap, "
             f"{DRAWS:,} draws over the distinct inputs, each drawn with all its prompts (a word dataset's prompts share "
             f"inputs); a claim on fewer than {MIN_CLUSTERS} distinct inputs is not tested. Ours, N and the verdict are "
-            f"the headline, judged on *{VIEWS['correct_only'].title}* for a claim on located heads that reads the "
-            f"sentence datasets alone (the paper's protocol there, l. 1141) and on *{VIEWS['all'].title}* for every "
-            f"other; the last columns judge a claim again in its other views, {HEADLINE} marking its headline's. The "
-            f"{len(VIEWS)} views: {views}.")
+            f"the headline, judged on the view the *{JUDGED_ON}* column names. That is *{VIEWS['correct_only'].title}* "
+            f"for a claim on located heads that reads the sentence datasets alone (the paper's protocol there, l. "
+            f"1141), and *{VIEWS['all'].title}* for every other. The last columns judge a claim again in its other "
+            f"views, {HEADLINE} marking its headline's. The {len(VIEWS)} views: {views}. Each rule's date, and whether "
+            "the data it judges had been read then, is listed after the reasons.")
 
 
 def markdown(findings: Sequence[Finding]) -> str:
-    """The findings as one markdown table (claim, paper, ours (CI), N, verdict, then each other view's
-    judgement), then each tested claim's why and rule, and its other views' whys."""
+    """The findings as one markdown table (claim, paper, ours (CI), N, verdict, the view it is judged on,
+    then each other view's judgement), each tested claim's why and rule with its other views' whys, then
+    when each rule was set (`Claim.set_on`)."""
     keys = columns(findings)
-    rows = [f"| id | claim | paper | ours (95% CI) | N | verdict | {' | '.join(VIEWS[k].title for k in keys)} |",
-            "|---|---|---|---|---|---|" + "---|" * len(keys)]
+    rows = [f"| id | claim | paper | ours (95% CI) | N | verdict | {JUDGED_ON} | {' | '.join(VIEWS[k].title for k in keys)} |",
+            "|---|---|---|---|---|---|---|" + "---|" * len(keys)]
     rows += [f"| {f.id} | {f.claim} | {f.paper} | {ours_text(f)} | {f.n if f.n is not None else '-'} | {f.verdict} | "
-             + " | ".join(view_cell(f, key) for key in keys) + " |" for f in findings]
+             f"{VIEWS[f.view].title} | " + " | ".join(view_cell(f, key) for key in keys) + " |" for f in findings]
     why = [f"- **{f.id}** ({f.verdict}{'' if f.view == 'all' else ', ' + VIEWS[f.view].title}): {f.why}. "
-           f"Rule: {CLAIMS[f.id].rule} (set {CLAIMS[f.id].set_on}). Paper: {f.source}."
+           f"Rule: {CLAIMS[f.id].rule}. Paper: {f.source}."
            + "".join(f" {VIEWS[key].title.capitalize()} ({j.verdict}): {j.why}." for key, j in f.views.items())
            for f in findings if f.ours is not None]
-    return "\n".join(rows) + "\n\nWhy, claim by claim, with the rule each verdict follows:\n\n" + "\n".join(why) + "\n"
+    return ("\n".join(rows) + "\n\nWhy, claim by claim, with the rule each verdict follows:\n\n" + "\n".join(why)
+            + "\n\n" + rule_dates([(f.id, CLAIMS[f.id].set_on) for f in findings]))

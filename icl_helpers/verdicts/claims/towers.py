@@ -14,7 +14,7 @@ from .. import rules
 from ..evidence import WORD, Evidence, agnews_rows
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, not_tested
 from ..rules import RANDOM_DRAWS, Clusters
-from .claim import FLOW, ISSUE_44, ISSUE_57, SENTENCE_ONLY, V1, Claim, register
+from .claim import FLOW, OUR_THRESHOLDS, RESTATED, SENTENCE_ONLY, V1, Claim, register
 
 # top: the tokens the paper lists for one vector (Table 1's last query 15, its input's "one" 14th; Table 3's keys 16);
 # share: most of the vectors; ratio: an own word's MRR at least twice the other demonstrations' (keys)
@@ -136,7 +136,7 @@ register(Claim(id="two_towers", claim="Query and key are two towers: label keys 
                       "matrix', the query its 'reverse projection ... by multiplying QK^T' (l. 279); 'Label keys' top words ... are related to their "
                       "demonstrations ... Last token query's top words are related to the input text' (l. 389); the "
                       "hypothesis (l. 391) and 'two towers' (l. 514)",
-               set_on=f"{ISSUE_57}; the paper's key, the turned query and the ranks among the kept tokens had not been "
+               set_on=f"{RESTATED}; the paper's key, the turned query and the ranks among the kept tokens had not been "
                       "computed on any model",
                unit="parts that replicate", find=two_towers, notebooks=("02",), thresholds=TOWERS, views=FLOW))
 
@@ -151,7 +151,7 @@ register(Claim(id="two_towers_attention_key", claim="Our row: the label keys as 
                      "and every earlier FFN output, the reading the earlier reports judged",
                rule="the keys of the two_towers rule, on that vector: " + TOWERS_CRITERIA + ": " + KEYS_RULE + "; " + TOGETHER,
                source=f"ours, beside {V1} Section 3.2 (l. 279, l. 389)",
-               set_on=f"{ISSUE_57}; its MRR contrast had been shown by the earlier reports (two_towers' keys), its ranks "
+               set_on=f"{RESTATED}; its MRR contrast had been shown by the earlier reports (two_towers' keys), its ranks "
                       "among the kept tokens had not been computed",
                unit="parts that replicate", find=two_towers_attention_key, notebooks=("02",), thresholds=TOWERS, views=FLOW))
 
@@ -166,7 +166,7 @@ register(Claim(id="two_towers_unrotated", claim="Our row: the last query as it i
                rule="the query parts of the two_towers rule on q W_K, one vector a head: " + TOWERS_CRITERIA + ": " +
                     QUERY_RULE + ", on each word dataset; " + TOGETHER,
                source=f"ours, beside {V1} Section 3.2 (l. 279, l. 389)",
-               set_on=f"{ISSUE_57}; its MRR against random heads had been shown by the earlier reports (two_towers' "
+               set_on=f"{RESTATED}; its MRR against random heads had been shown by the earlier reports (two_towers' "
                       "queries), its ranks among the kept tokens had not been computed",
                unit="parts that replicate", find=two_towers_unrotated, notebooks=("02",), thresholds=TOWERS, views=FLOW))
 
@@ -196,7 +196,7 @@ register(Claim(id="two_towers_agnews", claim="The same on a correctly predicted 
                source=f"{V1}, Appendix C, Table 3 (l. 1272-1298): 'the labels correspond to business demonstrations "
                       "extract the concepts about business ... The top tokens of true labels are related to places such as "
                       "\"Liverpool\" and \"Spanish\" ... We find \"iverpool\" ... in last token query' (l. 1300)",
-               set_on=f"{ISSUE_57}; the measure it reads had not been computed on any model",
+               set_on=f"{RESTATED}; the measure it reads had not been computed on any model",
                unit="parts that replicate", find=two_towers_agnews, notebooks=("02",), reads=SENTENCE_ONLY,
                thresholds=TOWERS, views=FLOW))
 
@@ -259,7 +259,7 @@ register(Claim(id="label_keys_adjacent", claim="Label keys also extract a little
                       "a little adjacent tokens' (l. 549-551); '\"lover\" also exists in 5-key, and \"height\" (which "
                       "may be related to \"eight\") is also contained in 5-key ... 11-key may extract information from "
                       "\"eight\" and \"one\"' (l. 642)",
-               set_on=f"{ISSUE_57}; the measure it reads had not been computed on any model",
+               set_on=f"{RESTATED}; the measure it reads had not been computed on any model",
                unit="parts that replicate", find=label_keys_adjacent, notebooks=("02",), thresholds=ADJACENT, views=FLOW))
 
 
@@ -303,4 +303,4 @@ register(Claim(id="metric", claim="Our extension: at a fixed position, a label's
                     "its 95% CI above 0; partly: CI above 0; does not replicate: otherwise",
                source=f"ours, beside {V1} Section 4.4's conclusion, the query and key matrices 'two towers ... for learning "
                       "the similarity metric' (l. 514)",
-               set_on=ISSUE_44, unit="Spearman's rho", find=metric, notebooks=("02",), thresholds=METRIC, views=FLOW))
+               set_on=OUR_THRESHOLDS, unit="Spearman's rho", find=metric, notebooks=("02",), thresholds=METRIC, views=FLOW))

@@ -15,7 +15,7 @@ from ...studies.runner import PromptSet, prompt_set
 from ..evidence import FIRST, NO_SENTENCE_DATA, VARIANTS, WORD, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, all_hold, not_tested, together
 from ..rules import Clusters, judge_at_least
-from .claim import FLOW, ISSUE_44, ISSUE_57, SENTENCE_ONLY, V1, Claim, register
+from .claim import FLOW, OUR_THRESHOLDS, RESTATED, SENTENCE_ONLY, V1, Claim, register
 
 
 def _change(before: tuple[torch.Tensor, torch.Tensor], after: tuple[torch.Tensor, torch.Tensor]):
@@ -89,7 +89,7 @@ register(Claim(id="fig8", claim="Imbalanced prompts: summed attention on true la
                     "one of the two, with its minimum; does not replicate: neither",
                source=f"{V1}, Section 5.1, Fig. 8: 'The sum of attention weights on true labels decrease on the imbalanced "
                       "dataset. On the contrary, the attention weights on false labels increase' (l. 540)",
-               set_on=ISSUE_44, unit="change of summed true-label attention", find=fig8, notebooks=("05",), thresholds=FIG8, views=FLOW))
+               set_on=OUR_THRESHOLDS, unit="change of summed true-label attention", find=fig8, notebooks=("05",), thresholds=FIG8, views=FLOW))
 
 
 def fig9(s: Evidence) -> Judgement:
@@ -103,7 +103,7 @@ register(Claim(id="fig9", claim="Re-ordered prompts: summed attention on true la
                     "does not replicate: neither",
                source=f"{V1}, Section 5.2, Fig. 9: 'The sum of attention weights on re-order dataset are much smaller than "
                       "those on the origin dataset' (l. 640)",
-               set_on=f"{ISSUE_57}; its data had been shown by the earlier reports (the heads then counted without a minimum)",
+               set_on=f"{RESTATED}; its data had been shown by the earlier reports (the heads then counted without a minimum)",
                unit="change of summed true-label attention", find=fig9, notebooks=("06",), thresholds=FIG9, views=FLOW))
 
 
@@ -126,7 +126,7 @@ register(Claim(id="fig9_control", claim="Our control: a label gets more attentio
                rule="replicates: the distance effect (nearest minus farthest label position, at equal truth) is at least "
                     "{min_attention} with its 95% CI above 0; partly: it is at least {min_attention}, its CI reaching 0; "
                     "does not replicate: below {min_attention}",
-               source=f"ours, beside {V1} Section 5.2", set_on=f"{ISSUE_57}; its data had been shown by the earlier reports",
+               source=f"ours, beside {V1} Section 5.2", set_on=f"{RESTATED}; its data had been shown by the earlier reports",
                unit="attention a label position: distance effect", find=fig9_control, notebooks=("06",),
                thresholds=FIG9_CONTROL, views=FLOW))
 
@@ -193,7 +193,7 @@ register(Claim(id="fig10", claim="Imbalanced prompts: the attention on the true 
                     "reading is the next row",
                source=f"{V1}, Section 5.2, Fig. 10: 'the average attention weight of imbalanced dataset only increases on head "
                       "21-19. In other in-context heads ... the attention weights decrease a lot' (l. 644, 649)",
-               set_on=f"{ISSUE_57}; the summed measure in these heads had not been computed on any model (fig8's sum in "
+               set_on=f"{RESTATED}; the summed measure in these heads had not been computed on any model (fig8's sum in "
                       "each dataset's top heads had been shown by the earlier reports)",
                unit="change of summed true-label attention", find=fig10, notebooks=("05",), thresholds=FIG10, views=FLOW))
 
@@ -209,7 +209,7 @@ register(Claim(id="fig10_per_label", claim="Our row: imbalanced prompts, the att
                rule="the fig10 rule on the attention a true-label position gets (the summed true-label attention divided by "
                     f"the prompt's true labels: one fewer on the imbalanced prompt): {SHARED_HEADS_RULE}",
                source=f"ours, beside {V1} Fig. 10 (l. 644)",
-               set_on=f"{ISSUE_57}; its data had been shown by the earlier reports (fig10's headline then)",
+               set_on=f"{RESTATED}; its data had been shown by the earlier reports (fig10's headline then)",
                unit="change of a true-label position's attention", find=fig10_per_label, notebooks=("05",), thresholds=FIG10,
                views=FLOW))
 
@@ -226,7 +226,7 @@ register(Claim(id="fig11", claim="Re-ordered prompts: the attention on the true 
                     "the same count on both prompts: the two readings move together, and need no row apart",
                source=f"{V1}, Section 5.2, Fig. 11: 'On re-order dataset, the attention weights on all incontext heads drop, "
                       "especially in 21-19 and 22-0' (l. 644, 654)",
-               set_on=f"{ISSUE_57}; the summed measure in these heads had not been computed on any model, but the same change "
+               set_on=f"{RESTATED}; the summed measure in these heads had not been computed on any model, but the same change "
                       "over the count of true labels had been shown by the earlier reports",
                unit="change of summed true-label attention", find=fig11, notebooks=("06",), thresholds=FIG11, views=FLOW))
 
@@ -248,7 +248,7 @@ register(Claim(id="fig8_9_sentences", claim="Our extension: Figs. 8 and 9 on the
                rule="the fig8 and fig9 rules, each with its minimum effects, on the sentence datasets pooled: replicates if "
                     "both replicate; does not replicate if neither does at least partly; partly otherwise",
                source=f"ours, beside {V1} Sections 5.1 and 5.2",
-               set_on=f"{ISSUE_57}; its data had been shown by the earlier reports (fig9's part then counted the heads "
+               set_on=f"{RESTATED}; its data had been shown by the earlier reports (fig9's part then counted the heads "
                       "without a minimum)",
                unit="verdict of each prompt variant", find=fig8_9_sentences, notebooks=("05", "06"), reads=SENTENCE_ONLY,
                views=FLOW))

@@ -16,7 +16,7 @@ from .. import rules
 from ..evidence import FIRST, Evidence, agnews_rows, example
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, all_hold
 from ..rules import TOP, Clusters
-from .claim import FLOW, ISSUE_57, OVER_N, SENTENCE_ONLY, V1, Claim, register
+from .claim import FLOW, OVER_N, RESTATED, SENTENCE_ONLY, V1, Claim, register
 
 TABLE1 = {"values": 0.5, "heads": 0.5}  # a head passes where half its label values show a related concept; half the heads
 STRICT = {"share": 0.5}  # the earlier rule: the top head's prompts whose every label value ranks its own token
@@ -104,7 +104,7 @@ CONCEPTS_RULE = ("a label value passes where a related concept of its label (its
                  "pass. Replicates: at least {heads:.0%} of the in-context heads pass (the paper's head is 'an "
                  "example' of them) and the best head's share has its 95% CI above {values:.0%}; partly: one of the "
                  "two (the paper shows one head); does not replicate: neither. Ours: the share of heads that pass")
-TABLES_SET = (f"{ISSUE_57}; the measure it reads (related concepts across the in-context heads) had not been computed "
+TABLES_SET = (f"{RESTATED}; the measure it reads (related concepts across the in-context heads) had not been computed "
               "on any model, but the earlier reports had shown the top 5 heads' shares by the exact label token")
 
 register(Claim(id="table1", claim="Label values' top words have related concepts with the labels ('bar' and 'foo'), in an "

@@ -16,17 +16,17 @@ from ...stats import MIN_CLUSTERS
 from ...studies.head_sets import HeadSetStudy
 from ...studies.head_types import input_halves
 from ..evidence import WORD, paper_share_heads
-from ..judgement import Judgement, all_hold, not_tested, ours_text
+from ..judgement import Judgement, all_hold, not_tested, ours_text, rule_dates
 from ..rules import K
 
-RULES_SET = ("2026-11-27 (issue 58), after one 32-prompt trial run of the head sets on the bundled model had been "
+RULES_SET = ("2026-11-27, after one 32-prompt trial run of the head sets on the bundled model had been "
              "seen (its scores, overlaps and ablation curves), before any run at the committed sizes or on another model")
 OLSSON = "Olsson et al. 2022, \"In-context learning and induction heads\" (arXiv 2209.11895)"
 CROSBIE = ("Crosbie & Shutova 2025, \"Induction heads as an essential mechanism for pattern matching in in-context "
            "learning\" (arXiv 2407.07011)")
 YIN = "Yin & Steinhardt 2025, \"Which attention heads matter for in-context learning?\" (ICML 2025, arXiv 2502.14010)"
 YANG = "Yang, Cho & Inoue 2025 (ICLR 2026, arXiv 2509.24164), task-recognition and task-learning heads"
-TR_TL_RULES_SET = ("2026-11-27 (issue 58), with the task-recognition and task-learning scores, before any of their "
+TR_TL_RULES_SET = ("2026-11-27, with the task-recognition and task-learning scores, before any of their "
                    "numbers or any ablation of their sets had been seen, on any model or size")
 
 
@@ -103,13 +103,15 @@ def judged(study: HeadSetStudy, ids: Sequence[str] | None = None) -> list[Litera
 
 
 def markdown(findings: Sequence[LiteratureFinding]) -> str:
-    """The findings as one markdown table, then each claim's why, rule and what of its paper we hold."""
+    """The findings as one markdown table, each claim's why, rule and what of its paper we hold, then
+    when each rule was set (`LiteratureClaim.set_on`)."""
     rows = ["| id | claim of the literature | paper | ours (95% CI) | N | verdict |", "|---|---|---|---|---|---|"]
     rows += [f"| {f.id} | {f.claim.claim} | {f.claim.paper} | {ours_text(f.judgement)} | "
              f"{f.judgement.n if f.judgement.n is not None else '-'} | {f.verdict} |" for f in findings]
-    why = [f"- **{f.id}** ({f.verdict}): {f.judgement.why}. Rule: {f.claim.rule} (set {f.claim.set_on}). "
-           f"Source: {f.claim.holds}." for f in findings]
-    return "\n".join(rows) + "\n\nWhy, claim by claim, with the rule each verdict follows:\n\n" + "\n".join(why) + "\n"
+    why = [f"- **{f.id}** ({f.verdict}): {f.judgement.why}. Rule: {f.claim.rule}. Source: {f.claim.holds}."
+           for f in findings]
+    return ("\n".join(rows) + "\n\nWhy, claim by claim, with the rule each verdict follows:\n\n" + "\n".join(why)
+            + "\n\n" + rule_dates([(f.id, f.claim.set_on) for f in findings]))
 
 
 @functools.cache
