@@ -231,6 +231,16 @@ def run(model: str, device: str, n: int, sentence_n: int, ids: list[str], sdpa: 
     }
 
 
+def times(a: float, b: float) -> str:
+    """a / b to one decimal, or "-" where b is 0 (the claims run made no forward pass)."""
+    return f"{a / b:.1f}" if b else "-"
+
+
+def against(suite: float, floor: float) -> str:
+    """How many times its floor the suite took, in words (none where the claims run made no forward pass)."""
+    return f"the suite {suite / floor:.1f}x it" if floor else "no pass to hold the suite against"
+
+
 def markdown(r: dict) -> str:
     counted = any("ops" in row for row in r["steps"].values())  # a run with --ops
     where = f"{r.get('model', 'smollm2-135m')} ({r.get('dtype', 'float32')}) on {r.get('gpu') or r.get('device', 'cpu')}"
@@ -246,11 +256,11 @@ def markdown(r: dict) -> str:
     lines += ["", f"Suite {r['suite_seconds']:.0f} s. Forward passes: {r['rows']} prompt rows ({r['tokens']} tokens, "
               f"{r['padded_tokens']} with padding) for "
               f"{r['distinct_prompts']} distinct prompts ({r['distinct_tokens']} tokens): "
-              f"{r['rows'] / r['distinct_prompts']:.1f} passes a prompt, {r['tokens'] / r['distinct_tokens']:.1f} a token.",
-              f"Floor, arithmetic ({r['matmul_gflops']:.0f} GFLOP/s measured): {r['floor_arithmetic_seconds']:.1f} s, the "
-              f"suite {r['suite_seconds'] / r['floor_arithmetic_seconds']:.1f}x it. Floor, one plain forward pass a distinct "
-              f"prompt (timed): {r['floor_forward_seconds']:.1f} s, the suite "
-              f"{r['suite_seconds'] / r['floor_forward_seconds']:.1f}x it."
+              f"{times(r['rows'], r['distinct_prompts'])} passes a prompt, {times(r['tokens'], r['distinct_tokens'])} a token.",
+              f"Floor, arithmetic ({r['matmul_gflops']:.0f} GFLOP/s measured): {r['floor_arithmetic_seconds']:.1f} s, "
+              f"{against(r['suite_seconds'], r['floor_arithmetic_seconds'])}. Floor, one plain forward pass a "
+              f"distinct prompt (timed): {r['floor_forward_seconds']:.1f} s, "
+              f"{against(r['suite_seconds'], r['floor_forward_seconds'])}."
               + (f" The same pass with SDPA attention (no attention weights): {r['floor_forward_sdpa_seconds']:.1f} s."
                  if r.get("floor_forward_sdpa_seconds") else ""),
               f"Peak resident memory: {r['peak_mb_after_load']:.0f} MB after loading the model, "
