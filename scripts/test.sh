@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up (with the test extras) and run every test, notebooks included, on all cores in file order.
+# Set up (with the test extras) and run every test, notebooks included, on all cores (a worker each), in file order.
 # Extra arguments go to pytest: e.g. `-p randomly` for a random order (tests/README.md).
 # --quick [FILE...]: the quick tier instead (the tests marked quick, QUICK in tests/conftest.py: the core's
 # exactness tests and cheap tests of the rest, under a minute on 2 cores), then the test files named in full.
@@ -16,5 +16,10 @@ if [ "${1:-}" = --quick ]; then
   if [ $# -gt 0 ]; then .venv/bin/python -m pytest -q -p no:randomly "$@"; fi
   exit
 fi
-# Notebooks at their parameters cells' defaults: the bundled model on small samples (CI size).
-.venv/bin/python -m pytest -q -p no:randomly tests --nbmake notebooks --nbmake-timeout=900 --durations=10 "$@"
+# Notebooks at their parameters cells' defaults: the bundled model on small samples (CI size). One worker process a
+# core, up to 4 (ICL_TEST_WORKERS sets it), each on one thread, a test file or notebook at a time: on 2 cores the small
+# models' passes are bound by Python, which one process with two threads leaves one core idle for.
+workers=${ICL_TEST_WORKERS:-$(.venv/bin/python -c 'import os; print(min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))')}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+.venv/bin/python -m pytest -q -p no:randomly -n "$workers" --dist loadfile tests --nbmake notebooks --nbmake-timeout=900 \
+  --durations=10 "$@"

