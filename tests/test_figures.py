@@ -14,7 +14,7 @@ from icl_helpers.paths import REPO_ROOT
 from icl_helpers.studies.ablation import IN_CONTEXT, RANDOM
 from icl_helpers.studies.biases import BiasCount, BiasEffect
 from icl_helpers.verdicts.compare import read_reports
-from icl_helpers.viz import figures, verdict_grid
+from icl_helpers.viz import figures, report_figures
 
 g = torch.Generator().manual_seed(0)
 HEADS = [(3, 1), (5, 0), (5, 2)]
@@ -138,7 +138,9 @@ AT_SCALE = {  # the figures as a notebook draws them, at its sizes
     "Fig. 10, 15 heads": lambda: figures.true_label_attention(
         MANY[:15], {v: r(N, 15) for v in ("balanced", "imbalanced")}, "t", {v: r(N, 15) / 2 for v in ("balanced", "imbalanced")}),
     "Fig. 11, 15 heads": lambda: figures.true_label_attention(MANY[:15], {v: r(N, 15) for v in ("balanced", "reordered")}, "t"),
-    "the README's verdict grid": lambda: verdict_grid.verdict_grid(read_reports(
+    "the README's verdict grid": lambda: report_figures.verdict_grid(read_reports(
+        [REPO_ROOT / "results" / f"report-{model}-n1000.json" for model in OFFLINE_MODELS])),
+    "the README's label attention": lambda: report_figures.label_attention(read_reports(
         [REPO_ROOT / "results" / f"report-{model}-n1000.json" for model in OFFLINE_MODELS])),
     "Figs. 8-9, 20 heads": lambda: figures.variant_attention(MANY, {v: (r(N, 20), r(N, 20)) for v in ("balanced", "imbalanced")}, "t"),
     "top-1 accuracy, 12 variants": lambda: figures.accuracy_change(dict(zip(VARIANTS, [1.0, 0.344, 0.875, 0.031] * 3)), "t"),

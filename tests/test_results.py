@@ -13,7 +13,7 @@ from icl_helpers.verdicts import claims, robustness
 from icl_helpers.verdicts.compare import markdown, read_reports
 from icl_helpers.verdicts.evidence import described
 from icl_helpers.verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES
-from icl_helpers.viz import verdict_grid
+from icl_helpers.viz import report_figures
 
 ROOT = Path(__file__).parents[1] / "results"
 RESULTS = sorted(ROOT.glob("report-*.json"))
@@ -153,23 +153,55 @@ def test_the_committed_cross_model_head_types_table_is_its_files():
     assert (ROOT / "cross-model-heads-n256.md").read_text() == markdown(read_reports(files))
 
 
-def test_the_readmes_picture_is_drawn_from_the_committed_paper_scale_reports():
-    """The picture on the README's first screen is the verdict grid of the paper-scale reports as committed: its PNG
-    holds the digest of what it shows, which changes with any verdict, claim or model. Draw it again with
-    `python -m icl_helpers.viz.verdict_grid results/report-*-n1000.json --png docs/verdicts.png` (the README's order)."""
-    readme = (ROOT.parent / "README.md").read_text().splitlines()
-    assert "![" in "\n".join(readme[:30]) and "(docs/verdicts.png)" in "\n".join(readme[:30])  # on the first screen
-    reports = read_reports([ROOT / f"report-{model}-n1000.json" for model in OFFLINE_MODELS])
-    with Image.open(ROOT.parent / "docs" / "verdicts.png") as png:
-        assert png.text["Description"] == verdict_grid.digest(reports)
-    changed = json.loads(json.dumps(reports))
-    changed[0]["claims"][0]["verdict"] = "does not replicate" if changed[0]["claims"][0]["verdict"] != "does not replicate" else "partly"
-    assert verdict_grid.digest(changed) != verdict_grid.digest(reports)
+PAPER_SCALE = [ROOT / f"report-{model}-n1000.json" for model in OFFLINE_MODELS]  # in the README's order
 
 
-def test_the_verdict_grid_refuses_a_file_that_is_not_a_report_in_one_line(tmp_path, capsys):
+def changed(reports: list[dict], picture: str) -> list[dict]:
+    """A copy of `reports` with one thing its picture shows changed: a verdict, or the headline number of fig6."""
+    copy = json.loads(json.dumps(reports))
+    first = copy[0]["claims"][0] if picture == "verdicts" else next(f for f in copy[0]["claims"] if f["id"] == "fig6")
+    if picture == "verdicts":
+        first["verdict"] = "does not replicate" if first["verdict"] != "does not replicate" else "partly"
+    else:
+        first["ours"] += 0.01
+    return copy
+
+
+@pytest.mark.parametrize("picture", report_figures.PICTURES)
+def test_the_readmes_pictures_are_drawn_from_the_committed_paper_scale_reports(picture):
+    """The two pictures on the README's first screen are drawn from the paper-scale reports as committed: each PNG
+    holds the digest of what it shows, which changes with any verdict, claim, model or (the label attention) number.
+    Draw them again with `python -m icl_helpers.viz.report_figures results/report-*-n1000.json --verdicts
+    docs/verdicts.png --attention docs/attention.png` (the README's order)."""
+    readme = "\n".join((ROOT.parent / "README.md").read_text().splitlines()[:35])
+    assert f"(docs/{picture}.png)" in readme  # on the first screen
+    reports = read_reports(PAPER_SCALE)
+    with Image.open(ROOT.parent / "docs" / f"{picture}.png") as png:
+        assert png.text["Description"] == report_figures.digest(reports, picture)
+    assert report_figures.digest(changed(reports, picture), picture) != report_figures.digest(reports, picture)
+
+
+def test_the_label_attention_bars_are_the_reports_headline_numbers_and_verdicts():
+    """Each bar of the label attention picture is its claim's headline number on one model, its error bar the 95%
+    interval, its verdict written above it: left fig6 by model; right fig6_control by model, then fig9_control.
+    A claim a report lacks has no bar and reads "not tested"."""
+    reports = read_reports(PAPER_SCALE)
+    del reports[2]["claims"][[f["id"] for f in reports[2]["claims"]].index("fig9_control")]
+    fig = report_figures.label_attention(reports)
+    found = [{f["id"]: f for f in r["claims"]} for r in reports]
+    for ax, ids in zip(fig.axes, (["fig6"], ["fig6_control", "fig9_control"])):
+        want = [by[i] for i in ids for by in found if i in by]
+        assert [p.get_height() for p in ax.patches] == pytest.approx([f["ours"] for f in want], abs=0)
+        spans = [float(y) for c in ax.containers if hasattr(c, "lines") for line in c.lines[2]
+                 for y in sorted(line.get_segments()[0][:, 1])]
+        assert spans == pytest.approx([y for f in want for y in f["ci"]], rel=1e-12)
+        words = [t.get_text().replace("\n", " ") for t in ax.texts]
+        assert words == [by[i]["verdict"] if i in by else "not tested" for i in ids for by in found]
+
+
+def test_the_report_figures_refuse_a_file_that_is_not_a_report_in_one_line(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("[]")
-    assert verdict_grid.main([str(bad), "--png", str(tmp_path / "out.png")]) == 2
+    assert report_figures.main([str(bad), "--verdicts", str(tmp_path / "out.png")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {bad}") and err.count("\n") == 1 and not (tmp_path / "out.png").exists()
