@@ -67,6 +67,19 @@ def test_first_stored_prompt():
     assert prompt.text == "five : bar dozen : bar worried : foo comfort : foo smile :"
 
 
+def test_a_word_file_is_parsed_once_and_again_when_it_changes(tmp_path):
+    """The records of one version of a file are parsed once (a report asks for them a hundred times), a new list
+    each call; a file rewritten (another size) is read afresh."""
+    path = word_dataset_path("animal_country", tmp_path)
+    cat, horse = (Record(x, "animal", "country", ("dog",), ("Peru",)) for x in ("cat", "horse"))
+    path.write_text(cat.to_json() + "\n")
+    first = load_word_records("animal_country", tmp_path)
+    again = load_word_records("animal_country", tmp_path)
+    assert first == again == [cat] and first is not again
+    path.write_text(cat.to_json() + "\n" + horse.to_json() + "\n")
+    assert load_word_records("animal_country", tmp_path) == [cat, horse]
+
+
 def test_malformed_word_file_is_refused(tmp_path):
     path = word_dataset_path("animal_country", tmp_path)
     path.write_text(Record("cat", "animal", "country", ("dog",), ("Peru",)).to_json() + '\n{"input": 3}\n')

@@ -9,6 +9,7 @@ rows: from the second).
 from __future__ import annotations
 
 import argparse
+import functools
 import random
 from pathlib import Path
 
@@ -83,13 +84,21 @@ def load_word_records(name: str, directory: Path = DATA) -> list[Record]:
     path = word_dataset_path(name, directory)
     if not path.is_file():
         raise UsageError(f"No file {path}: regenerate it with `python -m icl_helpers.data.words`.")
+    stat = path.stat()
+    return list(_parsed(path, stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(path: Path, mtime_ns: int, size: int) -> tuple[Record, ...]:
+    """The records of a word dataset file, parsed once a version of the file (its time and size): a report asks
+    for them a hundred times."""
     records = []
     for i, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1):
         try:
             records.append(Record.from_json(line))
         except ValueError as err:
             raise UsageError(f"{path}:{i} is not a prompt record ({err}): regenerate it with `python -m icl_helpers.data.words`.") from None
-    return records
+    return tuple(records)
 
 
 def word_records(name: str, seed: int = 0) -> list[Record]:
