@@ -12,6 +12,7 @@ from .errors import Unjudgeable
 DRAWS = 1000  # bootstrap resamples
 LEVEL = 0.95
 MIN_CLUSTERS = 10  # the fewest distinct inputs an interval is drawn from: fewer are "too few prompts"
+WEIGHTS_AT_ONCE = 2**22  # entries of a resample times draws that `weighted_ci` weighs at once: 32 MiB a float64 tensor
 
 
 def bootstrap_ci(
@@ -40,6 +41,59 @@ def bootstrap_ci(
             for _ in range(draws)
         ], dtype=torch.float64)
     return _percentiles(values, level)
+
+
+def weighted_ci(
+    sample: torch.Tensor,
+    statistic: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    draws: int = DRAWS,
+    seed: int = 0,
+    level: float = LEVEL,
+    clusters: torch.Tensor | None = None,
+) -> tuple[float, float]:
+    """`bootstrap_ci` of one sample [N, ...] for a statistic written over row weights: statistic(sample, w) [d]
+    for w [d, N] float64, each row's multiplicity in d resamples (all ones: the sample itself). The same draws
+    as `bootstrap_ci`'s, every resample's statistic from its multiplicities at once, no resample built."""
+    row_cluster, members = _ids(sample, clusters)
+    counts = _counts(len(members), torch.Generator().manual_seed(seed), draws)  # [draws, C]
+    per_draw = max(1, WEIGHTS_AT_ONCE // max(1, sample.numel()))
+    values = torch.cat([statistic(sample, c[:, row_cluster].double()) for c in counts.split(per_draw)])
+    return _percentiles(values.double(), level)
+
+
+def weighted_spearman(x: torch.Tensor, y: torch.Tensor, keep: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """[d]: `spearman` of the entries of x and y [N, ...] that `keep` [N, ...] marks, each row n counted w[:, n]
+    times (w [d, N]): ranks by `mean_ranks` within each weighting, then Pearson's correlation weighted alike."""
+    kept = w[:, :, None] * keep.reshape(len(keep), -1)[None].double()  # [d, N, P]: each entry's multiplicity
+    kept = kept.flatten(1)  # [d, M]
+    total = kept.sum(1, keepdim=True)
+    rx, ry = (_weighted_ranks(v.masked_fill(~keep, 0).flatten(), kept) for v in (x, y))
+    dx, dy = (r - (kept * r).sum(1, keepdim=True) / total for r in (rx, ry))
+    return (kept * dx * dy).sum(1) / ((kept * dx * dx).sum(1) * (kept * dy * dy).sum(1)).sqrt()
+
+
+def weighted_nanmean(x: torch.Tensor, w: torch.Tensor | None = None) -> torch.Tensor:
+    """Each column's mean of x [N, S, ...] over its rows and their entries, NaN left out: [S]; with w [d, N] (each
+    row's multiplicity in d resamples) each resample's, [d, S]. Summed in x's dtype, as a mean of x would be."""
+    weights = torch.ones(1, len(x), dtype=x.dtype) if w is None else w.to(x.dtype)
+    x = x.reshape(*x.shape[:2], -1)  # [N, S, K]
+    counted = ~x.isnan()
+    means = (torch.einsum("dn,nsk->ds", weights, torch.where(counted, x, 0))
+             / torch.einsum("dn,nsk->ds", weights, counted.to(x.dtype)))
+    return means[0] if w is None else means
+
+
+def unweighted(statistic: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], sample: torch.Tensor) -> float:
+    """A statistic written over row weights (as `weighted_ci` takes it) of the sample itself: every row once."""
+    return float(statistic(sample, torch.ones(1, len(sample), dtype=torch.float64))[0])
+
+
+def _weighted_ranks(v: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
+    """[d, M]: each of v's M values' 0-based rank among the values counted kept [d, M] times, tied values their
+    mean rank, as `mean_ranks` ranks the sample the weights describe."""
+    _, group = torch.unique(v.double(), sorted=True, return_inverse=True)
+    count = torch.zeros(len(kept), int(group.max()) + 1, dtype=torch.float64).index_add_(1, group, kept)  # [d, G]
+    return (count.cumsum(1) - (count + 1) / 2)[:, group]
 
 
 def _percentiles(values: torch.Tensor, level: float) -> tuple[float, float]:

@@ -124,6 +124,112 @@ def test_spearman_gives_tied_values_their_mean_rank_whatever_their_order():
     assert math.isclose(spearman(a[order], b[order]), spearman(a, b), rel_tol=0, abs_tol=1e-12)  # float64 sums of 400 ranks
 
 
+def resampled_and_weighted(x: torch.Tensor, clusters: torch.Tensor, draws: int = 60, seed: int = 3):
+    """The same draws two ways: each resample built row by row, as `bootstrap_ci` draws it, and its rows'
+    multiplicities [draws, N], as `weighted_ci` weighs them."""
+    row_cluster, members = stats._ids(x, clusters)
+    counts = stats._counts(len(members), torch.Generator().manual_seed(seed), draws)
+    one_at_a_time = torch.Generator().manual_seed(seed)
+    return [x[stats._draw(row_cluster, members, one_at_a_time)] for _ in range(draws)], counts[:, row_cluster].double()
+
+
+def nanmean_by_truth(x: torch.Tensor, is_true: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`by_truth` written as a mean of each head's entries, the resample's rows repeated."""
+    def mean(where):
+        return x.masked_fill(~where[:, None], torch.nan).transpose(0, 1).flatten(1).nanmean(1)
+    return mean(is_true), mean(~is_true)
+
+
+def test_a_statistic_over_row_weights_gives_each_resample_what_the_resample_itself_gives():
+    """fig7's rho and bin gap, the heads that favour the false label or project one label, and the metric's rho are
+    computed from each resample's row multiplicities, all draws at once: each draw's value is the one the resample
+    built row by row gives (ties, NaN positions, inputs shared by prompts); counts to the bit, the rest to float64
+    rounding. The intervals `weighted_ci` draws are `bootstrap_ci`'s."""
+    from icl_helpers.verdicts.claims import attention, label_ranks
+    N, S, D = 48, 3, 4
+    clusters = torch.randint(20, (N,), generator=g)
+    weight = (torch.rand(N, S, D, generator=g) * 10).round() / 10  # ties, and weights on the bins' edges
+    weight[torch.rand(N, S, D, generator=g) < 0.3] = float("nan")
+    points = torch.stack([weight, torch.randn(N, S, D, generator=g)], -1).double()
+    resamples, w = resampled_and_weighted(points, clusters)
+    rho = torch.tensor([spearman(*r[~r[..., 0].isnan()].unbind(-1)) for r in resamples], dtype=torch.float64)
+    torch.testing.assert_close(attention._rho(points, w), rho, rtol=0, atol=1e-12)
+
+    def gap(r):
+        weight, increase = r.unbind(-1)
+        high, middle = (increase[(weight >= lo) & (weight <= hi)].mean() for lo, hi in attention.BINS.values())
+        return float(high - middle)
+    torch.testing.assert_close(attention._bin_gap(points, w), torch.tensor([gap(r) for r in resamples],
+                                                                             dtype=torch.float64), rtol=0, atol=1e-12)
+
+    is_true = torch.tensor([True, False, True, False]).repeat(N, 1)
+    at = torch.where(is_true[:, None], torch.tensor([0.5, 0.9, 0.3])[:, None], torch.tensor([0.1, 0.05, 0.3])[:, None])
+    hits = (torch.rand(N, S, D, generator=g) < at).float()  # head 0 on both of one_label's edges: resamples differ
+    hits[::5, :, 3] = float("nan")  # past a prompt's labels
+    ranks = torch.rand(N, S, D, generator=g) * torch.where(is_true[:, None], 1.0, torch.tensor([1.5, 1.0, 3.0])[:, None])
+    for which, measure, ratio in ((label_ranks.false_ahead, ranks, label_ranks.ONE_LABEL["ratio"]),
+                                  (label_ranks.one_label, hits, None)):
+        pairs = torch.stack([measure, is_true[:, None].expand(N, S, D).float()], -1)
+        resamples, w = resampled_and_weighted(pairs, clusters)
+        if ratio is None:
+            shares = [torch.stack(nanmean_by_truth(r[..., 0], r[:, 0, :, 1].bool())) for r in resamples]
+            want = [(s.amax(0) >= label_ranks.ONE_LABEL["projects"]) & (s.amin(0) <= label_ranks.ONE_LABEL["other"])
+                    for s in shares]
+        else:
+            want = [f >= ratio * t for t, f in (nanmean_by_truth(r[..., 0], r[:, 0, :, 1].bool()) for r in resamples)]
+        assert torch.equal(which(pairs, w), torch.stack(want)), which.__name__
+        assert len({tuple(picked.tolist()) for picked in want}) > 1  # the draws pick different heads
+        assert torch.equal(which(pairs), which(pairs, torch.ones(1, N, dtype=torch.float64))[0])  # the sample: once each
+
+    score, similarity = torch.randn(N, S, D, generator=g), (torch.rand(N, D, generator=g) * 4).round()
+    pairs = torch.stack([score, similarity[:, None].expand_as(score)], -1)
+    got = judge_metric(score, similarity, clusters)
+    close(torch.tensor(got.ci), torch.tensor(bootstrap_ci([pairs], lambda p: spearman(p[..., 0], p[..., 1]),
+                                                          clusters=[clusters])), scale=1.0)
+    assert math.isclose(got.ours, spearman(score, similarity[:, None].expand_as(score)), abs_tol=1e-12)
+
+
+def test_the_means_shares_and_medians_over_row_weights_give_each_resample_what_it_gives_itself():
+    """Fig. 2's shares, Table 1's passing heads, Appendix E's median change and the bias reduction, computed from each
+    resample's row multiplicities: each draw's value is the one its resample built row by row gives (to float64
+    rounding; the counts and shares of hits to the bit). The recency effects' intervals are the means' of each
+    record's own effects, as the fit is linear in the mean table: `bootstrap_ci`'s of the fit."""
+    from icl_helpers.studies import recency
+    from icl_helpers.verdicts.claims import appendices, interventions, location, vocabulary
+    N, S, D = 48, 5, 4
+    clusters = torch.randint(20, (N,), generator=g)
+    hits = (torch.rand(N, S, D, generator=g) < torch.tensor([0.3, 0.45, 0.5, 0.55, 0.8])[:, None]).float()
+    hits[::5, :, 3] = float("nan")
+    flags = torch.rand(N, 3, generator=g) < torch.tensor([0.7, 0.5, 0.3])
+    pairs = {  # weighted statistic, the same statistic of a resample, the sample
+        "fig2": (lambda x, w: location._fig2_shares(x, 5, w)[:, 1],
+                 lambda x: float(x[:, 0, 5:].sum() / x.sum()), torch.randn(N, 2, 8, generator=g).double() + 0.5),
+        "passing heads": (vocabulary.passing_heads, lambda x: float((x.transpose(0, 1).flatten(1).nanmean(1)
+                                                                   >= vocabulary.TABLE1["values"]).double().mean()), hits),
+        "app_e": (appendices._relative_change, lambda x: float(torch.quantile(
+            ((x.mean(0)[:, 1] - x.mean(0)[:, 0]).abs() / x.mean(0)[:, 0].abs()).double(), 0.5)),
+            torch.randn(N, S, 2, generator=g).double() + 1),
+    }
+    for name, (weighted, each, sample) in pairs.items():
+        resamples, w = resampled_and_weighted(sample, clusters)
+        torch.testing.assert_close(weighted(sample, w), torch.tensor([each(r) for r in resamples], dtype=torch.float64),
+                                   rtol=1e-12, atol=0, msg=name)
+    resamples, w = resampled_and_weighted(hits, clusters)
+    assert len({float(vocabulary.passing_heads(r, torch.ones(1, len(r), dtype=torch.float64))) for r in resamples}) > 1
+
+    def reduction(f):
+        plain, after = float((f[:, 0] & f[:, 1]).sum()), float((f[:, 0] & f[:, 2]).sum())
+        return (plain - after) / plain if plain else float("nan")
+    got = interventions.judge_bias(flags, torch.rand(N, 2, generator=g) < 0.8, interventions.MAJORITY_BIAS, clusters)
+    assert (got.ours, got.ci) == (reduction(flags), bootstrap_ci([flags], reduction, clusters=[clusters]))
+
+    cells = torch.rand(N, 2, D, generator=g)
+    effects = recency.effects(cells, clusters)
+    for got, i in ((effects.truth_ci, 0), (effects.distance_ci, 1)):
+        close(torch.tensor(got), torch.tensor(bootstrap_ci([cells], lambda c, i=i: recency.fit(c)[i], clusters=[clusters])),
+              scale=1.0)
+
+
 def test_every_claim_of_the_paper_and_each_control_is_registered_with_a_rule():
     """The registry's order is the sections': each section module's claims together, the sections in
     the order the package imports them (the committed reports hold the ids themselves: test_results)."""

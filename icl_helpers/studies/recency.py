@@ -28,7 +28,7 @@ from ..data.prompts import orders, prompt_label_ids
 from ..data.setting import MAIN, Setting
 from ..errors import Unjudgeable
 from ..model.loading import ICLModel
-from ..stats import bootstrap_ci
+from ..stats import mean_ci
 from .label_attention import attention_on_labels
 from .runner import prompt_set
 
@@ -104,8 +104,10 @@ def effects(cells: torch.Tensor, clusters: torch.Tensor | None = None) -> Effect
     """`fit` of cells [N, 2, D] with the bootstrap interval of each effect (over the records, or
     over their distinct inputs where clusters [N] gives each record's)."""
     truth, distance = fit(cells)
-    return Effects(truth, bootstrap_ci([cells], lambda c: fit(c)[0], clusters=[clusters]), distance,
-                   bootstrap_ci([cells], lambda c: fit(c)[1], clusters=[clusters]), len(cells))
+    x = cells.double()  # the fit is linear in the mean table: each effect is the mean of the records' own
+    each_truth, each_distance = x[:, 1].mean(1) - x[:, 0].mean(1), x[:, :, 0].mean(1) - x[:, :, -1].mean(1)  # [N]
+    return Effects(truth, mean_ci(each_truth, clusters=clusters), distance, mean_ci(each_distance, clusters=clusters),
+                   len(cells))
 
 
 def recency_orders(m: ICLModel, dataset: str, heads: Sequence[Head], n: int, seed: int = 0,

@@ -8,7 +8,7 @@ import torch
 
 from ...core.heads import Head, head_name, top_heads
 from ...model.loading import ICLModel
-from ...stats import bootstrap_ci, spearman
+from ...stats import spearman, unweighted, weighted_ci
 from ...studies import label_attention, mrr, order, subvalues
 from .. import rules
 from ..evidence import FIRST, NO_SENTENCE_DATA, Evidence
@@ -90,18 +90,19 @@ register(Claim(id="app_d", claim="Appendix D: the same picture in LLaMA 7B, 13B,
 APP_E = {"similar": 0.2, "partly": 0.5}
 
 
-def _relative_change(increase: torch.Tensor) -> float:
-    """increase: [N, S, 2] each head's increase alone and after other heads: the median over the S heads of
-    |mean after - mean alone| / |mean alone|, the means over the N prompts."""
-    alone, after = increase.mean(0).unbind(-1)  # [S] each
-    return float(torch.quantile(((after - alone).abs() / alone.abs()).double(), 0.5))
+def _relative_change(increase: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """increase: [N, S, 2] each head's increase alone and after other heads; w [d, N] each prompt's multiplicity in
+    d resamples: [d] the median over the S heads of |mean after - mean alone| / |mean alone|, the means over the
+    prompts."""
+    alone, after = (torch.einsum("dn,nsk->dsk", w, increase.double()) / w.sum(1)[:, None, None]).unbind(-1)  # [d, S]
+    return torch.quantile((after - alone).abs() / alone.abs(), 0.5, dim=-1)
 
 
 def judge_app_e(increase: torch.Tensor, heads: Sequence[Head], positions: str, clusters: Clusters = None) -> Judgement:
     """increase: [N, S, 3] each of S heads' increase added alone, in a random order and last
     (`studies.order.ORDERS`); positions: the position-level description, a line."""
     last = increase[..., [0, 2]]  # [N, S, 2]: alone, last
-    ours, ci = _relative_change(last), bootstrap_ci([last], _relative_change, clusters=[clusters])
+    ours, ci = unweighted(_relative_change, last), weighted_ci(last, _relative_change, clusters=clusters)
     verdict = REPLICATES if ci[1] <= APP_E["similar"] else PARTLY if ours <= APP_E["partly"] else FAILS
     alone, random, after_all = increase.mean(0).unbind(-1)  # [S] each
     moved = ((after_all - alone).abs() / alone.abs()).argmax()
@@ -111,7 +112,7 @@ def judge_app_e(increase: torch.Tensor, heads: Sequence[Head], positions: str, c
                      f"ours is the median over the top {len(heads)} heads of |last - alone| / |alone|, each head's mean "
                      f"increase added alone on x_l and added last (after the other heads of its layer); added after the "
                      f"heads before it in a random order of its layer instead of last, "
-                     f"{_relative_change(increase[..., :2]):.1%}; the head moving most, {head_name(heads[moved])}, "
+                     f"{unweighted(_relative_change, increase[..., :2]):.1%}; the head moving most, {head_name(heads[moved])}, "
                      f"{float(alone[moved]):+.3f} alone, {float(after_all[moved]):+.3f} last; mean increase alone "
                      f"{float(alone.mean()):+.3f}, random order {float(random.mean()):+.3f}, last {float(after_all.mean()):+.3f}; "
                      f"the top {k} by mean increase keep {kept} of {k} heads in a random order; ours beside it, not judged (the "

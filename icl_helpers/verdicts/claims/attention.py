@@ -7,7 +7,7 @@ import math
 import torch
 
 from ...core.heads import at_heads
-from ...stats import bootstrap_ci, spearman
+from ...stats import spearman, unweighted, weighted_ci, weighted_spearman
 from ...studies import label_attention
 from ...studies.recency import Effects
 from .. import rules
@@ -68,10 +68,11 @@ FIG7 = {"heads": 3, "rho": 0.3, "min_increase": 0.1}
 BINS = {"high": (0.9, 1.0), "middle": (0.4, 0.6)}  # the paper's: 'between 0.9 and 1.0 ... than those between 0.4 and 0.6'
 
 
-def _rho(points: torch.Tensor) -> float:
-    """points: [N, S, D, 2] (weight, increase), NaN weight where no true label: Spearman over the true labels."""
-    kept = points[~points[..., 0].isnan()]  # [pairs, 2]
-    return spearman(kept[:, 0], kept[:, 1])
+def _rho(points: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """points: [N, S, D, 2] (weight, increase), NaN weight where no true label; w [d, N] each prompt's multiplicity
+    in d resamples: [d] Spearman over the true labels."""
+    weight, increase = points.unbind(-1)
+    return weighted_spearman(weight, increase, ~weight.isnan(), w)
 
 
 def _in_bin(weight: torch.Tensor, bin: str) -> torch.Tensor:
@@ -79,10 +80,15 @@ def _in_bin(weight: torch.Tensor, bin: str) -> torch.Tensor:
     return (weight >= low) & (weight <= high)  # NaN: in no bin
 
 
-def _bin_gap(points: torch.Tensor) -> float:
-    """points: as `_rho`'s: the mean increase of the weights in the high bin minus the middle bin's (NaN where one is empty)."""
-    weight, increase = points.unbind(-1)
-    return float(increase[_in_bin(weight, "high")].mean() - increase[_in_bin(weight, "middle")].mean())
+def _bin_gap(points: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """points, w: as `_rho`'s: [d] the mean increase of the weights in the high bin minus the middle bin's (NaN where
+    one is empty)."""
+    weight, increase = (v.flatten(1).double() for v in points.unbind(-1))  # [N, P] each
+
+    def mean(bin: str) -> torch.Tensor:
+        inside = _in_bin(weight, bin)
+        return w @ torch.where(inside, increase, 0).sum(1) / (w @ inside.double().sum(1))
+    return mean("high") - mean("middle")
 
 
 def _bin_text(attention: torch.Tensor, increase: torch.Tensor, bin: str) -> str:
@@ -100,8 +106,8 @@ def judge_fig7(attention: torch.Tensor, increase: torch.Tensor, summed: tuple[to
     prompt's labels); summed: ours beside it, ([N, S], [N, S]) a head's summed true-label
     attention and the whole head's increase."""
     points = torch.stack([attention, increase], -1)  # [N, S, D, 2]: resampled together, by prompt
-    rho, rho_ci = _rho(points), bootstrap_ci([points], _rho, clusters=[clusters])
-    gap, gap_ci = _bin_gap(points), bootstrap_ci([points], _bin_gap, clusters=[clusters])
+    rho, rho_ci = unweighted(_rho, points), weighted_ci(points, _rho, clusters=clusters)
+    gap, gap_ci = unweighted(_bin_gap, points), weighted_ci(points, _bin_gap, clusters=clusters)
     verdict = all_hold(rho >= FIG7["rho"] and rho_ci[0] > 0, gap >= FIG7["min_increase"] and gap_ci[0] > 0)
     bins = "; ".join(_bin_text(attention, increase, b) for b in BINS)
     gap_text = "not comparable" if math.isnan(gap) else f"{gap:+.3f} (CI {gap_ci[0]:+.3f} to {gap_ci[1]:+.3f})"

@@ -12,7 +12,7 @@ from typing import Callable
 
 import torch
 
-from ...stats import bootstrap_ci, mean_ci
+from ...stats import mean_ci, unweighted, weighted_ci
 from ...studies.ablation import AblationRuns, one_percent
 from ..evidence import FIRST, NO_SENTENCE_DATA, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, not_tested
@@ -161,12 +161,12 @@ def judge_bias(flags: torch.Tensor, hits: torch.Tensor, rule: dict[str, float], 
     with the intervention; hits: [N, 2] the same records' standard prompts' top-1 (the cost,
     `judge_bias_cost`); rule: MAJORITY_BIAS or RECENCY_BIAS. The reduction replicates only where
     its cost's rule replicates too."""
-    def reduction(f: torch.Tensor) -> float:
-        plain, after = float((f[:, 0] & f[:, 1]).sum()), float((f[:, 0] & f[:, 2]).sum())
-        return (plain - after) / plain if plain else float("nan")
+    def reduction(f: torch.Tensor, w: torch.Tensor) -> torch.Tensor:  # [d], in the resamples w [d, N] weighs
+        plain, after = w @ (f[:, 0] & f[:, 1]).double(), w @ (f[:, 0] & f[:, 2]).double()
+        return torch.where(plain > 0, (plain - after) / plain, torch.nan)
 
-    ours = reduction(flags)
-    ci = bootstrap_ci([flags], reduction, clusters=[clusters])
+    ours = unweighted(reduction, flags)
+    ci = weighted_ci(flags, reduction, clusters=clusters)
     cost = judge_bias_cost(hits, clusters)
     reduced = ci[0] > 0 and ours >= rule["min_reduction"]
     verdict = (REPLICATES if reduced and ours >= rule["at_least"] and cost.verdict == REPLICATES else

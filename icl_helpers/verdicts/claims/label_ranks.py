@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 import torch
 
 from ...core.heads import Head, head_name
-from ...stats import bootstrap_ci
+from ...stats import weighted_ci, weighted_nanmean
 from ...studies import mrr
 from .. import rules
 from ..evidence import FIRST, Evidence
@@ -41,36 +41,35 @@ register(Claim(id="fig5", claim="Label values of in-context heads rank their lab
 ONE_LABEL = {"ratio": 1.5, "projects": 0.5, "other": 0.1, "heads": 2}  # the paper names two heads for each finding
 
 
-def by_truth(x: torch.Tensor, is_true: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """([S], [S]): each head's mean of x [N, S, D] (nan past a prompt's labels) over the true-label
-    positions and over the false-label positions, is_true [N, D]."""
-    def mean(where: torch.Tensor) -> torch.Tensor:
-        return x.masked_fill(~where[:, None], torch.nan).transpose(0, 1).flatten(1).nanmean(1)
-    return mean(is_true), mean(~is_true)
+def by_truth(x: torch.Tensor, is_true: torch.Tensor, w: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each head's mean of x [N, S, D] (nan past a prompt's labels) over the true-label positions and over the
+    false-label positions, is_true [N, D]: ([S], [S]); with w [d, N] (each prompt's multiplicity in d resamples)
+    each resample's, ([d, S], [d, S]) (`weighted_nanmean`)."""
+    return tuple(weighted_nanmean(x.masked_fill(~where[:, None], torch.nan), w) for where in (is_true, ~is_true))
 
 
-def false_ahead(pairs: torch.Tensor) -> torch.Tensor:
+def false_ahead(pairs: torch.Tensor, w: torch.Tensor | None = None) -> torch.Tensor:
     """[S] bool, from pairs [N, S, D, 2] (reciprocal rank of the label's own token, is_true): the
-    false label's MRR at least ONE_LABEL's ratio times the true label's."""
-    true, false = by_truth(pairs[..., 0], pairs[:, 0, :, 1].bool())
+    false label's MRR at least ONE_LABEL's ratio times the true label's; [d, S] with `by_truth`'s w."""
+    true, false = by_truth(pairs[..., 0], pairs[:, 0, :, 1].bool(), w)
     return false >= ONE_LABEL["ratio"] * true
 
 
-def one_label(pairs: torch.Tensor) -> torch.Tensor:
+def one_label(pairs: torch.Tensor, w: torch.Tensor | None = None) -> torch.Tensor:
     """[S] bool, from pairs [N, S, D, 2] (related concept in the top TOP, is_true): one label's values
-    show it in at least ONE_LABEL's `projects` share, the other label's in at most its `other` share."""
-    shares = torch.stack(by_truth(pairs[..., 0], pairs[:, 0, :, 1].bool()))  # [2, S]
+    show it in at least ONE_LABEL's `projects` share, the other label's in at most its `other` share;
+    [d, S] with `by_truth`'s w."""
+    shares = torch.stack(by_truth(pairs[..., 0], pairs[:, 0, :, 1].bool(), w))  # [2, S] or [2, d, S]
     return (shares.amax(0) >= ONE_LABEL["projects"]) & (shares.amin(0) <= ONE_LABEL["other"])
 
 
-def judge_heads_that(which: Callable[[torch.Tensor], torch.Tensor], pairs: torch.Tensor, heads: Sequence[Head],
+def judge_heads_that(which: Callable[..., torch.Tensor], pairs: torch.Tensor, heads: Sequence[Head],
                      what: str, clusters: Clusters = None) -> Judgement:
     """The number of the S heads that `which` picks from pairs [N, S, D, 2] (a measure and
-    is_true at each label position): replicates at ONE_LABEL's `heads` with the 95% CI of the count at
-    1 or more, partly at one head, does not replicate at none."""
-    def count(p: torch.Tensor) -> float:
-        return float(which(p).sum())
-    ours, ci = count(pairs), bootstrap_ci([pairs], count, clusters=[clusters])
+    is_true at each label position; which(pairs, w) picks in each resample w weighs): replicates at
+    ONE_LABEL's `heads` with the 95% CI of the count at 1 or more, partly at one head, does not replicate at none."""
+    ours = float(which(pairs).sum())
+    ci = weighted_ci(pairs, lambda p, w: which(p, w).sum(-1).double(), clusters=clusters)
     verdict = REPLICATES if ours >= ONE_LABEL["heads"] and ci[0] >= 1 else PARTLY if ours >= 1 else FAILS
     named = [head_name(h) for h, hit in zip(heads, which(pairs).tolist()) if hit]
     return Judgement(ours, ci, len(pairs), verdict, f"{what} in {int(ours)} of {len(heads)} heads"

@@ -9,7 +9,7 @@ from typing import Callable
 import torch
 
 from ...core.heads import head_name, top_heads
-from ...stats import bootstrap_ci
+from ...stats import bootstrap_ci, unweighted, weighted_ci
 from ..evidence import FIRST, WORD, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, not_tested
 from ..rules import Clusters, K
@@ -24,11 +24,14 @@ def deeper_half(L: int) -> int:
 FIG2 = {"almost_all": 0.8, "most": 0.5, "min_total": 1.0}
 
 
-def _fig2_shares(increases: torch.Tensor, deep: int) -> tuple[float, float]:
-    """increases: [N, 2, L] each prompt's attention- and FFN-layer increases: the attention layers'
-    share and the deeper half's attention layers' share (layers >= deep) of the summed increase of all layers."""
-    total = increases.sum((1, 2)).mean()
-    return float(increases[:, 0].sum(1).mean() / total), float(increases[:, 0, deep:].sum(1).mean() / total)
+def _fig2_shares(increases: torch.Tensor, deep: int, w: torch.Tensor) -> torch.Tensor:
+    """increases: [N, 2, L] each prompt's attention- and FFN-layer increases; w [d, N] each prompt's multiplicity in
+    d resamples: [d, 2] the attention layers' share and the deeper half's attention layers' share (layers >= deep)
+    of the summed increase of all layers, pooled over the prompts."""
+    x = increases.double()
+    parts = torch.stack([x.sum((1, 2)), x[:, 0].sum(1), x[:, 0, deep:].sum(1)], 1)  # [N, 3]: all, attention, deep
+    pooled = w @ parts  # [d, 3]
+    return pooled[:, 1:] / pooled[:, :1]
 
 
 def judge_fig2(attn: torch.Tensor, ffn: torch.Tensor, clusters: Clusters = None) -> Judgement:
@@ -36,8 +39,8 @@ def judge_fig2(attn: torch.Tensor, ffn: torch.Tensor, clusters: Clusters = None)
     L = attn.shape[1]
     deep = deeper_half(L)
     increases = torch.stack([attn, ffn], 1)  # [N, 2, L]: resampled together, by prompt
-    shares = _fig2_shares(increases, deep)
-    cis = [bootstrap_ci([increases], lambda x, i=i: _fig2_shares(x, deep)[i], clusters=[clusters]) for i in (0, 1)]
+    shares = [unweighted(lambda x, w, i=i: _fig2_shares(x, deep, w)[:, i], increases) for i in (0, 1)]
+    cis = [weighted_ci(increases, lambda x, w, i=i: _fig2_shares(x, deep, w)[:, i], clusters=clusters) for i in (0, 1)]
     total = float(increases.sum((1, 2)).mean())
     grown = total >= FIG2["min_total"]
     verdict = (REPLICATES if grown and min(shares) >= FIG2["almost_all"] and min(ci[0] for ci in cis) > FIG2["most"]

@@ -8,7 +8,7 @@ from typing import Sequence
 import torch
 
 from ...core.heads import Head, same_layer_random_heads
-from ...stats import bootstrap_ci, mean_ci, spearman
+from ...stats import mean_ci, unweighted, weighted_ci, weighted_spearman
 from ...studies import label_attention, towers
 from .. import rules
 from ..evidence import WORD, Evidence, agnews_rows
@@ -272,9 +272,9 @@ def judge_metric(score: torch.Tensor, similarity: torch.Tensor, clusters: Cluste
     demonstration's similarity to the input, centred alike."""
     pairs = torch.stack([score, similarity[:, None].expand_as(score)], -1)  # [N, S, D, 2]
 
-    def rho(p: torch.Tensor) -> float:
-        return spearman(p[..., 0], p[..., 1])
-    ours, ci = rho(pairs), bootstrap_ci([pairs], rho, clusters=[clusters])
+    def rho(p: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return weighted_spearman(p[..., 0], p[..., 1], torch.ones_like(p[..., 0], dtype=torch.bool), w)
+    ours, ci = unweighted(rho, pairs), weighted_ci(pairs, rho, clusters=clusters)
     verdict = REPLICATES if ours >= METRIC["rho"] and ci[0] > 0 else PARTLY if ci[0] > 0 else FAILS
     return Judgement(ours, ci, len(pairs), verdict,
                      f"Spearman over (prompt, head, label position) triples of the top {score.shape[1]} heads: a label's "

@@ -8,7 +8,7 @@ from typing import Sequence
 import torch
 
 from ...core.heads import Head, head_name
-from ...stats import bootstrap_ci, mean_ci
+from ...stats import mean_ci, unweighted, weighted_ci, weighted_nanmean
 from ...studies import mrr, projection
 from ...studies.in_context_heads import first_correct
 from ...studies.runner import PromptSet, prompt_set_from_texts
@@ -29,14 +29,16 @@ def concept_hits(s: Evidence, dataset: str, rows: torch.Tensor) -> torch.Tensor:
     return rules.in_top(mrr.concept_ranks(s.m, s.prompts(dataset), s.heads(dataset))[rows])
 
 
-def head_shares(hits: torch.Tensor) -> torch.Tensor:
-    """[S]: each head's share of label values (every prompt and label position) that pass, from hits [N, S, D]."""
-    return hits.transpose(0, 1).flatten(1).nanmean(1)
+def head_shares(hits: torch.Tensor, w: torch.Tensor | None = None) -> torch.Tensor:
+    """[S]: each head's share of label values (every prompt and label position) that pass, from hits [N, S, D];
+    [d, S] in the d resamples w [d, N] weighs (`weighted_nanmean`)."""
+    return weighted_nanmean(hits, w)
 
 
-def passing_heads(hits: torch.Tensor) -> float:
-    """The share of heads whose label values pass at least TABLE1's `values` of the time, from hits [N, S, D]."""
-    return float((head_shares(hits) >= TABLE1["values"]).double().mean())
+def passing_heads(hits: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """[d]: the share of heads whose label values pass at least TABLE1's `values` of the time, from hits [N, S, D],
+    in each resample w [d, N] weighs."""
+    return (head_shares(hits, w) >= TABLE1["values"]).double().mean(-1)
 
 
 def judge_concepts(hits: torch.Tensor, heads: Sequence[Head], where: str, example: str,
@@ -44,9 +46,9 @@ def judge_concepts(hits: torch.Tensor, heads: Sequence[Head], where: str, exampl
     """hits: [N, S, D] `concept_hits` in the S in-context heads, best located first; example: the
     paper's one-prompt illustration, in words. Ours: the share of heads that pass."""
     shares = head_shares(hits)
-    ours, ci = passing_heads(hits), bootstrap_ci([hits], passing_heads, clusters=[clusters])
+    ours, ci = unweighted(passing_heads, hits), weighted_ci(hits, passing_heads, clusters=clusters)
     best = int(shares.argmax())
-    best_ci = bootstrap_ci([hits[:, best]], lambda x: float(x.nanmean()), clusters=[clusters])
+    best_ci = weighted_ci(hits[:, best:best + 1], lambda x, w: head_shares(x, w)[:, 0], clusters=clusters)
     verdict = all_hold(ours >= TABLE1["heads"], best_ci[0] > TABLE1["values"])
     each = ", ".join(f"{head_name(h)}: {float(x):.0%}" for h, x in zip(heads, shares))
     return Judgement(ours, ci, len(hits), verdict,
