@@ -88,7 +88,7 @@ def label_attention(reports: list[dict]) -> Figure:
     verdict above it."""
     data = shown(reports, "attention")
     models, claims = data["models"], data["claims"]
-    fig, (paper, ours) = figure(12.0, 4.8, ncols=2)
+    fig, (paper, ours) = figure(11.0, 4.8, ncols=2, width_ratios=[1.2, 1.6])
     for ax, group in ((paper, claims[:1]), (ours, claims[1:])):
         width = 0.9 / len(group)
         for j, claim in enumerate(group):
@@ -105,14 +105,14 @@ def label_attention(reports: list[dict]) -> Figure:
         ax.set_xticks(range(len(models)), models, fontsize=10)
         ax.axhline(0, color="black", linewidth=0.8)
         ax.margins(y=0.2)
-    paper.set(title="The paper's measure (Fig. 6): the heads attend to the true labels",
+    paper.set(title="The paper's Fig. 6: more on the true labels",
               ylabel="summed attention, true minus false labels")
     ours.set(title="Our control: for being true, or for being nearest the input?",
              ylabel="attention a label position gets")
     ours.legend(handles=[Patch(color=ATTENTION[c["id"]][1], label=ATTENTION[c["id"]][0]) for c in claims[1:]],
                 fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.08))
-    fig.suptitle(f"What draws the in-context heads' attention to a label, at {data['n']:,} prompts per word dataset "
-                 "(bars: 95% intervals; above each, its verdict)", fontsize=11)
+    fig.suptitle(f"What draws the in-context heads' attention to a label ({data['n']:,} prompts per word dataset; bars: "
+                 "95% intervals, above each its verdict)", fontsize=11)
     return fig
 
 

@@ -12,9 +12,10 @@ TRUE, FALSE = "#1f77b4", "#d62728"  # true labels blue, false labels red, in eve
 PALETTE = {IN_CONTEXT: "#d62728", RANDOM: "#7f7f7f"}  # ablation curves
 
 
-def figure(width: float = 7.0, height: float = 4.0, ncols: int = 1, nrows: int = 1) -> tuple[Figure, object]:
-    """A new figure, not attached to pyplot, of `width` x `height` inches, and its axes: ncols side by side,
-    in nrows rows."""
+def figure(width: float = 7.0, height: float = 4.0, ncols: int = 1, nrows: int = 1,
+           width_ratios: list[float] | None = None) -> tuple[Figure, object]:
+    """A new figure, not attached to pyplot, of `width` x `height` inches, and its axes: ncols side by side
+    (their widths in `width_ratios`, else equal), in nrows rows."""
     fig = Figure(figsize=(width, height), layout="constrained")
-    axes = fig.subplots(nrows, ncols)
+    axes = fig.subplots(nrows, ncols, width_ratios=width_ratios)
     return fig, axes
