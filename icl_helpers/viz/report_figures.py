@@ -26,8 +26,8 @@ from .figures.style import TRUE, figure
 
 COLOURS = {"replicates": "#1a9850", "partly": "#fdae61", "does not replicate": "#d73027", "not tested": "#d9d9d9"}
 LABEL_WIDTH = 58  # characters of a claim's label on its line
-# The label attention picture's bars: each a claim's headline number, its label and colour.
-ATTENTION = {"fig6": ("true minus false labels, summed (Fig. 6)", TRUE),
+# The label attention picture's bars: each a claim's headline number; what it measures, and its colour.
+ATTENTION = {"fig6": ("summed attention, true minus false labels", TRUE),
              "fig6_control": ("for being true, at equal distance (our control)", "#9ecae1"),
              "fig9_control": ("for being nearest the input, at equal truth (our control)", "#7f7f7f")}
 
@@ -38,14 +38,14 @@ def shown(reports: list[dict], picture: str = "verdicts") -> dict:
     by_model = [{f["id"]: f for f in r["claims"]} for r in reports]
     if picture == "verdicts":
         ids = [f["id"] for f in reports[0]["claims"] if not f["claim"].startswith(OURS)]
-        keys = ("verdict",)
     else:
-        ids, keys = list(ATTENTION), ("verdict", "ours", "ci", "n", "unit")
+        ids = list(ATTENTION)
     return {"models": [r["model"] for r in reports], "n": reports[0]["n"], "sentence_n": reports[0]["sentence_n"],
             "claims": [{"id": i, "claim": next((found[i]["claim"] for found in by_model if i in found), i),
                         "verdicts": [found[i]["verdict"] if i in found else "not tested" for found in by_model],
                         **({} if picture == "verdicts" else
-                           {"found": [{k: found[i].get(k) for k in keys} if i in found else None for found in by_model]})}
+                           {"found": [{k: found[i].get(k) for k in ("ours", "ci")} if i in found else None
+                                      for found in by_model]})}
                        for i in ids]}
 
 
@@ -105,8 +105,7 @@ def label_attention(reports: list[dict]) -> Figure:
         ax.set_xticks(range(len(models)), models, fontsize=10)
         ax.axhline(0, color="black", linewidth=0.8)
         ax.margins(y=0.2)
-    paper.set(title="The paper's Fig. 6: more on the true labels",
-              ylabel="summed attention, true minus false labels")
+    paper.set(title="The paper's Fig. 6: more on the true labels", ylabel=ATTENTION["fig6"][0])
     ours.set(title="Our control: for being true, or for being nearest the input?",
              ylabel="attention a label position gets")
     ours.legend(handles=[Patch(color=ATTENTION[c["id"]][1], label=ATTENTION[c["id"]][0]) for c in claims[1:]],
