@@ -90,9 +90,9 @@ def unweighted(statistic: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], 
 
 def _weighted_ranks(v: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
     """[d, M]: each of v's M values' 0-based rank among the values counted kept [d, M] times, tied values their
-    mean rank, as `mean_ranks` ranks the sample the weights describe."""
-    _, group = torch.unique(v.double(), sorted=True, return_inverse=True)
-    count = torch.zeros(len(kept), int(group.max()) + 1, dtype=torch.float64).index_add_(1, group, kept)  # [d, G]
+    mean rank: `mean_ranks` of the sample the weights describe (all ones: of v itself)."""
+    values, group = torch.unique(v.double(), sorted=True, return_inverse=True)
+    count = torch.zeros(len(kept), len(values), dtype=torch.float64).index_add_(1, group, kept)  # [d, G]
     return (count.cumsum(1) - (count + 1) / 2)[:, group]
 
 
@@ -140,9 +140,7 @@ def spearman(x: torch.Tensor, y: torch.Tensor) -> float:
 
 def mean_ranks(v: torch.Tensor) -> torch.Tensor:
     """[n] float64: each value's rank in flattened v (0-based), tied values their mean rank."""
-    _, group, count = torch.unique(v.flatten().double(), sorted=True, return_inverse=True, return_counts=True)
-    count = count.double()
-    return (count.cumsum(0) - (count + 1) / 2)[group]
+    return _weighted_ranks(v.flatten(), torch.ones(1, v.numel(), dtype=torch.float64))[0]
 
 
 def mean_ci(x: torch.Tensor, draws: int = DRAWS, seed: int = 0, clusters: torch.Tensor | None = None

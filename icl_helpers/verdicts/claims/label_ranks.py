@@ -68,10 +68,11 @@ def judge_heads_that(which: Callable[..., torch.Tensor], pairs: torch.Tensor, he
     """The number of the S heads that `which` picks from pairs [N, S, D, 2] (a measure and
     is_true at each label position; which(pairs, w) picks in each resample w weighs): replicates at
     ONE_LABEL's `heads` with the 95% CI of the count at 1 or more, partly at one head, does not replicate at none."""
-    ours = float(which(pairs).sum())
+    picked = which(pairs)
+    ours = float(picked.sum())
     ci = weighted_ci(pairs, lambda p, w: which(p, w).sum(-1).double(), clusters=clusters)
     verdict = REPLICATES if ours >= ONE_LABEL["heads"] and ci[0] >= 1 else PARTLY if ours >= 1 else FAILS
-    named = [head_name(h) for h, hit in zip(heads, which(pairs).tolist()) if hit]
+    named = [head_name(h) for h, hit in zip(heads, picked.tolist()) if hit]
     return Judgement(ours, ci, len(pairs), verdict, f"{what} in {int(ours)} of {len(heads)} heads"
                                                     + (f" ({', '.join(named)})" if named else ""))
 
