@@ -286,3 +286,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         names = QUICK.get(item.path.name)
         if names is not None and (not names or item.originalname in names):
             item.add_marker(pytest.mark.quick)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Where $ICL_TEST_DATA_LOG names a file: record there which tests read the sentence data or
+    ../shared (tests/data_use.py), for CI to run those again without them."""
+    if log := os.environ.get("ICL_TEST_DATA_LOG"):
+        from tests.data_use import DataUse
+
+        roots = [SHARED] + ([Path(os.environ["ICL_DATA_DIR"])] if os.environ.get("ICL_DATA_DIR") else [])
+        config.pluginmanager.register(DataUse(log, roots), "data-use")
