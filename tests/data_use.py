@@ -21,7 +21,7 @@ class DataUse:
     """Collects the node ids (or files, or "tests") that read under `roots`, written to `log` at the end."""
 
     def __init__(self, log: str | Path, roots: list[Path]):
-        self.log, self.roots = Path(log), [str(root.resolve()) + os.sep for root in roots]
+        self.log, self.roots = Path(log), [os.path.abspath(root) + os.sep for root in roots]  # as `_under` reads paths
         self.test: pytest.Item | None = None
         self.scopes: list[str] = []  # the scopes of the fixtures being set up, outermost first
         self.read: set[str] = set()
