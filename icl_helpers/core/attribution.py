@@ -158,10 +158,7 @@ def readout_of(m: ICLModel) -> Readout:
     same values on the same device (`ICLModel.fingerprint`, and where the unembedding runs),
     so every study reuses its kept fold; any edit of a weight makes a new one."""
     key = m.fingerprint(), execution_device(m.model.get_output_embeddings())
-    if m._readout is None or m._readout[0] != key:
-        m._readout = None  # the old readout's memory goes before the new one is made
-        m._readout = key, Readout(m.arch)
-    return m._readout[1]
+    return m.kept("readout", key, lambda: Readout(m.arch))
 
 
 def _layers_and_heads(heads: Sequence[Head]) -> tuple[list[int], list[int]]:

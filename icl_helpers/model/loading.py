@@ -7,7 +7,7 @@ import pickle
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import torch
 from safetensors import SafetensorError
@@ -41,7 +41,7 @@ class ICLModel:
     name: str = ""
     arch: Arch = field(init=False)
     _held: list[str] = field(default_factory=list, init=False, repr=False, compare=False)  # `held`'s fingerprints
-    _readout: tuple[tuple, object] | None = field(default=None, init=False, repr=False, compare=False)  # core's
+    _kept: dict[str, tuple[tuple, Any]] = field(default_factory=dict, init=False, repr=False, compare=False)  # `kept`'s
 
     def __post_init__(self) -> None:
         self.model.eval().requires_grad_(False)
@@ -79,6 +79,15 @@ class ICLModel:
             raise UsageError(f"The weights of {self.name} changed while a result was being computed from them, "
                              "so it is not kept: edit the weights between calls, not during one.")
         return value
+
+    def kept(self, name: str, key: tuple, build: Callable[[], Value]) -> Value:
+        """build(), made once and kept on the model under `name` while `key` (e.g. the fingerprint and a
+        device) stays the same, as core's readout is (`core.attribution.readout_of`); a new key drops
+        the old value before the new one is built, so the two never share memory."""
+        if name not in self._kept or self._kept[name][0] != key:
+            self._kept.pop(name, None)
+            self._kept[name] = key, build()
+        return self._kept[name][1]
 
     @property
     def device(self) -> torch.device:
