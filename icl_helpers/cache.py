@@ -13,26 +13,16 @@ seeds, ...), and the package's code version where the result depends on it (`sou
 The weights' fingerprint is taken once a result, and a result is stored only where the weights
 still have it after; while an intervention is active on the model nothing is read or stored.
 
-An entry is one file named for its key (`cache_file`). `cached` keeps a dict of tensors (a torch
-file, `.pt`), `cached_json` a JSON value (a text file, `.json`). Each entry
-is written atomically and holds its value, its SHA-256, checked on every read, and the file
-name it was written under: a damaged entry, or one copied over another key's file, is
-rebuilt with a warning (an older version's tensors without one). A cache that cannot be
-written (a full disk, no permission, not a folder) gives one warning a folder and a
-process, and keeps the results it could not store in memory for the rest of the run. One
-process at a time makes an entry (a lock file beside it): two runs on one cache compute each
-result once.
+`entries` keeps each entry: one checked file a key, written atomically by one process at a time.
 """
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import re
-import warnings
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
-from typing import Any, Callable, Generic, Mapping, Protocol, Sequence, TypeVar, Union, runtime_checkable
+from typing import Callable, Mapping, Protocol, Sequence, Union, runtime_checkable
 
 import torch
 
@@ -40,11 +30,9 @@ from .core.batching import Tensors
 from .core.interventions import intervening
 from .core.passes import Accuracy
 from .data.prompts import Prompt
+from .entries import JSON, JSON_FORM, TENSORS_FORM, Form, Value, cached, cached_as
 from .model.loading import ICLModel
-from .paths import cache_root, locked, remove_orphans, sweep_leftovers, write_atomically
-
-JSON = Any  # what json.loads returns: dicts, lists, strings, numbers, booleans and None
-Value = TypeVar("Value")
+from .paths import cache_root
 
 
 def prompts_hash(texts: Sequence[str]) -> str:
@@ -124,168 +112,8 @@ def key(kind: str, m: ICLModel, on: On, code: str | None = None, **extra: object
                       **({} if code is None else {"code": code}))
 
 
-@dataclass(frozen=True)
-class _Form(Generic[Value]):
-    """How one kind of value is checked, stored, read back and handed out."""
-
-    settle: Callable[[Value], Value]  # a computed value as a read would give it
-    copy: Callable[[Value], Value]  # a copy for a caller to change
-    dump: Callable[[Path, Value], bytes]  # the entry's bytes: the value, its key (the file name) and their checksum
-    read: Callable[[Path], Value | None]  # the value at a path, checked; None for an older version's entry (a miss)
-
-
-_KEPT: dict[Path, object] = {}  # results whose cache file could not be written, for the rest of the run
-_UNWRITABLE: set[Path] = set()  # the cache folders this process has warned of
-
-
-def _cached(path: Path, compute: Callable[[], Value], form: _Form[Value]) -> Value:
-    """Load the value at `path`, or compute and save it there. One process at a time makes an
-    entry: another that wants it meanwhile waits, then reads it. Where the entry cannot be
-    written, the result is kept in memory for the rest of the run (`_keep`)."""
-    if path in _KEPT:
-        return form.copy(_KEPT[path])  # the caller's to change, as a read's would be
-    with locked(path) as alone:
-        if alone:
-            remove_orphans(path)  # a killed writer's temporary file
-        if path.exists():
-            try:
-                stored = form.read(path)
-                if stored is not None:
-                    return stored
-            except Exception as err:  # a damaged entry of any kind is rebuilt
-                warnings.warn(f"Rebuilding the damaged cache file {path} ({err}).", stacklevel=3)
-        result = form.settle(compute())
-        try:
-            _write(path, form.dump(path, result))
-        except Exception as err:  # a full disk or no permission, whatever type the writer raises
-            _keep(path, form.copy(result), err)
-        return result
-
-
-def _keep(path: Path, result: object, err: Exception) -> None:
-    """Keep `result`, which could not be written at `path`, in memory for the rest of the run;
-    the first time a process meets its folder, one warning names it and says what to do."""
-    _KEPT[path] = result
-    if path.parent not in _UNWRITABLE:
-        _UNWRITABLE.add(path.parent)
-        warnings.warn(f"Could not write the cache file {path} ({err}); this run keeps the results it cannot write to "
-                      f"{path.parent} in memory, and later runs compute them again: free some space there, or set "
-                      "ICL_HELPERS_CACHE to a writable folder.", stacklevel=4)
-
-
-def _write(path: Path, entry: bytes) -> None:
-    """The entry's bytes at `path`, atomically, with the user's umask: the disk sees one plain
-    write, whose errors are OSErrors."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sweep_leftovers(path.parent, "*.tmp")  # of entries nobody makes again
-    write_atomically(path, lambda tmp: tmp.write_bytes(entry))
-    path.with_suffix(".sha256").unlink(missing_ok=True)  # an older version's checksum file
-
-
-def _check(key: object, sha256: object, digest: str, path: Path, mismatch: str) -> None:
-    """A ValueError unless the entry's checksum is its content's (else `mismatch` says so) and its
-    key is `path`'s name."""
-    if not isinstance(key, str) or sha256 != digest:
-        raise ValueError(mismatch)
-    if key != path.name:
-        raise ValueError(f"it holds the entry of {key}, copied over this one")
-
-
-# --- tensors -------------------------------------------------------------------------------
-_TENSORS = "icl_helpers results 3"  # 2: no key in the entry; 1: a bare torch.save, its checksum in a .sha256 file
-_MISMATCH = "its tensors do not match the checksum stored with them"
-
-
-def _digest(tensors: Tensors, key: str = "") -> str:
-    """SHA-256 of the entry's key (its file name), and of the tensors' names, dtypes, shapes and bytes."""
-    digest = hashlib.sha256(f"{key}\n".encode())
-    for name, t in sorted(tensors.items()):
-        digest.update(f"{name} {t.dtype} {tuple(t.shape)}\n".encode())
-        digest.update(t.contiguous().reshape(-1).view(torch.uint8).numpy())
-    return digest.hexdigest()
-
-
-def _read(path: Path) -> Tensors | None:
-    """The tensors at `path`, checked against the checksum stored with them and against the
-    key (file name) they were written under; None for an older version's entry (a miss: it is rebuilt)."""
-    stored = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(stored, dict):
-        raise ValueError("it is not a results file")
-    if stored.get("format") in (None, "icl_helpers results 2"):
-        return None
-    if stored["format"] != _TENSORS:
-        raise ValueError(_MISMATCH)
-    tensors = stored.get("tensors", {})
-    _check(stored.get("key"), stored.get("sha256"), _digest(tensors, str(stored.get("key"))), path,
-           _MISMATCH)
-    return tensors
-
-
-def _dump_tensors(path: Path, tensors: Tensors) -> bytes:
-    """torch.save of the tensors, their key and their checksum, made in memory."""
-    buffer = io.BytesIO()
-    torch.save({"format": _TENSORS, "key": path.name, "sha256": _digest(tensors, path.name), "tensors": tensors}, buffer)
-    return buffer.getvalue()
-
-
-_TENSORS_FORM = _Form[Tensors](
-    settle=lambda tensors: {k: v.detach().cpu() for k, v in tensors.items()},
-    copy=lambda tensors: {k: v.clone() for k, v in tensors.items()},
-    dump=_dump_tensors,
-    read=_read,
-)
-
-
-def cached(path: Path, compute: Callable[[], Tensors]) -> Tensors:
-    """The tensors at `path` (a `cache_file`), or compute() (name -> tensor, moved to the CPU)
-    saved there."""
-    return _cached(path, compute, _TENSORS_FORM)
-
-
-# --- JSON ----------------------------------------------------------------------------------
-_JSON = "icl_helpers json 1"
-
-
-def _text(value: JSON) -> str:
-    """The value's JSON text, the same for equal values (keys sorted): what its checksum covers."""
-    return json.dumps(value, sort_keys=True)
-
-
-def _json_digest(value: JSON, key: str) -> str:
-    return hashlib.sha256(f"{key}\n{_text(value)}".encode()).hexdigest()
-
-
-def _read_json(path: Path) -> JSON:
-    """The JSON value at `path`, checked as `_read` checks tensors."""
-    stored = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(stored, dict) or stored.get("format") != _JSON:
-        raise ValueError("it is not a results file")
-    _check(stored.get("key"), stored.get("sha256"), _json_digest(stored.get("value"), str(stored.get("key"))), path,
-           "its value does not match the checksum stored with it")
-    return stored["value"]
-
-
-def _dump_json(path: Path, value: JSON) -> bytes:
-    entry = {"format": _JSON, "key": path.name, "sha256": _json_digest(value, path.name), "value": value}
-    return json.dumps(entry).encode("utf-8")
-
-
-_JSON_FORM = _Form[JSON](
-    settle=lambda value: json.loads(_text(value)),  # tuples to lists, as read back
-    copy=lambda value: json.loads(_text(value)),
-    dump=_dump_json,
-    read=_read_json,
-)
-
-
-def cached_json(path: Path, compute: Callable[[], JSON]) -> JSON:
-    """The JSON value at `path` (a `cache_file(...).with_suffix(".json")`), or compute()
-    (dicts, lists, strings, numbers, booleans, None) saved there."""
-    return _cached(path, compute, _JSON_FORM)
-
-
 # --- the door: every kind of result a study keeps, each one call -------------------------
-def _stored(m: ICLModel, path: Callable[[], Path], compute: Callable[[], Value], form: _Form[Value],
+def _stored(m: ICLModel, path: Callable[[], Path], compute: Callable[[], Value], form: Form[Value],
             cache: bool) -> Value:
     """compute(), kept at path() (taken once the weights' fingerprint is held, `ICLModel.held`) and
     stored only where the weights still have that fingerprint after (`ICLModel.computed_from`);
@@ -293,7 +121,7 @@ def _stored(m: ICLModel, path: Callable[[], Path], compute: Callable[[], Value],
     if not cache or intervening(m):
         return form.settle(compute())
     with m.held() as fingerprint:
-        return _cached(path(), lambda: m.computed_from(fingerprint, compute), form)
+        return cached_as(path(), lambda: m.computed_from(fingerprint, compute), form)
 
 
 def stored(kind: str, m: ICLModel, on: On, compute: Callable[[], Tensors], cache: bool = True,
@@ -301,7 +129,7 @@ def stored(kind: str, m: ICLModel, on: On, compute: Callable[[], Tensors], cache
     """compute() (name -> tensor, moved to the CPU), kept under `key(kind, m, on, **extra)`:
     read where it is there, else computed and stored (cache=False: computed afresh at any
     options, e.g. batch_size, and not stored)."""
-    return _stored(m, lambda: key(kind, m, on, **extra), compute, _TENSORS_FORM, cache)
+    return _stored(m, lambda: key(kind, m, on, **extra), compute, TENSORS_FORM, cache)
 
 
 def stored_accuracies(kind: str, m: ICLModel, on: On, compute: Callable[[], list[Accuracy]],
@@ -334,7 +162,7 @@ def stored_json(kind: str, m: ICLModel, on: On, compute: Callable[[], JSON], cod
                 **extra: object) -> JSON:
     """compute() (dicts, lists, strings, numbers, booleans, None), kept under
     `key(kind, m, on, code, **extra)`'s JSON file, as `stored` keeps tensors."""
-    return _stored(m, lambda: key(kind, m, on, code, **extra).with_suffix(".json"), compute, _JSON_FORM, True)
+    return _stored(m, lambda: key(kind, m, on, code, **extra).with_suffix(".json"), compute, JSON_FORM, True)
 
 
 def stored_together(kind: str, kinds: Sequence[str], m: ICLModel, on: On, compute: Callable[[], dict[str, Tensors]],

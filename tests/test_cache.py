@@ -98,7 +98,7 @@ BEFORE = {
 def test_every_study_keys_its_result_as_before(study, monkeypatch):
     def asked(path: Path, compute, form):
         raise Keyed(path.name)
-    monkeypatch.setattr(results_cache, "_cached", asked)  # where every entry is read or written
+    monkeypatch.setattr(results_cache, "cached_as", asked)  # where every entry is read or written
     monkeypatch.setattr(findings, "CODE", "0123456789ab")
     ask, name = BEFORE[study]
     with pytest.raises(Keyed) as got:
@@ -108,15 +108,20 @@ def test_every_study_keys_its_result_as_before(study, monkeypatch):
 
 def test_studies_ask_the_cache_for_results_never_for_paths():
     """Outside `cache.py`, the package takes from the cache only its door: results by kind, model and
-    inputs, and the hashes a key's values may be (no file, no key, no raw read or write, not the module whole)."""
-    taken, whole = set(), []
+    inputs, and the hashes a key's values may be (no file, no key, no raw read or write, not the module whole).
+    Its entries on disk (`entries.py`) only `cache.py` reads or writes."""
+    taken, whole, entries = set(), [], []
     for path in sorted(PACKAGE.rglob("*.py")):
         for module, names in imports(path, PACKAGE):
             if path.name != "cache.py" and module == "icl_helpers.cache":
                 taken |= set(names)
             if (module, names) == ("icl_helpers.cache", []) or (module == "icl_helpers" and "cache" in names):
                 whole.append(str(path.relative_to(PACKAGE)))
-    assert whole == [] and taken <= DOOR and {"stored", "stored_accuracies", "stored_json", "forget"} <= taken
+            reads_entries = module == "icl_helpers.entries" or (module == "icl_helpers" and "entries" in names)
+            if path.name != "cache.py" and reads_entries:
+                entries.append(str(path.relative_to(PACKAGE)))
+    assert whole == [] and entries == [] and taken <= DOOR
+    assert {"stored", "stored_accuracies", "stored_json", "forget"} <= taken
 
 
 def _changed_prompt(ps, **changes: object):

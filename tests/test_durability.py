@@ -26,8 +26,7 @@ import torch
 from safetensors import SafetensorError
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from icl_helpers import UsageError
-from icl_helpers import cache as results_cache
+from icl_helpers import UsageError, entries
 from icl_helpers.cli import main
 from icl_helpers.model import offline
 from icl_helpers.outputs import write_output
@@ -247,7 +246,7 @@ def test_a_report_killed_while_writing_its_json_leaves_nothing_after_the_rerun(t
 @pytest.mark.parametrize("disk", ["tmpfs", "patched-write", "patched-torch"])
 def test_a_full_disk_gives_the_cache_a_warning_and_the_right_result(disk, tiny_disk, tmp_path, monkeypatch):
     cache = (tiny_disk("64k") if disk == "tmpfs" else tmp_path) / "results"
-    earlier = results_cache.cached(cache / "earlier.pt", lambda: TENSORS)
+    earlier = entries.cached(cache / "earlier.pt", lambda: TENSORS)
     if disk == "tmpfs":
         fill(cache.parent)
     elif disk == "patched-write":
@@ -259,10 +258,10 @@ def test_a_full_disk_gives_the_cache_a_warning_and_the_right_result(disk, tiny_d
                                          rf"this run keeps the results it cannot write to {re.escape(str(cache))} in memory, "
                                          r"and later runs compute them again: free some space there, or set "
                                          r"ICL_HELPERS_CACHE to a writable folder\.$"):
-        got = results_cache.cached(cache / "new.pt", lambda: OTHER)
+        got = entries.cached(cache / "new.pt", lambda: OTHER)
     assert all(torch.equal(got[k], OTHER[k]) for k in OTHER)
     assert not (cache / "new.pt").exists() and not temporaries(cache.parent)
-    again = results_cache.cached(cache / "earlier.pt", lambda: pytest.fail("the earlier entry was lost"))
+    again = entries.cached(cache / "earlier.pt", lambda: pytest.fail("the earlier entry was lost"))
     assert all(torch.equal(again[k], earlier[k]) for k in TENSORS)
 
 
@@ -278,7 +277,7 @@ def test_an_unwritable_cache_warns_once_and_keeps_its_results_for_the_run(tmp_pa
     with pytest.warns(UserWarning, match="^Could not write the cache file") as caught:
         for _ in range(3):
             for name, tensors in (("a.pt", TENSORS), ("b.pt", OTHER)):
-                got = results_cache.cached(tmp_path / "results" / name, lambda: compute(name, tensors))
+                got = entries.cached(tmp_path / "results" / name, lambda: compute(name, tensors))
                 assert all(torch.equal(got[k], tensors[k]) for k in tensors)  # kept: the same tensors
                 got["head"] += 1  # the caller's own copy, as a read from disk would be
     assert len(caught) == 1 and computed == ["a.pt", "b.pt"]
@@ -286,15 +285,15 @@ def test_an_unwritable_cache_warns_once_and_keeps_its_results_for_the_run(tmp_pa
 
 def test_an_entry_copied_over_another_keys_file_is_rebuilt(tmp_path):
     cache = tmp_path / "results"
-    results_cache.cached(cache / "fig6.pt", lambda: TENSORS)
+    entries.cached(cache / "fig6.pt", lambda: TENSORS)
     shutil.copy(cache / "fig6.pt", cache / "fig7.pt")  # whole and valid, but another key's
     with pytest.warns(UserWarning, match=rf"^Rebuilding the damaged cache file {re.escape(str(cache))}/fig7.pt \(it "
                                          r"holds the entry of fig6.pt, copied over this one\)\.$"):
-        got = results_cache.cached(cache / "fig7.pt", lambda: OTHER)
+        got = entries.cached(cache / "fig7.pt", lambda: OTHER)
     assert all(torch.equal(got[k], OTHER[k]) for k in OTHER)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # rebuilt under its own key: read back without a word
-        got = results_cache.cached(cache / "fig7.pt", lambda: pytest.fail("rebuilt again"))
+        got = entries.cached(cache / "fig7.pt", lambda: pytest.fail("rebuilt again"))
     assert all(torch.equal(got[k], OTHER[k]) for k in OTHER)
 
 
@@ -303,28 +302,28 @@ FINDING = {"claim": "fig6", "ours": 0.173, "interval": [0.1, 0.25], "verdict": "
 
 def test_a_json_entry_is_json_on_disk_checked_and_rebuilt_where_damaged_or_copied(tmp_path):
     cache = tmp_path / "results"
-    assert results_cache.cached_json(cache / "fig6.json", lambda: FINDING) == FINDING
+    assert entries.cached_json(cache / "fig6.json", lambda: FINDING) == FINDING
     stored = json.loads((cache / "fig6.json").read_text())
     assert (stored["format"], stored["key"], stored["value"]) == ("icl_helpers json 1", "fig6.json", FINDING)
-    assert results_cache.cached_json(cache / "fig6.json", lambda: pytest.fail("computed again")) == FINDING
+    assert entries.cached_json(cache / "fig6.json", lambda: pytest.fail("computed again")) == FINDING
     shutil.copy(cache / "fig6.json", cache / "fig7.json")
     with pytest.warns(UserWarning, match=r"\(it holds the entry of fig6.json, copied over this one\)\.$"):
-        assert results_cache.cached_json(cache / "fig7.json", lambda: {"claim": "fig7"}) == {"claim": "fig7"}
+        assert entries.cached_json(cache / "fig7.json", lambda: {"claim": "fig7"}) == {"claim": "fig7"}
     stored["value"]["ours"] = 0.5  # a changed number under the old checksum
     (cache / "fig6.json").write_text(json.dumps(stored))
     with pytest.warns(UserWarning, match=r"fig6.json \(its value does not match the checksum stored with it\)\.$"):
-        assert results_cache.cached_json(cache / "fig6.json", lambda: FINDING) == FINDING
+        assert entries.cached_json(cache / "fig6.json", lambda: FINDING) == FINDING
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # rebuilt: read back without a word
-        assert results_cache.cached_json(cache / "fig6.json", lambda: pytest.fail("rebuilt again")) == FINDING
+        assert entries.cached_json(cache / "fig6.json", lambda: pytest.fail("rebuilt again")) == FINDING
 
 
 def test_an_unwritable_cache_keeps_json_for_the_run(tmp_path):
     (tmp_path / "results").write_text("a file where the cache's folder should be")
     with pytest.warns(UserWarning, match="^Could not write the cache file"):
-        got = results_cache.cached_json(tmp_path / "results" / "f.json", lambda: FINDING)
+        got = entries.cached_json(tmp_path / "results" / "f.json", lambda: FINDING)
     got["ours"] = 1.0  # the caller's own copy
-    assert results_cache.cached_json(tmp_path / "results" / "f.json", lambda: pytest.fail("computed again")) == FINDING
+    assert entries.cached_json(tmp_path / "results" / "f.json", lambda: pytest.fail("computed again")) == FINDING
 
 
 def compute_once_child(cache: str, log: str, ready: str) -> None:
@@ -332,7 +331,7 @@ def compute_once_child(cache: str, log: str, ready: str) -> None:
     Path(ready, f"ready-{os.getpid()}").touch()
     wait_for(lambda: len(list(Path(ready).glob("ready-*"))) == 2, "the other child")
 
-    def compute() -> results_cache.Tensors:
+    def compute() -> entries.Tensors:
         with open(log, "a") as f:
             f.write(f"{os.getpid()}\n")
         wait_for(lambda: len(list(Path(ready).glob("asking-*"))) == 2, "the other child to ask")
@@ -340,7 +339,7 @@ def compute_once_child(cache: str, log: str, ready: str) -> None:
         return TENSORS
 
     Path(ready, f"asking-{os.getpid()}").touch()
-    got = results_cache.cached(Path(cache) / "entry.pt", compute)
+    got = entries.cached(Path(cache) / "entry.pt", compute)
     assert all(torch.equal(got[k], TENSORS[k]) for k in TENSORS)
 
 
@@ -356,9 +355,9 @@ def busy_writer_child(folder: str, tag: str, rounds: str) -> None:
     """Write entries of its own into `folder`, reading back every entry there after each write."""
     for i in range(int(rounds)):
         path = Path(folder) / f"{tag}-{i % 4}.pt"
-        results_cache._write(path, results_cache._dump_tensors(path, {"x": torch.full((256,), float(i))}))
+        entries._write(path, entries._dump_tensors(path, {"x": torch.full((256,), float(i))}))
         for entry in Path(folder).glob("*.pt"):
-            got = results_cache._read(entry)  # raises on a mixed or half-written entry
+            got = entries._read(entry)  # raises on a mixed or half-written entry
             assert got["x"].unique().numel() == 1
 
 
@@ -378,7 +377,7 @@ def stalled_cache_writer_child(entry: str) -> None:
         time.sleep(600)
 
     Path.write_bytes = half_then_stall
-    results_cache.cached(Path(entry), lambda: TENSORS)
+    entries.cached(Path(entry), lambda: TENSORS)
 
 
 def test_a_cache_writer_killed_midway_leaves_nothing_that_stops_the_next(tmp_path):
@@ -387,7 +386,7 @@ def test_a_cache_writer_killed_midway_leaves_nothing_that_stops_the_next(tmp_pat
     assert temporaries(cache)  # its half-written file, fresh: no sweep by age would remove it yet
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # its lock died with it; nothing to warn of
-        got = results_cache.cached(cache / "entry.pt", lambda: OTHER)
+        got = entries.cached(cache / "entry.pt", lambda: OTHER)
     assert all(torch.equal(got[k], OTHER[k]) for k in OTHER)
     assert not temporaries(cache)  # removed at once, not an hour later
 

@@ -13,7 +13,8 @@ PRESENTATION = ("matplotlib", "seaborn", "ipywidgets", "IPython")
 # Floors, lowest first: a module may import its own floor and those below it, except data from model.
 BASE = {"errors", "paths", "hub", "progress", "stats", "lazy", "outputs"}  # top-level modules everything may use
 FRONT = {"__init__", "__main__", "cli", "notebook"}  # the doors users come in by
-# `cache`, the results cache, is a floor of its own: it keys results by model and inputs, and studies ask it
+# `cache`, the results cache, is a floor of its own: it keys results by model and inputs, and studies ask it;
+CACHE = {"entries"}  # beside it on that floor: the entries it keeps on disk
 LAYERS = ["base", "model", "data", "core", "cache", "studies", "verdicts", "viz", "front"]
 
 
@@ -34,7 +35,8 @@ def floor(parts: tuple[str, ...]) -> str:
     """The floor of a module, from its path inside the package (("core", "locate") or ("cli",))."""
     if len(parts) > 1 or parts[0] in LAYERS:
         return parts[0]
-    return "base" if parts[0] in BASE else "front" if parts[0] in FRONT else "unplaced"
+    floors = {**dict.fromkeys(BASE, "base"), **dict.fromkeys(CACHE, "cache"), **dict.fromkeys(FRONT, "front")}
+    return floors.get(parts[0], "unplaced")
 
 
 def violations(path: Path, package: Path = PACKAGE) -> list[str]:
@@ -85,12 +87,37 @@ def test_the_rules_can_fail(tmp_path):
     stray.write_text("")
     assert violations(stray, tmp_path / "icl_helpers") == [
         "stray is on no floor: add it to BASE or FRONT, or move it into a subpackage"]
+    entry = tmp_path / "icl_helpers" / "core" / "entry.py"
+    entry.write_text("from ..entries import cached\n")
+    assert violations(entry, tmp_path / "icl_helpers") == ["core imports icl_helpers.entries"]
+
+
+MAX_LINES = 350  # a module's length at most: past it, split it into modules named for what they hold
+
+
+def long_modules(package: Path = PACKAGE, most: int = MAX_LINES) -> list[str]:
+    """The modules of the package longer than `most` lines, each with its length."""
+    lengths = {path: len(path.read_text(encoding="utf-8").splitlines()) for path in sorted(package.rglob("*.py"))}
+    return [f"{path.relative_to(package)}: {n} lines" for path, n in lengths.items() if n > most]
+
+
+def test_every_module_keeps_to_the_line_cap():
+    assert long_modules() == []
+
+
+def test_a_module_past_the_cap_is_named(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "short.py").write_text("x = 1\n" * MAX_LINES)
+    (tmp_path / "sub" / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    assert long_modules(tmp_path) == [f"sub/long.py: {MAX_LINES + 1} lines"]
 
 
 def cache_importers(folder: str, package: Path = PACKAGE) -> list[str]:
-    """The files under `folder` of the package that import the results cache (`cache.py`), in any form."""
+    """The files under `folder` of the package that import the results cache (`cache.py` or its `entries.py`),
+    in any form."""
+    cache = {"cache", *CACHE}
     return [str(path.relative_to(package)) for path in sorted((package / folder).rglob("*.py"))
-            if any(module == f"{package.name}.cache" or (module == package.name and "cache" in names)
+            if any(module in {f"{package.name}.{c}" for c in cache} or (module == package.name and cache & set(names))
                    for module, names in imports(path, package))]
 
 
@@ -106,7 +133,10 @@ def test_a_core_that_imports_the_cache_is_found(tmp_path):
     (package / "core" / "alias.py").write_text("from ..cache import Tensors\n")
     (package / "core" / "whole.py").write_text("from .. import cache\n")
     (package / "core" / "plain.py").write_text("import icl_helpers.cache\n")
-    assert cache_importers("core", package) == ["core/alias.py", "core/plain.py", "core/whole.py"]
+    (package / "core" / "entry.py").write_text("from ..entries import cached\n")
+    (package / "core" / "entries.py").write_text("from .. import entries\n")
+    assert cache_importers("core", package) == ["core/alias.py", "core/entries.py", "core/entry.py", "core/plain.py",
+                                                "core/whole.py"]
 
 
 PRODUCT = ["README.md", "docs/*.md", "data/README.md", "notebooks/README.md", "notebooks/*.ipynb", "scripts/*.sh", "icl_helpers/**/*.py"]

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from icl_helpers import ICLModel, UsageError
+from icl_helpers import ICLModel, UsageError, entries
 from icl_helpers import cache as results_cache
 from icl_helpers.core.attribution import Readout
 from icl_helpers.core.decompose import decompose
@@ -432,20 +432,20 @@ def test_an_older_versions_entry_is_rebuilt_without_a_warning(fresh, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert torch.equal(in_context_heads.located(m, ps).head, good.head)
-    assert results_cache._read(path) is not None and not path.with_suffix(".sha256").exists()
+    assert entries._read(path) is not None and not path.with_suffix(".sha256").exists()
 
 
 def test_a_label_record_cached_before_a_field_was_added_is_recorded_again(fresh):
     m, ps = fresh
     want = prompt_pass.label_record(m, ps)
     path = results_cache.key("label-record", m, ps)
-    old = results_cache._read(path)
+    old = entries._read(path)
     del old["attn_scale"]  # as a version before Gemma's post-norms wrote it
     path.unlink()
-    results_cache.cached(path, lambda: old)
+    entries.cached(path, lambda: old)
     got = prompt_pass.label_record(m, ps)
     assert torch.equal(got.attn_scale, want.attn_scale) and torch.equal(got.values, want.values)
-    assert "attn_scale" in results_cache._read(path)
+    assert "attn_scale" in entries._read(path)
 
 
 def test_an_unwritable_cache_gives_the_result_and_a_warning(fresh, tmp_path):
@@ -480,8 +480,8 @@ def test_a_key_too_long_for_a_file_name_is_cut_and_hashed(tmp_path, monkeypatch)
         assert len(path.name) <= results_cache.NAME_MAX
         assert len(f".{path.name}.4194304.tmp") <= 255 and len(path.name + ".lock") <= 255  # a writer's and the lock's
     want = {"x": torch.arange(3.0)}
-    exact(results_cache.cached(one, lambda: want)["x"], want["x"])
-    exact(results_cache.cached(one, lambda: {"x": torch.zeros(3)})["x"], want["x"])  # read back, not recomputed
+    exact(entries.cached(one, lambda: want)["x"], want["x"])
+    exact(entries.cached(one, lambda: {"x": torch.zeros(3)})["x"], want["x"])  # read back, not recomputed
 
 
 def test_an_unknown_variant_is_one_line_naming_the_choices(small):
