@@ -273,6 +273,7 @@ QUICK = {
     "test_layout.py": (),
     "test_cache.py": (),
     "test_docs.py": (),
+    "test_suite_maps.py": (),
     "test_weights_key.py": ("test_an_edit_changes_the_fingerprint_and_rebuilds_the_readout",
                             "test_every_one_element_edit_changes_the_fingerprint", "test_chunk_sums_are_the_sums_mod_2_32",
                             "test_a_held_key_is_checked_before_a_result_is_kept",
