@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from .core.heads import check_heads, heads_text, parse_heads
 from .data.datasets import check_sizes
 from .data.sentences import unavailable
+from .data.setting import MAIN
 from .errors import UsageError, check_prompts, clean_text, warn_without_demonstration
 from .outputs import WRITTEN, check_output, write_output
 from .paths import (
@@ -94,7 +95,7 @@ def cmd_locate(args: argparse.Namespace) -> None:
     with warnings.catch_warnings():  # said above, before torch loaded (whose imports reset the warnings' memory)
         warnings.filterwarnings("ignore", r"\d+ of \d+ prompts hold no demonstration label", UserWarning)
         result = locate(m, prompts, batch_size=args.batch_size, progress=True)
-    top = result.top_heads(20)
+    top = result.top_heads(MAIN.heads)
     report = {
         "model": args.model,
         "n_prompts": len(prompts),
@@ -169,7 +170,8 @@ def cmd_report(args: argparse.Namespace) -> None:
                                   **robust}, indent=1))
     if md:
         header = (f"# {args.model}: the paper's claims, tested\n\n{intro(args.n, sentence_n, args.seed)}"
-                  + (f" Heads analysed: {given['heads']} in every dataset, instead of each one's top 20." if heads else ""))
+                  + (f" Heads analysed: {given['heads']} in every dataset, instead of each one's top {MAIN.heads}."
+                     if heads else ""))
         write_output(md, header + "\n\n" + markdown(findings) + section, "--markdown")
     def counted(ours: bool) -> str:
         verdicts = [f.verdict for f in findings if f.claim.startswith(OURS) == ours]
@@ -279,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--data-dir", default=None,
                    help="sentence datasets (default: $ICL_DATA_DIR, else the copy `data fetch` made, else the hub)")
     r.add_argument("--markdown", help="also write the findings as one markdown table")
-    r.add_argument("--heads", help="analyse these heads, e.g. 19-11,20-11 (layer-head), instead of each dataset's top 20")
+    r.add_argument("--heads", help="analyse these heads, e.g. 19-11,20-11 (layer-head), instead of each dataset's top "
+                                   f"{MAIN.heads}")
     r.add_argument("--robustness", action="store_true",
                    help="also judge every claim, in its headline view, with one fixed choice changed (top 5, 10, 40 "
                         "heads; labels pen/sky, cup/door; a newline separator; 1 and 3 demonstrations a class; the next "
