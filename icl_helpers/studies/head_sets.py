@@ -255,7 +255,7 @@ def head_set_study(m: ICLModel, word: Sequence[str], n: int, sizes: Sequence[int
 @dataclass
 class Signature:
     """One set's two-tower signature on the EVAL prompts: label-value MRR against layer-matched random
-    heads, and the truth effect of the recency family (attention on true minus false labels at equal
+    heads, and the truth effect over the recency orders (attention on true minus false labels at equal
     distance) against the same draws."""
 
     mrr: torch.Tensor  # [N, S]: reciprocal rank a prompt (mean over its labels), in the S heads

@@ -50,8 +50,8 @@ TABLE2_CONTROL = {"false_nearest": 0.5}
 
 
 def judge_table2_control(false_nearest: torch.Tensor, clusters: Clusters = None) -> Judgement:
-    """false_nearest: [M] bool top-1 hits on the recency family's prompts whose nearest
-    demonstration is false (`studies.recency`)."""
+    """false_nearest: [M] bool top-1 hits on the recency orders' prompts whose nearest demonstration
+    is false (`studies.recency`: each record in every order of its true and false demonstrations)."""
     ours = float(false_nearest.double().mean())
     ci = mean_ci(false_nearest.double(), clusters=clusters)
     verdict = (REPLICATES if ci[0] >= TABLE2_CONTROL["false_nearest"] else
@@ -62,7 +62,7 @@ def judge_table2_control(false_nearest: torch.Tensor, clusters: Clusters = None)
 
 
 def table2_control(s: Evidence) -> Judgement:
-    """Top-1 on the recency family's prompts whose nearest demonstration is false."""
+    """Top-1 on the recency orders' prompts whose nearest demonstration is false."""
     hits = [s.orders(d).top1_hits[s.rows(d)][:, ~s.orders(d).is_true[:, -1]] for d in WORD]  # [N, orders] each
     return judge_table2_control(torch.cat(hits).flatten(), s.clusters(WORD).repeat_interleave(hits[0].shape[1]))
 

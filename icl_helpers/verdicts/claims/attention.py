@@ -44,7 +44,8 @@ FIG6_CONTROL = {"min_effect": rules.FIG6["min_attention"] / 2}  # fig6's minimum
 
 
 def judge_truth_control(effects: Effects) -> Judgement:
-    """The recency family's truth effect: attention a label position gets for being true, at equal distance."""
+    """The truth effect over the recency orders (each record in every order of its true and false
+    demonstrations): attention a label position gets for being true, at equal distance."""
     return rules.judge_at_least(effects.truth, effects.truth_ci, effects.n, effects.text(), FIG6_CONTROL["min_effect"])
 
 

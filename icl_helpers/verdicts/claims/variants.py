@@ -111,7 +111,7 @@ FIG9_CONTROL = {"min_attention": 0.01}  # attention a label position gets
 
 
 def judge_distance_control(effects: Effects) -> Judgement:
-    """The recency family's distance effect: attention a label position gets for being nearest the
+    """The distance effect over the recency orders: attention a label position gets for being nearest the
     input, at equal truth, judged by its size (`rules.judge_at_least`, FIG9_CONTROL's minimum)."""
     return judge_at_least(effects.distance, effects.distance_ci, effects.n, effects.text(), FIG9_CONTROL["min_attention"])
 
