@@ -1,6 +1,6 @@
 """Bad input: the one exception type the helpers raise for it, the prompt checks and cleaning
 (no torch needed, so the CLI runs them before it imports torch) and the one warning for doubtful
-prompts; and `Unjudgeable`, evidence a claim cannot be judged on."""
+prompts; and `CannotMeasure`, a quantity the records or the setting at hand cannot give."""
 from __future__ import annotations
 
 import operator
@@ -16,10 +16,10 @@ class UsageError(ValueError):
     """
 
 
-class Unjudgeable(Exception):
-    """Evidence a claim cannot be judged on, and why: a view of the records (fewer than 2
-    correctly answered prompts in a dataset, heads given rather than located) or a setting
-    that cannot build a prompt variant a claim needs (`data.setting`)."""
+class CannotMeasure(Exception):
+    """A quantity the records or the setting at hand cannot give, and why: too few distinct inputs
+    for an interval (`stats`), a prompt variant the setting cannot build (`data.setting`). The
+    verdicts read it as a claim not tested, saying why (`verdicts.judgement.Unjudgeable`)."""
 
 
 def check_prompts(prompts: list[str]) -> list[str]:

@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from .errors import Unjudgeable
+from .errors import CannotMeasure
 
 DRAWS = 1000  # bootstrap resamples
 LEVEL = 0.95
@@ -27,7 +27,7 @@ def bootstrap_ci(
     one row a prompt) resampled with replacement, independently of the others; tensors of one
     group that share prompts (paired measurements) should be stacked into one. clusters: for
     each sample, [N_i] long ids of its rows' distinct inputs (or None: every row its own), so
-    that a draw takes whole inputs with all their rows. Unjudgeable where a sample holds fewer
+    that a draw takes whole inputs with all their rows. CannotMeasure where a sample holds fewer
     than MIN_CLUSTERS distinct inputs: an interval from so few says nothing."""
     ids = [_ids(s, c) for s, c in zip(samples, clusters or [None] * len(samples))]
     g = torch.Generator().manual_seed(seed)
@@ -107,7 +107,7 @@ def _percentiles(values: torch.Tensor, level: float) -> tuple[float, float]:
 
 
 def _ids(sample: torch.Tensor, clusters: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(each row's cluster index [N] in 0..C-1, the distinct cluster ids [C]); Unjudgeable where there are
+    """(each row's cluster index [N] in 0..C-1, the distinct cluster ids [C]); CannotMeasure where there are
     fewer than MIN_CLUSTERS."""
     if clusters is None:
         clusters = torch.arange(len(sample))
@@ -115,7 +115,7 @@ def _ids(sample: torch.Tensor, clusters: torch.Tensor | None) -> tuple[torch.Ten
         raise ValueError(f"{len(clusters)} cluster ids for {len(sample)} rows")
     members, row_cluster = torch.unique(clusters, return_inverse=True)
     if len(members) < MIN_CLUSTERS:
-        raise Unjudgeable(f"too few prompts: {len(members)} distinct inputs, an interval needs at least {MIN_CLUSTERS}")
+        raise CannotMeasure(f"too few prompts: {len(members)} distinct inputs, an interval needs at least {MIN_CLUSTERS}")
     return row_cluster, members
 
 

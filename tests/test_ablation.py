@@ -21,6 +21,7 @@ from icl_helpers.data.prompts import (
     prompt_label_ids,
 )
 from icl_helpers.data.setting import Setting
+from icl_helpers.data.split import input_halves
 from icl_helpers.errors import UsageError
 from icl_helpers.studies import ablation
 from icl_helpers.studies.ablation import (
@@ -34,7 +35,6 @@ from icl_helpers.studies.ablation import (
     one_percent,
 )
 from icl_helpers.studies.accuracy import accuracy
-from icl_helpers.studies.head_types import input_halves
 from icl_helpers.studies.in_context_heads import located
 from icl_helpers.studies.runner import prompt_set
 from icl_helpers.verdicts.evidence import WORD, Evidence

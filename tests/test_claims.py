@@ -16,12 +16,12 @@ from icl_helpers import stats
 from icl_helpers.core.heads import at_heads, top_heads
 from icl_helpers.data.prompts import prompt_label_ids
 from icl_helpers.data.setting import MAIN, Setting
-from icl_helpers.errors import Unjudgeable, UsageError
+from icl_helpers.data.split import input_halves
+from icl_helpers.errors import CannotMeasure, UsageError
 from icl_helpers.stats import bootstrap_ci, mean_ci, spearman
 from icl_helpers.studies import ablation, biases, label_attention, mrr, towers
 from icl_helpers.studies.ablation import AblationRuns
 from icl_helpers.studies.accuracy import Accuracy
-from icl_helpers.studies.head_types import input_halves
 from icl_helpers.studies.recency import Effects
 from icl_helpers.studies.runner import prompt_set, prompt_set_from_texts
 from icl_helpers.verdicts import claims, evidence, findings, judgement, rules
@@ -51,7 +51,16 @@ from icl_helpers.verdicts.claims.variants import (
     judge_per_head_drop,
 )
 from icl_helpers.verdicts.claims.vocabulary import judge_concepts, judge_strict
-from icl_helpers.verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES, Judgement, not_tested, ours_text
+from icl_helpers.verdicts.judgement import (
+    FAILS,
+    NOT_TESTED,
+    PARTLY,
+    REPLICATES,
+    Judgement,
+    Unjudgeable,
+    not_tested,
+    ours_text,
+)
 from tests.conftest import close
 
 g = torch.Generator()
@@ -85,7 +94,7 @@ def test_the_interval_resamples_distinct_inputs_and_needs_enough_of_them():
     naive = mean_ci(repeated)
     close(torch.tensor(clustered), torch.tensor(alone), scale=float(values.abs().max()))  # the same draws of 20 values
     assert naive[1] - naive[0] < (clustered[1] - clustered[0]) / 2  # about sqrt(10) too narrow without clusters
-    with pytest.raises(Unjudgeable, match="too few prompts: 9 distinct inputs"):
+    with pytest.raises(CannotMeasure, match="too few prompts: 9 distinct inputs"):
         mean_ci(torch.randn(90, generator=g), clusters=torch.arange(9).repeat_interleave(10))
     with pytest.raises(ValueError, match="3 cluster ids for 4 rows"):
         mean_ci(torch.zeros(4), clusters=torch.arange(3))
@@ -458,10 +467,10 @@ def test_tables_judge_every_in_context_head_and_table3_the_correct_prompts(small
     AG News, and the first 30 of its 40 prompts are said to be correct), all prompts beside."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     s = evidence.Evidence(small, 40, 40, 0, None)
-    s.__dict__["sentence"] = ["agnews"]
+    s.common.__dict__["sentence"] = ["agnews"]
     for name in ("prompts", "records"):
-        real = getattr(s, name)
-        setattr(s, name, lambda d, real=real: real("sentiment_number" if d == "agnews" else d))
+        real = getattr(s.common, name)
+        setattr(s.common, name, lambda d, real=real: real("sentiment_number" if d == "agnews" else d))
     monkeypatch.setattr(mrr, "concept_ranks", lambda m, ps, heads: fake_ranks(len(ps), len(heads), 4,
                                                                               torch.arange(len(ps)) % 2 == 0))
     f = claims.CLAIMS["table1"].find(s)
@@ -478,9 +487,9 @@ def test_tables_judge_every_in_context_head_and_table3_the_correct_prompts(small
     every = claims.CLAIMS["table3"].find(s)
     assert every.n == 40 and f"{s.heads('agnews')[3][0]}-{s.heads('agnews')[3][1]}: 75%" in every.why
     assert claims.CLAIMS["table3_strict"].find(right).n == 30
-    monkeypatch.setattr(evidence.Evidence, "_prompts", lambda *a, **k: pytest.fail("built prompts"))
+    monkeypatch.setattr(evidence.Common, "prompts", lambda *a, **k: pytest.fail("built prompts"))
     none = evidence.Evidence(small, 40, 40, 0, None)
-    none.__dict__["sentence"] = []
+    none.common.__dict__["sentence"] = []
     with pytest.raises(Unjudgeable, match="^no copy of AG News here"):  # said before any prompt is built
         claims.CLAIMS["table3"].find(none)
 
@@ -830,7 +839,7 @@ def test_a_report_on_too_few_prompts_says_so_before_any_study(small, monkeypatch
     """Fewer word prompts than an interval needs: every claim that reads them is not tested, in words,
     and nothing runs; the sentence claims say what they lack."""
     monkeypatch.setattr(evidence, "sentence_datasets", lambda names, data_dir=None: ["sst2"])
-    monkeypatch.setattr(evidence.Evidence, "_prompts", lambda *a, **k: pytest.fail("built prompts"))
+    monkeypatch.setattr(evidence.Common, "prompts", lambda *a, **k: pytest.fail("built prompts"))
     found = {f.id: f for f in findings.report(small, 9, 3, announce=lambda step: None)}
     assert found["fig6"].verdict == NOT_TESTED and found["fig6"].why == (
         "too few prompts: 9 word prompts a dataset; its intervals need at least 10")
@@ -868,7 +877,7 @@ def test_appendices_b_and_d_judge_the_fig5_and_fig6_rules_dataset_by_dataset(sma
     judgement of that dataset in the shared heads (B) or the single top head (D, Llama only)."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     s = evidence.Evidence(small, 12, 12, 0, None)
-    s.__dict__["sentence"] = list(evidence.WORD)
+    s.common.__dict__["sentence"] = list(evidence.WORD)
     heads = sorted(set(s.heads("sentiment_number")) & set(s.heads("animal_country")),
                    key=lambda h: -float(s.mean_increase(evidence.WORD)[h]))
     assert s.shared()[0] == heads
@@ -909,11 +918,11 @@ def test_fig7_reads_the_true_labels_in_the_top_3_heads_and_appendix_a_each_sente
     weight, increase, true, head = (torch.cat(x) for x in zip(*parts))
     assert int((~weight.isnan()).sum()) == 24 * 3 * 2  # two true labels a prompt
     assert claims.CLAIMS["fig7"].find(s) == judge_fig7(weight, increase, (true, head), s.clusters(evidence.WORD))
-    s.__dict__["sentence"] = list(evidence.WORD)
+    s.common.__dict__["sentence"] = list(evidence.WORD)
     found = claims.CLAIMS["fig12_15_largest"].find(s)
     assert found == judge_fig12_15_largest({d: s.loc(d).head for d in evidence.WORD},
                                            {d: s.clusters([d]) for d in evidence.WORD})
-    s.__dict__["sentence"] = ["sst2"]
+    s.common.__dict__["sentence"] = ["sst2"]
     alone = claims.CLAIMS["fig12_15_largest"].find(s)
     assert alone.verdict == NOT_TESTED and alone.why.startswith("1 sentence dataset(s) at hand")
 
@@ -926,7 +935,7 @@ def test_report_analyses_the_heads_given(small, tmp_path, monkeypatch):
     s = evidence.Evidence(small, 12, 2, 0, None, "2-3,1-0,2-1")
     assert s.heads("sentiment_number") == s.heads("animal_country") == given
     assert evidence.Evidence(small, 12, 2, 0, None).heads("sentiment_number") == s.loc("sentiment_number").top_heads(rules.K)
-    s.__dict__["sentence"] = list(evidence.WORD)  # Appendices B and D: the given heads, and the best of them
+    s.common.__dict__["sentence"] = list(evidence.WORD)  # Appendices B and D: the given heads, and the best of them
     assert s.shared() == (given, "the heads given") and s.word_shared() == (given, "the heads given")
     best = max(given, key=lambda h: float(s.mean_increase(evidence.WORD)[h]))
     assert s.top_head() == ([best], f"head {best[0]}-{best[1]}, of the heads given, the largest mean increase over "
@@ -951,7 +960,7 @@ def test_report_analyses_the_heads_given(small, tmp_path, monkeypatch):
                                             ("1_1", "heads: '1_1' is not a head")])
 def test_bad_heads_stop_the_report_before_any_study(small, monkeypatch, heads, message):
     monkeypatch.setattr(evidence, "prompt_set", lambda *a, **k: pytest.fail("built prompts"))
-    monkeypatch.setattr(evidence.Evidence, "_prompts", lambda *a, **k: pytest.fail("built prompts"))
+    monkeypatch.setattr(evidence.Common, "prompts", lambda *a, **k: pytest.fail("built prompts"))
     with pytest.raises(UsageError, match=f"^{message}"):
         findings.report(small, 12, 2, announce=lambda step: pytest.fail(f"started {step}"), heads=heads)
 
@@ -963,7 +972,7 @@ def test_the_emnlp_claims_pool_the_sentence_datasets_held_out_by_input(small, tm
     its own heads, and held out judges the other half's records in heads located on the first half."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     s = evidence.Evidence(small, 16, 16, 0, None)
-    s.__dict__["sentence"] = list(evidence.WORD)
+    s.common.__dict__["sentence"] = list(evidence.WORD)
     runs = AblationRuns.cat(list(ablation.causal_check(small, evidence.WORD, 16, n_random=rules.RANDOM_DRAWS).values()))
     halves = {d: input_halves(s.records(d), 0) for d in evidence.WORD}
     clusters = torch.cat([s.inputs(d)[~halves[d]] + i * 16 for i, d in enumerate(evidence.WORD)])
@@ -1023,7 +1032,7 @@ def test_held_out_judges_half_the_inputs_of_each_class_in_heads_located_on_the_o
     s = evidence.Evidence(small, 24, 2, 0, None)
     view = s.in_view(evidence.HELD_OUT)
     assert view is s.in_view(evidence.HELD_OUT) and s.view == evidence.ALL and view.view == evidence.HELD_OUT
-    assert view.loc is s.loc and view.halves is s.halves and view.heads is not s.heads  # what HELD_OUT.shares says
+    assert view.common is s.common and view.built is not s.built  # its records and pass shared, its heads its own
     judged, locating = view.rows("sentiment_number"), view.locating("sentiment_number")
     assert torch.equal(judged, ~locating)
     records, inputs = s.records("sentiment_number"), s.inputs("sentiment_number")
@@ -1113,7 +1122,7 @@ def test_the_paper_share_view_judges_every_record_in_the_top_heads_at_that_share
     view = s.in_view(evidence.PAPER_SHARE)
     k = evidence.paper_share_heads(small.arch)
     assert view.setting.heads == k != s.setting.heads and s.setting == evidence.MAIN
-    assert view.loc is s.loc and view.prompts is s.prompts and view.heads is not s.heads
+    assert view.common is s.common and view.loc("sentiment_number") is s.loc("sentiment_number")  # the pass shared
     assert view.heads("sentiment_number") == s.loc("sentiment_number").top_heads(k)
     assert torch.equal(view.rows("sentiment_number"), s.rows("sentiment_number"))
     pairs = [label_attention.attention_on_labels(small, s.prompts(d)).at(view.heads(d)) for d in evidence.WORD]
@@ -1189,7 +1198,7 @@ def test_table3s_towers_judge_the_ag_news_prompts_answered_correctly(small, tmp_
              f"{SPORTS[(i + 2) % 4]} today {i} :" for i in range(24)]
     ps = prompt_set_from_texts(small, texts, name="agnews")
     s = evidence.Evidence(small, 12, 24, 0, None)
-    s.__dict__["sentence"] = ["agnews"]
+    s.common.__dict__["sentence"] = ["agnews"]
     s.prompts, s.inputs = lambda d: ps, lambda d: torch.arange(24)
     s.rows = lambda d: torch.arange(24) % 2 == 0
     f = claims.CLAIMS["two_towers_agnews"].find(s)

@@ -15,6 +15,7 @@ from transformers.masking_utils import AttentionMaskInterface, eager_mask
 from icl_helpers import ICLModel
 from icl_helpers.data.positions import find_positions
 from icl_helpers.data.prompts import parse_prompt, prompt_label_ids
+from icl_helpers.data.split import input_halves
 from icl_helpers.studies import function_vectors as fv
 from icl_helpers.studies import head_types as ht
 from icl_helpers.studies.runner import PromptSet
@@ -264,7 +265,7 @@ def test_function_vectors_are_cached_and_need_a_correct_prompt(model, tmp_path, 
 def test_score_and_eval_halves_are_disjoint_by_input(model):
     score, held = ht.score_and_eval(model, "sentiment_number", 60, seed=0)
     records = evidence.MAIN.records("sentiment_number", 60, 0)
-    halves = ht.input_halves(records, 0)
+    halves = input_halves(records, 0)
     inputs = [r.input for r in records]
     assert len(score) + len(held) == 60 and len(score) == int(halves.sum())
     assert not {i for i, k in zip(inputs, halves) if k} & {i for i, k in zip(inputs, halves) if not k}
@@ -274,7 +275,7 @@ def test_score_and_eval_halves_are_disjoint_by_input(model):
         assert len(cells) == 2
         for c in cells:
             assert len({d for p, d in zip(ps.prompts, ps.directions) if fv.cell_of(p, d) == c}) == 2
-    assert not torch.equal(ht.input_halves(records, 1), halves)  # seeded
+    assert not torch.equal(input_halves(records, 1), halves)  # seeded
     # the held-out view of the verdicts locates on this half
     exact(evidence.Evidence(model, 60, 2, 0, None).halves("sentiment_number"), halves)
 

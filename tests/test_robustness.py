@@ -31,7 +31,7 @@ from icl_helpers.data.sentences import SentenceData
 from icl_helpers.data.setting import MAIN, Setting, class_pools, more_demonstrations
 from icl_helpers.data.sources import Example
 from icl_helpers.data.words import WORD_DATASETS, make_word_records, read_word_list
-from icl_helpers.errors import Unjudgeable, UsageError
+from icl_helpers.errors import CannotMeasure, UsageError
 from icl_helpers.studies import recency
 from icl_helpers.studies.runner import prompt_set
 from icl_helpers.verdicts import claims, evidence, findings, robustness, rules
@@ -135,7 +135,7 @@ def test_label_positions_and_tokens_are_the_label_words_in_every_setting(name):
 
 
 def test_one_demonstration_a_class_cannot_build_an_imbalanced_prompt():
-    with pytest.raises(Unjudgeable, match="one demonstration a class: an imbalanced prompt drops a true demonstration"):
+    with pytest.raises(CannotMeasure, match="one demonstration a class: an imbalanced prompt drops a true demonstration"):
         ONE.variant("imbalanced")
     assert THREE.variant("imbalanced") == Variant(6, imbalanced=True)
 

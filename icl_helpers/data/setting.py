@@ -14,7 +14,7 @@ as it cuts them), never the input or a demonstration the record holds: a prompt 
 demonstrations is a prompt of more, cut at its start. The recency control runs every order of p
 true and p false demonstrations (`prompts.orders`: 2 of one a class, 20 of three). An
 imbalanced prompt drops one true demonstration, so one a class cannot build it: the claims
-that need it are `Unjudgeable` there.
+that need it are not tested there (`CannotMeasure`).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import Unjudgeable, UsageError
+from ..errors import CannotMeasure, UsageError
 from .datasets import dataset_records
 from .prompts import LABELS, SEP, Record, Variant, named_variant, variants
 from .sentences import load_sentences, truncate
@@ -47,9 +47,9 @@ class Setting:
 
     def variant(self, name: str) -> Variant:
         """The prompt variant `name` (of `prompts.variants`) in this setting's labels, separator and
-        demonstrations; Unjudgeable where it cannot be built (imbalanced, from one a class)."""
+        demonstrations; CannotMeasure where it cannot be built (imbalanced, from one a class)."""
         if name == "imbalanced" and self.per_class < 2:
-            raise Unjudgeable("one demonstration a class: an imbalanced prompt drops a true demonstration, "
+            raise CannotMeasure("one demonstration a class: an imbalanced prompt drops a true demonstration, "
                               "which would leave none")
         return named_variant(name, variants(self.per_class, self.labels, self.sep))
 

@@ -1,6 +1,6 @@
 """The causal check (EMNLP version), one protocol for notebook 08's curves and the report's verdict.
 
-`causal_check` splits each dataset's records by input (`head_types.input_halves`: half the
+`causal_check` splits each dataset's records by input (`data.split.input_halves`: half the
 distinct inputs of each class, drawn with the seed, the held-out view's split), locates the
 in-context heads on the balanced prompts of one half and ablates the top k of them (mean ablation
 by default: each head's output set to its mean over those prompts; zero as an option) and, as a
@@ -33,9 +33,9 @@ from ..core.interventions import Intervention, head_means
 from ..core.passes import Accuracy, intervened_accuracies
 from ..data.prompts import Prompt, Record, mixed_label_prompts
 from ..data.setting import MAIN, Setting
+from ..data.split import input_halves, records_in
 from ..errors import UsageError
 from ..model.loading import ICLModel
-from .head_types import input_halves, records_in
 from .in_context_heads import located
 from .runner import prompt_set
 

@@ -36,7 +36,8 @@ import torch
 
 from ..core.heads import Head, head_name, same_layer_random_heads, top_heads
 from ..data.setting import MAIN, Setting
-from ..errors import Unjudgeable
+from ..data.split import input_halves
+from ..errors import CannotMeasure
 from ..model.loading import ICLModel
 from ..stats import mean_ranks, spearman
 from . import recency
@@ -44,7 +45,6 @@ from .function_vectors import function_vector_scores
 from .head_types import (
     eval_half,
     induction_scores,
-    input_halves,
     prefix_matching_scores,
     repeated_sequence_scores,
     score_and_eval,
@@ -301,7 +301,7 @@ def signatures(m: ICLModel, study: HeadSetStudy, k: int, n: int, names: Sequence
                                      for r in random_heads])
         try:
             truth = recency.effects(cells, torch.cat(clusters))
-        except Unjudgeable:
+        except CannotMeasure:
             truth = None
         out[name] = Signature(torch.cat([r for r, _ in ranks]), torch.cat([r for _, r in ranks], 1), truth,
                               recency.fit(cells)[0], random_truth)

@@ -1,5 +1,5 @@
 """Head types the literature ties to in-context learning, scored on random token sequences, and the
-split by input that keeps their scores apart from the prompts they are judged on.
+prompts of the halves by input that keep their scores apart from the prompts they are judged on.
 
 Every score is [L, H], one number a head, from one batched pass of seeded sequences that reads
 every head's attention (the adapter's `pattern` site) and keeps only the attention on each
@@ -22,9 +22,8 @@ no special, added, unused or byte-fallback token), written as ids, never decoded
 no id (P + R + R'), where a head can score only by its position pattern: the chance level a
 threshold is set against.
 
-`input_halves` is the seeded split of a dataset's records by distinct input (the held-out view
-of the verdicts draws it): scores on one half (SCORE), ablations and signatures on the other
-(EVAL); `score_and_eval` builds both halves' prompts.
+Scores read one half of a dataset's records (SCORE), ablations and signatures the other (EVAL): the
+split by distinct input, `data.split.input_halves`; `score_and_eval` builds both halves' prompts.
 """
 from __future__ import annotations
 
@@ -40,6 +39,7 @@ from ..core.batching import Tensors
 from ..data.positions import find_positions
 from ..data.prompts import Prompt, Record, build_prompt
 from ..data.setting import MAIN, Setting
+from ..data.split import input_halves, records_in
 from ..errors import UsageError, check_count
 from ..model.hooks import Hook, attached
 from ..model.loading import ICLModel, runs_model
@@ -175,26 +175,7 @@ def previous_token_scores(m: ICLModel, n_sequences: int = 200, length: int = 50,
     return repeated_sequence_scores(m, n_sequences, length, 2, seed, False, batch_size, cache)["previous"]
 
 
-# --- the split by input -------------------------------------------------------------------
-
-
-def input_halves(records: Sequence[Record], seed: int = 0) -> torch.Tensor:
-    """[N] bool: the SCORE half, True on every record of half the distinct inputs of each class
-    (rounded down), drawn with the seed; the rest is EVAL. No input is in both."""
-    numbers: dict[str, int] = {}
-    ids = torch.tensor([numbers.setdefault(r.input, len(numbers)) for r in records], dtype=torch.long)
-    g = torch.Generator().manual_seed(seed)
-    chosen = torch.zeros(len(ids), dtype=torch.bool)
-    for cls in sorted({r.true_class for r in records}):
-        inputs = ids[torch.tensor([r.true_class == cls for r in records])].unique()
-        picked = inputs[torch.randperm(len(inputs), generator=g)[: len(inputs) // 2]]
-        chosen |= torch.isin(ids, picked)
-    return chosen
-
-
-def records_in(records: Sequence[Record], rows: torch.Tensor) -> list[Record]:
-    """The records where rows [N] bool is True (a half of `input_halves`, or its other), in order."""
-    return [r for r, keep in zip(records, rows.tolist()) if keep]
+# --- the SCORE and EVAL halves' prompts ----------------------------------------------------
 
 
 def mapped_prompts(records: Sequence[Record], setting: Setting = MAIN) -> list[Prompt]:

@@ -26,7 +26,7 @@ import torch
 from ..core.heads import Head
 from ..data.prompts import orders, prompt_label_ids
 from ..data.setting import MAIN, Setting
-from ..errors import Unjudgeable
+from ..errors import CannotMeasure
 from ..model.loading import ICLModel
 from ..stats import mean_ci
 from .label_attention import attention_on_labels
@@ -138,7 +138,7 @@ def orders_table(records: Sequence[RecencyOrders]) -> pd.DataFrame:
         try:
             e = effects(f.cells())
             cis = _ci(e.truth_ci), _ci(e.distance_ci)
-        except Unjudgeable:
+        except CannotMeasure:
             cis = ("too few prompts",) * 2
         true_nearest = f.is_true[:, -1]
         rows.append({"dataset": f.dataset, "N": len(f.cells()), "truth effect": truth, "truth CI": cis[0],

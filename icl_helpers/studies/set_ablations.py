@@ -26,7 +26,7 @@ from ..core.heads import Head, head_mask, same_layer_random_heads
 from ..core.interventions import ablated_rows, first_layer
 from ..core.passes import Accuracy, LastRun, label_values, last_token_passes
 from ..data.prompts import Prompt, prompt_label_ids
-from ..errors import Unjudgeable, UsageError
+from ..errors import CannotMeasure, UsageError
 from ..model.loading import ICLModel
 from ..stats import mean_ci
 from .function_vectors import corrupted_prompts, last_outputs
@@ -137,7 +137,7 @@ class SetAblations:
                 try:
                     lo, hi = mean_ci(effect, clusters=self.inputs)
                     ci = f"{lo:+.3f} to {hi:+.3f}"
-                except Unjudgeable:
+                except CannotMeasure:
                     ci = "too few inputs"
                 rows.append({"set": name, "k": k, "top-1 ablated": top.top1,
                              "random: mean": float(torch.tensor([d.top1 for d in draws]).mean()),

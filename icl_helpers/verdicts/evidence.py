@@ -6,11 +6,10 @@ claim is judged again in (`View`: the correctly answered records, in heads locat
 held-out records, in heads located on others), each saying which of these it shares."""
 from __future__ import annotations
 
-import copy
 import functools
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, ClassVar, Sequence
+from typing import Callable, ClassVar, Sequence, TypeVar
 
 import torch
 
@@ -19,13 +18,13 @@ from ..core.locate import LocateResult
 from ..data.prompts import Record, build_prompt
 from ..data.sentences import sentence_datasets
 from ..data.setting import MAIN, Setting
-from ..errors import Unjudgeable
+from ..data.split import input_halves, records_in
 from ..model.adapters.base import Arch
 from ..model.loading import ICLModel
 from ..studies import ablation, biases, recency
-from ..studies.head_types import input_halves, records_in
 from ..studies.in_context_heads import answered_correctly, in_context_heads, located, shared_heads
 from ..studies.runner import PromptSet, prompt_set
+from .judgement import Unjudgeable
 from .rules import RANDOM_DRAWS
 
 WORD = ["sentiment_number", "animal_country"]
@@ -44,24 +43,19 @@ def example(setting: Setting = MAIN) -> str:
 
 
 EXAMPLE = example()
-# What `Evidence` builds on first use and keeps. Those built from every record (the prompt sets, their passes, the
-# records and the held-out halves, the causal check's runs on their own records) are the same in every view.
-CACHES = ("prompts", "loc", "heads", "orders", "effects", "records", "halves", "ablations", "bias", "in_view")
-EVERY_RECORD = frozenset({"prompts", "loc", "records", "halves", "ablations", "in_view"})
 
 
 @dataclass(frozen=True)
 class View:
     """The records a finding judges, and the records its heads are located on: every record, in
-    the heads located on them all. `shares`: the caches of `Evidence` a view shares with the main
-    one; it builds its own of the rest (heads, families, effects, bias runs: they depend on the records)."""
+    the heads located on them all. Every view shares what is built from every record (`Common`);
+    each builds its own heads, recency orders, effects and bias runs (`Evidence`: they depend on its records)."""
 
     key: ClassVar[str] = "all"  # its name in a report's JSON
     title: ClassVar[str] = "all prompts"  # its column's heading
     mark: ClassVar[str] = "all prompts"  # its name in a cell of the cross-model table (`compare`)
     about: ClassVar[str] = "every prompt, in the heads located on them all"
     relocates: bool = False  # its heads are located on `locating`'s records, not taken from the main view
-    shares: frozenset[str] = EVERY_RECORD
 
     def rows(self, s: Evidence, dataset: str) -> torch.Tensor:
         """[N] bool: the records judged."""
@@ -141,7 +135,6 @@ class PaperShare(View):
     mark: ClassVar[str] = "paper's share"
     about: ClassVar[str] = (f"every prompt, in the top heads at the paper's share of a model's heads ({MAIN.heads} of "
                             "GPT-2 large's 720, rounded, at least 2) instead of its count")
-    shares: frozenset[str] = EVERY_RECORD - {"ablations"}  # the causal check ablates the setting's heads
 
     def setting(self, s: Evidence) -> Setting:
         return replace(s.setting, heads=paper_share_heads(s.m.arch))
@@ -163,26 +156,32 @@ def described() -> dict[str, dict[str, str]]:
     return {key: {"title": view.title, "mark": view.mark, "about": view.about} for key, view in VIEWS.items()}
 
 
-class Evidence:
-    """What the findings share, each built on first use and once: the balanced prompt set,
-    located heads and recency orders of a dataset, and their effects pooled.
+Value = TypeVar("Value")
 
-    `rows(dataset)` [N] bool: the records a finding judges, all of them; `in_view(view)` the
-    same evidence judging the records a `View` picks (`CORRECT`, `HELD_OUT`, ...).
-    `clusters(datasets)`: each judged row's distinct input, which the intervals resample
-    (`stats.bootstrap_ci`). The heads given
-    (checked against the model at once) replace the located ones in every dataset. Every prompt
-    is in the setting's label words, separator and demonstrations a class; the located heads
-    are its top `setting.heads`."""
+
+def kept(method: Callable[..., Value]) -> Callable[..., Value]:
+    """A method whose result is built on first use and kept on its instance (in `built`), one a distinct argument tuple."""
+    @functools.wraps(method)
+    def once(self, *args):
+        key = (method.__name__, *args)
+        if key not in self.built:
+            self.built[key] = method(self, *args)
+        return self.built[key]
+    return once
+
+
+class Common:
+    """What every view of the evidence shares, each built on first use and once: a dataset's records, its
+    balanced prompt set and their pass (`loc`), its held-out halves, the causal check's runs (in a setting's
+    number of heads), and the views themselves (`Evidence.in_view`). Every prompt is in `setting`'s label
+    words, separator and demonstrations a class; `given`: the heads given (checked), or ()."""
 
     def __init__(self, m: ICLModel, n: int, sentence_n: int, seed: int, data_dir: str | Path | None,
-                 heads: str | Sequence[Head] | None = None, setting: Setting = MAIN):
+                 given: Sequence[Head], setting: Setting):
         self.m, self.n, self.sentence_n, self.seed, self.data_dir = m, n, sentence_n, seed, data_dir
-        self.setting = setting
-        self.given = check_heads(parse_heads(heads), m.arch)
-        self.view = ALL
-        for name in CACHES:
-            setattr(self, name, functools.cache(getattr(self, f"_{name}")))
+        self.given, self.setting = given, setting
+        self.views: dict[View, Evidence] = {}
+        self.built: dict[tuple, object] = {}
 
     @functools.cached_property
     def sentence(self) -> list[str]:
@@ -192,7 +191,123 @@ class Evidence:
     def size(self, dataset: str) -> int:
         return self.n if dataset in WORD else self.sentence_n
 
-    def _heads(self, dataset: str) -> list[Head]:
+    @kept
+    def records(self, dataset: str) -> list[Record]:
+        return self.setting.records(dataset, self.size(dataset), self.seed, self.data_dir)
+
+    @kept
+    def prompts(self, dataset: str) -> PromptSet:
+        return prompt_set(self.m, dataset, "balanced", self.size(dataset), self.seed, self.data_dir, self.setting)
+
+    @kept
+    def loc(self, dataset: str) -> LocateResult:
+        return located(self.m, self.prompts(dataset))
+
+    @kept
+    def inputs(self, dataset: str) -> torch.Tensor:
+        """[N] long: each record's distinct input, numbered within the dataset."""
+        ids: dict[str, int] = {}
+        return torch.tensor([ids.setdefault(r.input, len(ids)) for r in self.records(dataset)])
+
+    @kept
+    def halves(self, dataset: str) -> torch.Tensor:
+        """[N] bool: the held-out view's locating records (the same in every view): in each class of input, half of its
+        distinct inputs drawn with the seed (rounded down), with all their records."""
+        locate = input_halves(self.records(dataset), self.seed)  # the head-type scores' SCORE half too
+        if locate.sum() < 2 or (~locate).sum() < 2:
+            raise Unjudgeable(f"{len(locate)} {dataset} prompts: held out needs at least 2 records to locate the heads "
+                              "on and 2 others to judge them")
+        return locate
+
+    def datasets_of(self, kind: str) -> list[str]:
+        """The datasets of a kind: "word" (WORD) or "sentence" (those at hand, `sentence`)."""
+        return list(WORD) if kind == "word" else self.sentence
+
+    @kept
+    def ablations(self, kind: str, setting: Setting) -> ablation.AblationRuns:
+        """The causal check's runs (`studies.ablation.causal_check`, notebook 08's) on the datasets
+        of a kind ("word", "sentence"), pooled: per dataset, its top `setting.heads` (or the heads given)
+        located on the prompts of the held-out view's locating half (`halves`: half the distinct
+        inputs of each class), the first 1% and all of them mean-ablated on prompts of the other
+        half's records (the rows `Evidence.evaluated` picks), against RANDOM_DRAWS layer-matched draws."""
+        datasets = self.datasets_of(kind)
+        for d in datasets:
+            self.halves(d)  # enough records on both sides, or Unjudgeable
+        n = self.n if kind == "word" else self.sentence_n
+        runs = ablation.causal_check(self.m, datasets, n, self.seed, self.data_dir, setting, self.given,
+                                     n_random=RANDOM_DRAWS)
+        return ablation.AblationRuns.cat(list(runs.values()))
+
+
+class Evidence:
+    """What the findings judge on one model in one view (`View`: every record, the correct ones, held out,
+    ...), built on first use and once: the heads a dataset's claims analyse, its recency orders and their
+    effects pooled, the bias runs; what every view shares (records, prompts, their pass, halves, the
+    causal check's runs) comes from `common`, one `Common` for all of them.
+
+    `rows(dataset)` [N] bool: the records a finding judges; `in_view(view)` the same evidence judging
+    the records a `View` picks (`CORRECT`, `HELD_OUT`, ...). `clusters(datasets)`: each judged row's
+    distinct input, which the intervals resample (`stats.bootstrap_ci`). The heads given (checked
+    against the model at once) replace the located ones in every dataset. Every prompt is in the
+    setting's label words, separator and demonstrations a class; the located heads are its top `setting.heads`."""
+
+    def __init__(self, m: ICLModel, n: int, sentence_n: int, seed: int, data_dir: str | Path | None,
+                 heads: str | Sequence[Head] | None = None, setting: Setting = MAIN):
+        self._judge(Common(m, n, sentence_n, seed, data_dir, check_heads(parse_heads(heads), m.arch), setting),
+                    ALL, setting)
+
+    def _judge(self, common: Common, view: View, setting: Setting) -> None:
+        """Make this the evidence of `view`, in `setting`, on `common` (kept there as that view's)."""
+        self.common, self.view, self.setting = common, view, setting
+        self.m, self.n, self.sentence_n, self.seed = common.m, common.n, common.sentence_n, common.seed
+        self.data_dir, self.given = common.data_dir, common.given
+        self.built: dict[tuple, object] = {}
+        common.views[view] = self
+
+    def in_view(self, view: View) -> Evidence:
+        """The same evidence judging the records `view` picks, built once a view (the claims share it):
+        it shares `common`, with its own heads, orders, effects and bias runs."""
+        views = self.common.views
+        if view not in views:
+            main = views[ALL]
+            view.check(main)
+            Evidence.__new__(Evidence)._judge(self.common, view, view.setting(main))
+        return views[view]
+
+    @property
+    def sentence(self) -> list[str]:
+        """The sentence datasets this machine has (`Common.sentence`)."""
+        return self.common.sentence
+
+    def size(self, dataset: str) -> int:
+        return self.common.size(dataset)
+
+    def records(self, dataset: str) -> list[Record]:
+        return self.common.records(dataset)
+
+    def prompts(self, dataset: str) -> PromptSet:
+        return self.common.prompts(dataset)
+
+    def loc(self, dataset: str) -> LocateResult:
+        return self.common.loc(dataset)
+
+    def inputs(self, dataset: str) -> torch.Tensor:
+        """[N] long: each record's distinct input, numbered within the dataset (`Common.inputs`)."""
+        return self.common.inputs(dataset)
+
+    def halves(self, dataset: str) -> torch.Tensor:
+        """[N] bool: the held-out view's locating records (`Common.halves`)."""
+        return self.common.halves(dataset)
+
+    def datasets_of(self, kind: str) -> list[str]:
+        return self.common.datasets_of(kind)
+
+    def ablations(self, kind: str) -> ablation.AblationRuns:
+        """The causal check's runs on the datasets of a kind, in this view's number of heads (`Common.ablations`)."""
+        return self.common.ablations(kind, self.setting)
+
+    @kept
+    def heads(self, dataset: str) -> list[Head]:
         """The heads given (in every dataset), else the dataset's top `setting.heads` (located on the
         records `view.locating` picks where the view relocates them)."""
         if self.view.relocates and not self.given:
@@ -203,18 +318,6 @@ class Evidence:
         """Which heads `heads(dataset)` are, in words."""
         return "the heads given" if self.given else f"{dataset}'s top heads"
 
-    def _in_view(self, view: View) -> Evidence:
-        """The same evidence judging the records `view` picks (built once a view: the claims share
-        it): a copy sharing the caches the view names, with its own of the rest; itself in its own view."""
-        if view == self.view:
-            return self
-        view.check(self)
-        other = copy.copy(self)
-        other.view, other.setting = view, view.setting(self)
-        for name in set(CACHES) - view.shares:
-            setattr(other, name, functools.cache(getattr(other, f"_{name}")))
-        return other
-
     def locating(self, dataset: str) -> torch.Tensor:
         """[N] bool: the records the heads are located on (`View.locating`)."""
         return self.view.locating(self, dataset)
@@ -222,14 +325,6 @@ class Evidence:
     def rows(self, dataset: str) -> torch.Tensor:
         """[N] bool: the records judged (`View.rows`)."""
         return self.view.rows(self, dataset)
-
-    def _records(self, dataset: str) -> list[Record]:
-        return self.setting.records(dataset, self.size(dataset), self.seed, self.data_dir)
-
-    def inputs(self, dataset: str) -> torch.Tensor:
-        """[N] long: each record's distinct input, numbered within the dataset."""
-        ids: dict[str, int] = {}
-        return torch.tensor([ids.setdefault(r.input, len(ids)) for r in self.records(dataset)])
 
     def clusters(self, datasets: Sequence[str], rows: Callable[[str], torch.Tensor] | None = None) -> torch.Tensor:
         """[rows]: the distinct input of each judged record of the datasets (or of the records
@@ -242,29 +337,16 @@ class Evidence:
             base += len(ids)
         return torch.cat(parts)
 
-    def _halves(self, dataset: str) -> torch.Tensor:
-        """[N] bool: the held-out view's locating records (the same in every view): in each class of input, half of its
-        distinct inputs drawn with the seed (rounded down), with all their records."""
-        locate = input_halves(self.records(dataset), self.seed)  # the head-type scores' SCORE half too
-        if locate.sum() < 2 or (~locate).sum() < 2:
-            raise Unjudgeable(f"{len(locate)} {dataset} prompts: held out needs at least 2 records to locate the heads "
-                              "on and 2 others to judge them")
-        return locate
-
-    def _prompts(self, dataset: str) -> PromptSet:
-        return prompt_set(self.m, dataset, "balanced", self.size(dataset), self.seed, self.data_dir, self.setting)
-
-    def _loc(self, dataset: str) -> LocateResult:
-        return located(self.m, self.prompts(dataset))
-
-    def _orders(self, dataset: str) -> recency.RecencyOrders:
+    @kept
+    def orders(self, dataset: str) -> recency.RecencyOrders:
         return self.orders_in(dataset, self.heads(dataset))
 
     def orders_in(self, dataset: str, heads: Sequence[Head]) -> recency.RecencyOrders:
         """The dataset's recency orders (its records in every order), attention in `heads`."""
         return recency.recency_orders(self.m, dataset, heads, self.size(dataset), self.seed, self.data_dir, self.setting)
 
-    def _effects(self, datasets: tuple[str, ...]) -> recency.Effects:
+    @kept
+    def effects(self, datasets: tuple[str, ...]) -> recency.Effects:
         return recency.effects(torch.cat([self.orders(d).cells()[self.rows(d)] for d in datasets]),
                                self.clusters(datasets))
 
@@ -278,29 +360,12 @@ class Evidence:
             return list(self.given), "the heads given"
         return shared_heads({d: self.heads(d) for d in WORD}, self.mean_increase(WORD))
 
-    def datasets_of(self, kind: str) -> list[str]:
-        """The datasets of a kind: "word" (WORD) or "sentence" (those at hand, `sentence`)."""
-        return list(WORD) if kind == "word" else self.sentence
-
-    def _ablations(self, kind: str) -> ablation.AblationRuns:
-        """The causal check's runs (`studies.ablation.causal_check`, notebook 08's) on the datasets
-        of a kind ("word", "sentence"), pooled: per dataset, its top heads (or the heads given)
-        located on the prompts of the held-out view's locating half (`halves`: half the distinct
-        inputs of each class), the first 1% and all of them mean-ablated on prompts of the other
-        half's records (the rows `evaluated` picks), against RANDOM_DRAWS layer-matched draws."""
-        datasets = self.datasets_of(kind)
-        for d in datasets:
-            self.halves(d)  # enough records on both sides, or Unjudgeable
-        n = self.n if kind == "word" else self.sentence_n
-        runs = ablation.causal_check(self.m, datasets, n, self.seed, self.data_dir, self.setting, self.given,
-                                     n_random=RANDOM_DRAWS)
-        return ablation.AblationRuns.cat(list(runs.values()))
-
     def evaluated(self, dataset: str) -> torch.Tensor:
         """[N] bool: the records the causal check ablates on (the other half of `halves`)."""
         return ~self.halves(dataset)
 
-    def _bias(self, measure: str, dataset: str) -> biases.BiasEffect:
+    @kept
+    def bias(self, measure: str, dataset: str) -> biases.BiasEffect:
         """A bias intervention ("majority" or "recency", `studies.biases`) on the dataset's judged
         records (`rows`), in its heads (held out: located on the other half of the inputs)."""
         return biases.measured_bias(self.m, measure, records_in(self.records(dataset), self.rows(dataset)),

@@ -12,12 +12,12 @@ from typing import Callable, Sequence
 from ..cache import prompts_hash, source_hash, stored_json
 from ..core.heads import Head
 from ..data.setting import MAIN, Setting
-from ..errors import Unjudgeable, UsageError
+from ..errors import UsageError
 from ..model.loading import ICLModel
 from ..stats import MIN_CLUSTERS
 from .claims import CLAIMS, Claim, Finding
 from .evidence import ALL, WORD, Evidence
-from .judgement import Judgement, not_tested
+from .judgement import Judgement, judged_or_not, not_tested
 
 CODE = source_hash()  # the package's source as this process loaded it: findings are kept under it
 
@@ -124,7 +124,4 @@ def kept_finding(id: str, s: Evidence, headline_only: bool = False) -> Finding:
 def in_view(find: Callable[[Evidence], Judgement], view: Callable[[], Evidence]) -> Judgement:
     """A claim's finder on a view of the evidence (`Evidence.in_view`), or not tested, saying why,
     where the view cannot judge it."""
-    try:
-        return find(view())
-    except Unjudgeable as why:
-        return not_tested(str(why))
+    return judged_or_not(lambda: find(view()))

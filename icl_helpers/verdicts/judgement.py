@@ -3,9 +3,17 @@ prompts (`stats`), N, the verdict and why; the four verdicts, and how a judgemen
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
+
+from ..errors import CannotMeasure
 
 REPLICATES, PARTLY, FAILS, NOT_TESTED = "replicates", "partly", "does not replicate", "not tested"
+
+
+class Unjudgeable(CannotMeasure):
+    """Evidence a claim cannot be judged on, and why: a view of the records (fewer than 2 correctly
+    answered prompts in a dataset, heads given rather than located), a dataset not at hand. A claim's
+    judging reads it, and any `CannotMeasure` below it, as not tested (`judged_or_not`)."""
 
 
 @dataclass(frozen=True)
@@ -21,6 +29,14 @@ class Judgement:
 
 def not_tested(reason: str) -> Judgement:
     return Judgement(None, None, None, NOT_TESTED, reason)
+
+
+def judged_or_not(judge: Callable[[], Judgement]) -> Judgement:
+    """judge(), or not tested, saying why, where what it measures cannot be had (`CannotMeasure`)."""
+    try:
+        return judge()
+    except CannotMeasure as why:
+        return not_tested(str(why))
 
 
 def all_hold(*conditions: bool) -> str:

@@ -7,13 +7,13 @@ from typing import Sequence
 
 import torch
 
-from ...errors import Unjudgeable
+from ...errors import CannotMeasure
 from ...stats import bootstrap_ci, mean_ci
 from ...studies import label_attention
 from ...studies.label_attention import label_shift
 from ...studies.runner import prompt_set
 from ..evidence import NO_SENTENCE_DATA, VARIANTS, WORD, Evidence
-from ..judgement import Judgement, all_hold, not_tested
+from ..judgement import Judgement, Unjudgeable, all_hold, not_tested
 from ..rules import Clusters
 from .claim import ABSTRACT_ONLY, EMNLP, FLOW, RESTATED, SENTENCE_ONLY, Claim, register
 
@@ -36,7 +36,7 @@ def judge_prediction_shift(change: torch.Tensor, moved: torch.Tensor, clusters: 
         ci_left, ci_arrived = (mean_ci(c, clusters=inputs(moved)) for c in change[moved].T)
         contrast = bootstrap_ci([toward[moved], toward[~moved]], lambda a, b: a.double().mean() - b.double().mean(),
                                 clusters=[inputs(moved), inputs(~moved)])
-    except Unjudgeable as why:
+    except CannotMeasure as why:
         raise Unjudgeable(f"{why} (of {len(moved)} pairs, {int(moved.sum())} moved)") from why
     verdict = all_hold(ci_left[1] < 0 and left <= -least, ci_arrived[0] > 0 and arrived >= least)
     stay = change[~moved].mean(0)

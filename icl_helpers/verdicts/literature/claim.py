@@ -10,13 +10,12 @@ from typing import Callable, Sequence
 import torch
 
 from ...data.setting import MAIN, Setting
-from ...errors import Unjudgeable
+from ...data.split import input_halves
 from ...model.adapters.base import Arch
 from ...stats import MIN_CLUSTERS
 from ...studies.head_sets import HeadSetStudy
-from ...studies.head_types import input_halves
 from ..evidence import WORD, paper_share_heads
-from ..judgement import Judgement, all_hold, not_tested, ours_text, rule_dates
+from ..judgement import Judgement, all_hold, judged_or_not, ours_text, rule_dates
 from ..rules import K
 
 RULES_SET = ("2026-11-27, after one 32-prompt trial run of the head sets on the bundled model had been "
@@ -92,14 +91,8 @@ def claims_of(notebook: str) -> list[str]:
 def judged(study: HeadSetStudy, ids: Sequence[str] | None = None) -> list[LiteratureFinding]:
     """Each claim (all of LITERATURE, or those of `ids`) judged on the study; "not tested" with the
     reason where its data cannot judge it (too few distinct inputs)."""
-    out = []
-    for id in ids or list(LITERATURE):
-        try:
-            judgement = LITERATURE[id].judge(study)
-        except Unjudgeable as e:
-            judgement = not_tested(str(e))
-        out.append(LiteratureFinding(LITERATURE[id], judgement))
-    return out
+    return [LiteratureFinding(LITERATURE[id], judged_or_not(lambda id=id: LITERATURE[id].judge(study)))
+            for id in ids or list(LITERATURE)]
 
 
 def markdown(findings: Sequence[LiteratureFinding]) -> str:

@@ -9,10 +9,9 @@ from typing import Callable
 import torch
 
 from ...core.heads import head_name, top_heads
-from ...errors import Unjudgeable
 from ...stats import bootstrap_ci, mean_ci
 from ...studies.head_sets import FV, INDUCTION, PREFIX, HeadSetStudy, chance_overlap, exclusive
-from ..judgement import Judgement, all_hold
+from ..judgement import Judgement, Unjudgeable, all_hold
 from .claim import CROSBIE, OLSSON, YIN, LiteratureClaim, at_sizes, hits, register
 
 INDUCTION_EXIST = {"score": 0.3, "margin": 0.1}
