@@ -88,6 +88,23 @@ def test_small_copies_give_records(small_copies, own_data):
         assert all(d.startswith(f"Title, {'1234'[SOURCES['agnews'].classes.index(r.true_class)]}") for d in r.true_demos)
 
 
+def test_a_local_file_is_read_once_a_version(tmp_path, own_data, monkeypatch):
+    """A dataset asked for again is not read again; a file rewritten (another size) is."""
+    (tmp_path / "sst2").mkdir()
+    for file, text in SMALL["sst2"].items():
+        (tmp_path / "sst2" / file).write_text(text, encoding="utf-8")
+    reads = Counter()
+    parse = ds.parse_examples
+    monkeypatch.setattr(ds, "parse_examples", lambda data, source, shown: reads.update([shown]) or parse(data, source, shown))
+    with pytest.warns(UserWarning):
+        first = ds.load_sentences("sst2", tmp_path)
+        assert ds.load_sentences("sst2", tmp_path) == first and sorted(reads.values()) == [1, 1]
+    test = tmp_path / "sst2" / SOURCES["sst2"].files["test"]
+    test.write_text(SMALL["sst2"][test.name] + "1 a new line .\n", encoding="utf-8")
+    with pytest.warns(UserWarning):
+        assert ds.load_sentences("sst2", tmp_path).test[-1].text == "a new line ." and reads[str(test)] == 2
+
+
 @full_copy
 @pytest.mark.parametrize("name", list(SOURCES))
 def test_local_datasets_load(name):

@@ -11,6 +11,8 @@ smallest context of the supported models.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib.util
 import os
 import random
@@ -21,7 +23,7 @@ from pathlib import Path
 
 from .. import hub
 from ..errors import UsageError
-from ..paths import absent, cache_root, checksum_of
+from ..paths import absent, cache_root
 from ..progress import library_bars_off
 from .prompts import Record, check_size, demos_per_class
 from .sources import SOURCES, BadCopy, Example, Source, clean_text, copy_difference, parse_examples
@@ -62,14 +64,25 @@ def resolve_data_dir(path: str | Path | None = None) -> Path | None:
     return fetched if all((fetched / name).is_dir() for name in SOURCES) else None
 
 
-def _read_local(path: Path, source: Source) -> list[Example]:
+def _read_local(path: Path, name: str) -> tuple[list[Example], str]:
+    """The examples of dataset `name`'s local file and its SHA-256, read once a version of the file
+    (its time and size, `_parsed`): a report asks for a dataset dozens of times."""
     if not path.is_file():
         raise UsageError(f"Missing file {path}: copy the dataset there (layout: data/README.md), download it with "
                          f"`python -m icl_helpers data fetch --to {path.parent.parent}`, or point ICL_DATA_DIR elsewhere.")
+    stat = path.stat()
+    examples, digest = _parsed(path, stat.st_mtime_ns, stat.st_size, name)
+    return list(examples), digest
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed(path: Path, mtime_ns: int, size: int, name: str) -> tuple[tuple[Example, ...], str]:
+    data = path.read_bytes()
     try:
-        return parse_examples(path.read_bytes(), source, str(path))
+        examples = parse_examples(data, SOURCES[name], str(path))
     except BadCopy as err:
         raise UsageError(f"{err}. Replace the file with a fresh copy.") from None
+    return tuple(examples), hashlib.sha256(data).hexdigest()
 
 
 def unavailable(data_dir: str | Path | None = None) -> str | None:
@@ -141,12 +154,13 @@ def load_sentences(name: str, data_dir: str | Path | None = None) -> SentenceDat
     source, root = SOURCES[name], resolve_data_dir(data_dir)
     if root is None:
         splits = _read_hub(name, source)
+        where = {split: (source.hub["path"], None) for split in splits}
     else:
-        splits = {split: _read_local(root / name / file, source) for split, file in source.files.items()}
-    for split, examples in splits.items():
-        path = None if root is None else root / name / source.files[split]
-        digest = None if path is None else checksum_of(path)[1]
-        _check_copy(f"{path or source.hub['path']} ({name} {split})", examples, source, split, digest)
+        read = {split: _read_local(root / name / file, name) for split, file in source.files.items()}
+        splits = {split: examples for split, (examples, _) in read.items()}
+        where = {split: (root / name / source.files[split], digest) for split, (_, digest) in read.items()}
+    for split, (shown, digest) in where.items():
+        _check_copy(f"{shown} ({name} {split})", splits[split], source, split, digest)
     return SentenceData(name, source.classes, splits["test"], splits.get("train"))
 
 
