@@ -187,11 +187,12 @@ def cmd_heads(args: argparse.Namespace) -> None:
     from .data.sentences import sentence_datasets  # torch and transformers load only now
     from .model.loading import load_model
     from .verdicts import head_report
+    from .verdicts.common import SENTENCE
 
     start = time.perf_counter()
     m = load_model(args.model, device=args.device, dtype=args.dtype)
     heads = check_heads(heads, m.arch)
-    sentence = sentence_datasets(list(head_report.SENTENCE), args.data_dir) if sentence_n else []
+    sentence = sentence_datasets(SENTENCE, args.data_dir) if sentence_n else []
     found = head_report.head_report(m, args.n, sentence, sentence_n or 0, args.sequences, args.draws, args.seed,
                                     args.data_dir, heads, lambda step: print(f"... {_clock(start)} {step}", flush=True))
     report = {"model": args.model, "n": args.n, "sentence_n": sentence_n, "seed": args.seed,

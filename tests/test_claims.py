@@ -24,7 +24,7 @@ from icl_helpers.studies.ablation import AblationRuns
 from icl_helpers.studies.accuracy import Accuracy
 from icl_helpers.studies.recency import Effects
 from icl_helpers.studies.runner import prompt_set, prompt_set_from_texts
-from icl_helpers.verdicts import claims, evidence, findings, judgement, rules
+from icl_helpers.verdicts import claims, common, evidence, findings, judgement, rules
 from icl_helpers.verdicts.claims.accuracy import judge_table2, judge_table2_control
 from icl_helpers.verdicts.claims.appendices import judge_app_e
 from icl_helpers.verdicts.claims.attention import judge_fig7, judge_truth_control
@@ -487,7 +487,7 @@ def test_tables_judge_every_in_context_head_and_table3_the_correct_prompts(small
     every = claims.CLAIMS["table3"].find(s)
     assert every.n == 40 and f"{s.heads('agnews')[3][0]}-{s.heads('agnews')[3][1]}: 75%" in every.why
     assert claims.CLAIMS["table3_strict"].find(right).n == 30
-    monkeypatch.setattr(evidence.Common, "prompts", lambda *a, **k: pytest.fail("built prompts"))
+    monkeypatch.setattr(common.Common, "prompts", lambda *a, **k: pytest.fail("built prompts"))
     none = evidence.Evidence(small, 40, 40, 0, None)
     none.common.__dict__["sentence"] = []
     with pytest.raises(Unjudgeable, match="^no copy of AG News here"):  # said before any prompt is built
@@ -807,7 +807,7 @@ def test_report_covers_every_claim_and_its_numbers_are_the_studies(small, tmp_pa
     """On a small random model, word datasets only: every claim in order, each number the one
     its study gives."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
-    monkeypatch.setattr(evidence, "sentence_datasets", lambda names, data_dir=None: [])
+    monkeypatch.setattr(common, "sentence_datasets", lambda names, data_dir=None: [])
     found = findings.report(small, 24, 2, announce=lambda step: None)
     assert [f.id for f in found] == list(claims.CLAIMS)
     assert all(f.verdict in (REPLICATES, PARTLY, FAILS, NOT_TESTED) for f in found)
@@ -838,8 +838,8 @@ def test_report_covers_every_claim_and_its_numbers_are_the_studies(small, tmp_pa
 def test_a_report_on_too_few_prompts_says_so_before_any_study(small, monkeypatch):
     """Fewer word prompts than an interval needs: every claim that reads them is not tested, in words,
     and nothing runs; the sentence claims say what they lack."""
-    monkeypatch.setattr(evidence, "sentence_datasets", lambda names, data_dir=None: ["sst2"])
-    monkeypatch.setattr(evidence.Common, "prompts", lambda *a, **k: pytest.fail("built prompts"))
+    monkeypatch.setattr(common, "sentence_datasets", lambda names, data_dir=None: ["sst2"])
+    monkeypatch.setattr(common.Common, "prompts", lambda *a, **k: pytest.fail("built prompts"))
     found = {f.id: f for f in findings.report(small, 9, 3, announce=lambda step: None)}
     assert found["fig6"].verdict == NOT_TESTED and found["fig6"].why == (
         "too few prompts: 9 word prompts a dataset; its intervals need at least 10")
@@ -853,7 +853,7 @@ def test_a_report_run_again_or_resumed_judges_only_what_it_had_not(small, tmp_pa
     """Findings are kept in the results cache: an interrupted report resumes where it stopped,
     with every finding equal to a fresh run's; other code or sizes judge afresh."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
-    monkeypatch.setattr(evidence, "sentence_datasets", lambda names, data_dir=None: [])
+    monkeypatch.setattr(common, "sentence_datasets", lambda names, data_dir=None: [])
     judged = []
     for id, c in list(claims.CLAIMS.items()):
         monkeypatch.setitem(claims.CLAIMS, id, replace(c, find=lambda s, id=id, find=c.find: judged.append(id) or find(s)))
@@ -930,7 +930,7 @@ def test_fig7_reads_the_true_labels_in_the_top_3_heads_and_appendix_a_each_sente
 def test_report_analyses_the_heads_given(small, tmp_path, monkeypatch):
     """Given heads replace every dataset's top K (in the causal check too), checked before any study runs."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
-    monkeypatch.setattr(evidence, "sentence_datasets", lambda names, data_dir=None: [])
+    monkeypatch.setattr(common, "sentence_datasets", lambda names, data_dir=None: [])
     given = [(2, 3), (1, 0), (2, 1)]
     s = evidence.Evidence(small, 12, 2, 0, None, "2-3,1-0,2-1")
     assert s.heads("sentiment_number") == s.heads("animal_country") == given
@@ -959,8 +959,8 @@ def test_report_analyses_the_heads_given(small, tmp_path, monkeypatch):
                                             ("0-4", "Head 0-4 is not in this model"), ("1-1,1-1", "Head 1-1 is given twice"),
                                             ("1_1", "heads: '1_1' is not a head")])
 def test_bad_heads_stop_the_report_before_any_study(small, monkeypatch, heads, message):
-    monkeypatch.setattr(evidence, "prompt_set", lambda *a, **k: pytest.fail("built prompts"))
-    monkeypatch.setattr(evidence.Common, "prompts", lambda *a, **k: pytest.fail("built prompts"))
+    monkeypatch.setattr(common, "prompt_set", lambda *a, **k: pytest.fail("built prompts"))
+    monkeypatch.setattr(common.Common, "prompts", lambda *a, **k: pytest.fail("built prompts"))
     with pytest.raises(UsageError, match=f"^{message}"):
         findings.report(small, 12, 2, announce=lambda step: pytest.fail(f"started {step}"), heads=heads)
 
@@ -1103,7 +1103,7 @@ def test_a_headline_on_the_correct_prompts_that_cannot_be_judged_still_shows_all
             raise Unjudgeable("1 of 12 sst2 prompts answered correctly")
         return Judgement(0.5, (0.4, 0.6), 12, REPLICATES, f"in view {s.view.key}")
     monkeypatch.setitem(claims.CLAIMS, "app_b_mrr", replace(claims.CLAIMS["app_b_mrr"], find=find))
-    monkeypatch.setattr(evidence, "sentence_datasets", lambda names, data_dir=None: [])
+    monkeypatch.setattr(common, "sentence_datasets", lambda names, data_dir=None: [])
     f = findings.judged("app_b_mrr", evidence.Evidence(small, 12, 12, 0, None))
     assert (f.view, f.verdict, f.why) == ("correct_only", NOT_TESTED, "1 of 12 sst2 prompts answered correctly")
     assert f.views["all"] == Judgement(0.5, (0.4, 0.6), 12, REPLICATES, "in view all")

@@ -16,6 +16,7 @@ import pytest
 
 from icl_helpers import ICLModel
 from icl_helpers.cli import main
+from icl_helpers.verdicts.common import WORD
 from tests.conftest import small_model
 
 
@@ -350,7 +351,7 @@ def test_heads_writes_the_literatures_verdicts_and_the_tables_they_rest_on(saved
     assert [c["id"] for c in r["claims"]] == list(literature.LITERATURE)
     assert list(r["sets"]) == list(hs.SCORES) and all(len(heads) == 3 for heads in r["sets"].values())
     m = load_model(saved, device="cpu")
-    study = study_at(m, head_report.WORD, 12, (2, 3), head_report.CURVE, n_sequences=2, n_random=2)
+    study = study_at(m, tuple(WORD), 12, (2, 3), head_report.CURVE, n_sequences=2, n_random=2)
     pooled = study.pooled()
     rows = {(row["set"], row["k"]): row for row in r["ablations"]["word"]}
     for name in (hs.IN_CONTEXT, hs.FV, hs.exclusive(hs.INDUCTION, hs.FV)):

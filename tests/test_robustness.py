@@ -34,7 +34,7 @@ from icl_helpers.data.words import WORD_DATASETS, make_word_records, read_word_l
 from icl_helpers.errors import CannotMeasure, UsageError
 from icl_helpers.studies import recency
 from icl_helpers.studies.runner import prompt_set
-from icl_helpers.verdicts import claims, evidence, findings, robustness, rules
+from icl_helpers.verdicts import claims, common, evidence, findings, robustness, rules
 from icl_helpers.verdicts.judgement import NOT_TESTED, PARTLY, REPLICATES, Judgement
 from tests.conftest import vocab_tokenizer
 
@@ -143,7 +143,7 @@ def test_one_demonstration_a_class_cannot_build_an_imbalanced_prompt():
 @pytest.fixture
 def word_only(tmp_path, monkeypatch):
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
-    monkeypatch.setattr(evidence, "sentence_datasets", lambda names, data_dir=None: [])
+    monkeypatch.setattr(common, "sentence_datasets", lambda names, data_dir=None: [])
     return tmp_path
 
 

@@ -16,14 +16,13 @@ import pandas as pd
 from ..core.heads import Head, head_name
 from ..model.loading import ICLModel
 from ..studies import head_sets
+from .common import WORD
 from .judgement import Judgement
 from .literature import LITERATURE, LiteratureFinding, judged, set_sizes
 from .literature import markdown as claims_markdown
 from .rules import K
 
 KIND = "head-types"  # a report's "kind": what `compare` tells the paper's reports from these by
-WORD = ("sentiment_number", "animal_country")
-SENTENCE = ("sst2", "trec", "agnews", "ethos")
 CURVE = (1, 2, 4)  # more sizes ablated, for the curves
 
 
@@ -49,7 +48,7 @@ def head_report(m: ICLModel, n: int, sentence: Sequence[str], sentence_n: int, n
     sizes = set_sizes(m.arch)
     announce(f"head sets: scores on {n_sequences} random sequences and the SCORE halves, ablations of sets of "
              f"{', '.join(map(str, sorted({*sizes, *CURVE})))} heads with {draws} layer-matched draws each")
-    study = head_sets.head_set_study(m, WORD, n, sizes, CURVE, sentence, sentence_n, n_sequences, n_random=draws,
+    study = head_sets.head_set_study(m, tuple(WORD), n, sizes, CURVE, sentence, sentence_n, n_sequences, n_random=draws,
                                      seed=seed, data_dir=data_dir, given=given)
     announce("the literature's claims")
     findings = judged(study)
