@@ -215,3 +215,14 @@ def test_the_docs_list_the_claims_sections_the_package_registers_in_its_order():
         lists = section_lists((PACKAGE.parent / "docs" / name).read_text(encoding="utf-8"))
         assert lists == [sections], name
     assert section_lists("one module a section of the paper: `accuracy`, `location`, and more") == [["accuracy", "location"]]
+
+
+@pytest.mark.parametrize("package", ["icl_helpers", "icl_helpers.data", "icl_helpers.verdicts"])
+def test_every_name_a_package_exports_on_first_use_resolves(package):
+    """Each public name a package imports on first use (`lazy.lazy_exports`) is in the module its map names,
+    so `verdicts.SENTENCE` and the like never fail in a user's hands after a name moves."""
+    import importlib
+
+    module = importlib.import_module(package)
+    missing = [name for name in module.__all__ if not hasattr(module, name)]
+    assert not missing, f"{package} maps {', '.join(missing)} to a module that lacks them"

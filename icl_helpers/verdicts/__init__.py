@@ -10,7 +10,7 @@ from ..lazy import lazy_exports
 
 _WHERE = {  # public name -> module that defines it
     **dict.fromkeys(["CLAIMS", "Claim", "Finding", "claims_of", "intro", "markdown", "table"], "claims"),
-    **dict.fromkeys(["Evidence", "FIRST", "SENTENCE", "WORD"], "evidence"),
+    **dict.fromkeys(["Evidence", "FIRST"], "evidence"), **dict.fromkeys(["SENTENCE", "WORD"], "common"),
     "report": "findings", **dict.fromkeys(["K", "RANDOM_DRAWS", "TOP"], "rules"),
 }
 __all__, __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
