@@ -1,11 +1,11 @@
 """What every view of the evidence shares (`Common`), each built on first use and once: a dataset's
-records, balanced prompt set and their pass, its held-out halves, the causal check's runs and the
-views themselves; and `kept`, how a holder keeps what it builds. `evidence.Evidence` is a view's own."""
+records, balanced prompt set and their pass, its held-out halves and the causal check's runs; and
+`kept`, how a holder keeps what it builds. `evidence.Evidence` is a view's own."""
 from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
+from typing import Callable, Sequence, TypeVar
 
 import torch
 
@@ -23,9 +23,6 @@ from ..studies.in_context_heads import located
 from ..studies.runner import PromptSet, prompt_set
 from .judgement import Unjudgeable
 from .rules import RANDOM_DRAWS
-
-if TYPE_CHECKING:
-    from .evidence import Evidence, View
 
 WORD = list(WORD_DATASETS)  # the paper's word datasets: sentiment_number, animal_country
 SENTENCE = list(SOURCES)  # its sentence datasets: sst2, trec, agnews, ethos
@@ -46,15 +43,14 @@ def kept(method: Callable[..., Value]) -> Callable[..., Value]:
 
 class Common:
     """What every view of the evidence shares, each built on first use and once: a dataset's records, its
-    balanced prompt set and their pass (`loc`), its held-out halves, the causal check's runs (in a setting's
-    number of heads), and the views themselves (`Evidence.in_view`). Every prompt is in `setting`'s label
+    balanced prompt set and their pass (`loc`), its held-out halves and the causal check's runs (in a setting's
+    number of heads). Every prompt is in `setting`'s label
     words, separator and demonstrations a class; `given`: the heads given (checked), or ()."""
 
     def __init__(self, m: ICLModel, n: int, sentence_n: int, seed: int, data_dir: str | Path | None,
                  given: Sequence[Head], setting: Setting):
         self.m, self.n, self.sentence_n, self.seed, self.data_dir = m, n, sentence_n, seed, data_dir
         self.given, self.setting = given, setting
-        self.views: dict[View, Evidence] = {}
         self.built: dict[tuple, object] = {}
 
     @functools.cached_property

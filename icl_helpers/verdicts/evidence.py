@@ -166,26 +166,25 @@ class Evidence:
 
     def __init__(self, m: ICLModel, n: int, sentence_n: int, seed: int, data_dir: str | Path | None,
                  heads: str | Sequence[Head] | None = None, setting: Setting = MAIN):
-        self._judge(Common(m, n, sentence_n, seed, data_dir, check_heads(parse_heads(heads), m.arch), setting),
-                    ALL, setting)
+        common = Common(m, n, sentence_n, seed, data_dir, check_heads(parse_heads(heads), m.arch), setting)
+        self._judge(common, ALL, setting, {})
 
-    def _judge(self, common: Common, view: View, setting: Setting) -> None:
-        """Make this the evidence of `view`, in `setting`, on `common` (kept there as that view's)."""
-        self.common, self.view, self.setting = common, view, setting
+    def _judge(self, common: Common, view: View, setting: Setting, views: dict[View, Evidence]) -> None:
+        """Make this the evidence of `view`, in `setting`, on `common`, kept in `views` (every view's, by view)."""
+        self.common, self.view, self.setting, self.views = common, view, setting, views
         self.m, self.n, self.sentence_n, self.seed = common.m, common.n, common.sentence_n, common.seed
         self.data_dir, self.given = common.data_dir, common.given
         self.built: dict[tuple, object] = {}
-        common.views[view] = self
+        views[view] = self
 
     def in_view(self, view: View) -> Evidence:
         """The same evidence judging the records `view` picks, built once a view (the claims share it):
         it shares `common`, with its own heads, orders, effects and bias runs."""
-        views = self.common.views
-        if view not in views:
-            main = views[ALL]
+        if view not in self.views:
+            main = self.views[ALL]
             view.check(main)
-            Evidence.__new__(Evidence)._judge(self.common, view, view.setting(main))
-        return views[view]
+            Evidence.__new__(Evidence)._judge(self.common, view, view.setting(main), self.views)
+        return self.views[view]
 
     @property
     def sentence(self) -> list[str]:
