@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from icl_helpers.data import sentences
+
 READS = ("open", "os.listdir", "os.scandir")  # the audit events that touch a path (sys.addaudithook)
 WIDER = {"module": 1, "class": 1, "package": 2, "session": 2}  # a fixture's scope -> what it marks: its file, everything
 
@@ -51,6 +53,7 @@ class DataUse:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem):
         self.test = item
+        sentences._parsed.cache_clear()  # a file kept from an earlier test would be read without an open
         try:
             return (yield)
         finally:
