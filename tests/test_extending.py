@@ -52,6 +52,17 @@ def blocks(number: int) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```$", section(number), re.M | re.S)
 
 
+def recipe_module(number: int, name: str, folder: Path):
+    """Recipe `number`'s one code block, written to a file in `folder` and imported as the module `name`."""
+    (code,) = blocks(number)
+    path = folder / f"{name.rsplit('.', 1)[1]}.py"
+    path.write_text(code)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def squeezed(text: str) -> str:
     return re.sub(r"\s+", "", text)
 
@@ -141,12 +152,7 @@ def study(tmp_path, monkeypatch):
     """The recipe's module, written to a file and imported as a module of icl_helpers.studies; its
     `decomposed` counted (each computation walks the prompt set once); the cache a fresh folder."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path / "cache"))
-    (code,) = blocks(5)
-    path = tmp_path / "head_norms.py"
-    path.write_text(code)
-    spec = importlib.util.spec_from_file_location("icl_helpers.studies.head_norms", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = recipe_module(5, "icl_helpers.studies.head_norms", tmp_path)
     module.calls = 0
     walk = module.decomposed
 
@@ -183,14 +189,8 @@ def composition(tmp_path, monkeypatch):
     """The recipe's module, written to a file and imported as a module of icl_helpers.verdicts.literature
     (which registers its claim, as the package's import line would); unregistered after."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path / "cache"))
-    (code,) = blocks(6)
-    path = tmp_path / "composition.py"
-    path.write_text(code)
-    spec = importlib.util.spec_from_file_location("icl_helpers.verdicts.literature.composition", path)
-    module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
-        yield module
+        yield recipe_module(6, "icl_helpers.verdicts.literature.composition", tmp_path)
     finally:
         literature.LITERATURE.pop(LITERATURE_ID, None)
 
