@@ -12,11 +12,16 @@ import torch
 from .prompts import Record
 
 
+def input_ids(records: Sequence[Record]) -> torch.Tensor:
+    """[N] long: each record's distinct input, numbered in order of first appearance."""
+    numbers: dict[str, int] = {}
+    return torch.tensor([numbers.setdefault(r.input, len(numbers)) for r in records], dtype=torch.long)
+
+
 def input_halves(records: Sequence[Record], seed: int = 0) -> torch.Tensor:
     """[N] bool: the SCORE half, True on every record of half the distinct inputs of each class
     (rounded down), drawn with the seed; the rest is EVAL. No input is in both."""
-    numbers: dict[str, int] = {}
-    ids = torch.tensor([numbers.setdefault(r.input, len(numbers)) for r in records], dtype=torch.long)
+    ids = input_ids(records)
     g = torch.Generator().manual_seed(seed)
     chosen = torch.zeros(len(ids), dtype=torch.bool)
     for cls in sorted({r.true_class for r in records}):

@@ -36,7 +36,7 @@ import torch
 
 from ..core.heads import Head, head_name, same_layer_random_heads, top_heads
 from ..data.setting import MAIN, Setting
-from ..data.split import input_halves
+from ..data.split import input_halves, input_ids
 from ..errors import CannotMeasure
 from ..model.loading import ICLModel
 from ..stats import mean_ranks, spearman
@@ -289,8 +289,7 @@ def signatures(m: ICLModel, study: HeadSetStudy, k: int, n: int, names: Sequence
         evals[d] = eval_half(m, d, n, seed, data_dir, setting)
         orders[d] = recency.recency_orders(m, d, every, n, seed, data_dir, setting)
         rows[d] = ~input_halves(records, seed)
-        numbers: dict[str, int] = {}
-        ids = torch.tensor([numbers.setdefault(r.input, len(numbers)) for r in records])[rows[d]]
+        ids = input_ids(records)[rows[d]]
         clusters.append(ids + sum(int(c.max()) + 1 for c in clusters))
     out = {}
     for name, heads in study.sets(k, names).items():

@@ -15,7 +15,7 @@ from ..data.prompts import Record
 from ..data.sentences import sentence_datasets
 from ..data.setting import Setting
 from ..data.sources import SOURCES
-from ..data.split import input_halves
+from ..data.split import input_halves, input_ids
 from ..data.words import WORD_DATASETS
 from ..model.loading import ICLModel
 from ..studies import ablation
@@ -76,8 +76,7 @@ class Common:
     @kept
     def inputs(self, dataset: str) -> torch.Tensor:
         """[N] long: each record's distinct input, numbered within the dataset."""
-        ids: dict[str, int] = {}
-        return torch.tensor([ids.setdefault(r.input, len(ids)) for r in self.records(dataset)])
+        return input_ids(self.records(dataset))
 
     @kept
     def halves(self, dataset: str) -> torch.Tensor:
