@@ -144,8 +144,8 @@ def cmd_report(args: argparse.Namespace) -> None:
     out, md, sentence_n, heads = check_run(args)
     from .model.loading import load_model  # torch and transformers load only now
     from .verdicts import intro, markdown, report
-    from .verdicts.compare import OURS
     from .verdicts.evidence import described
+    from .verdicts.whose import OURS
 
     start = time.perf_counter()
     m = load_model(args.model, device=args.device, dtype=args.dtype)
@@ -174,7 +174,7 @@ def cmd_report(args: argparse.Namespace) -> None:
                      if heads else ""))
         write_output(md, header + "\n\n" + markdown(findings) + section, "--markdown")
     def counted(ours: bool) -> str:
-        verdicts = [f.verdict for f in findings if f.claim.startswith(OURS) == ours]
+        verdicts = [f.verdict for f in findings if (f.whose == OURS) == ours]
         return ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts)) or "none"
     print(f"{len(findings)} claims in {_clock(start)}: the paper's {counted(False)}; ours {counted(True)}"
           + f"; wrote {out}" + (f" and {md}" if md else ""))

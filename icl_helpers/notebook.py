@@ -18,9 +18,7 @@ from .model.loading import ICLModel, check_device, check_dtype, load_model
 from .paths import REPO_ROOT
 from .studies.accuracy import prompt_accuracy
 from .studies.runner import PromptSet
-from .verdicts import literature
-from .verdicts.claims import claims_of
-from .verdicts.findings import fewest_prompts
+from .verdicts.claims import claims_of, fewest_prompts
 
 # parameter -> environment variable that overrides it
 ENV = {
@@ -179,13 +177,10 @@ def no_sentence_data(data_dir: Path | None) -> None:
 
 
 def verdict_sizes(p: Params, notebook: str) -> None:
-    """Print the fewest prompts a dataset that the notebook's verdicts need (`verdicts.findings.fewest_prompts`
-    of its claims, `verdicts.literature.fewest_prompts` of the literature's) and, where p gives fewer, once,
-    which of them will read "not tested: too few prompts"."""
+    """Print the fewest prompts a dataset that the notebook's verdicts need (`verdicts.claims.fewest_prompts`
+    of its claims) and, where p gives fewer, once, which of them will read "not tested: too few prompts"."""
     given = {"word": ("N_PROMPTS", p.n_prompts), "sentence": ("N_SENTENCE_PROMPTS", p.n_sentence_prompts)}
-    needs = {id: fewest_prompts(id, p.seed) for id in claims_of(notebook)} | {
-        id: {"word": literature.fewest_prompts(p.seed)} if literature.LITERATURE[id].reads_prompts else {}
-        for id in literature.claims_of(notebook)}  # the literature's claims (notebook 09)
+    needs = {id: fewest_prompts(id, p.seed) for id in claims_of(notebook)}
     ids = list(needs)
     most = {kind: max(need.get(kind, 0) for need in needs.values()) for kind in given}
     print("The verdicts at the end need at least " + " and ".join(

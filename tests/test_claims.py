@@ -39,6 +39,7 @@ from icl_helpers.verdicts.claims.interventions import (
 from icl_helpers.verdicts.claims.label_ranks import false_ahead, judge_heads_that, one_label
 from icl_helpers.verdicts.claims.location import judge_fig2, judge_fig3_4, judge_fig12_15, judge_fig12_15_largest
 from icl_helpers.verdicts.claims.prediction_shift import judge_prediction_shift
+from icl_helpers.verdicts.claims.registry import Claim
 from icl_helpers.verdicts.claims.towers import judge_adjacent, judge_keys, judge_metric, judge_top
 from icl_helpers.verdicts.claims.variants import (
     FIG10,
@@ -61,6 +62,7 @@ from icl_helpers.verdicts.judgement import (
     not_tested,
     ours_text,
 )
+from icl_helpers.verdicts.whose import LITERATURE, OURS, PAPER
 from tests.conftest import close
 
 g = torch.Generator()
@@ -239,26 +241,45 @@ def test_the_means_shares_and_medians_over_row_weights_give_each_resample_what_i
               scale=1.0)
 
 
-def test_every_claim_of_the_paper_and_each_control_is_registered_with_a_rule():
-    """The registry's order is the sections': each section module's claims together, the sections in
-    the order the package imports them (the committed reports hold the ids themselves: test_results)."""
+def test_every_claim_we_judge_is_registered_once_with_a_rule_and_whose_it_is():
+    """The registry's order is the modules': each module's claims together, the paper's sections in the order
+    the package imports them, then the literature's (the committed reports hold the ids themselves: test_results).
+    A claim of ours begins "Our ", and no other does."""
     sections = ["accuracy", "location", "vocabulary", "towers", "label_ranks", "attention", "variants", "prediction_shift",
-                "appendices", "interventions"]
+                "appendices", "interventions", "induction_fv", "task_heads"]
     modules = [c.find.__module__.rsplit(".", 1)[-1] for c in claims.CLAIMS.values()]
     assert list(dict.fromkeys(modules)) == sections and modules == sorted(modules, key=sections.index)
-    assert len(claims.CLAIMS) == len(set(claims.CLAIMS)) and list(claims.CLAIMS)[:2] == ["table2", "table2_control"]
+    assert list(claims.CLAIMS)[:2] == ["table2", "table2_control"]
+    assert claims.reported() == [id for id, m in zip(claims.CLAIMS, modules) if m not in sections[-2:]]
     assert all(c.claim and c.paper and c.rule and c.set_on and c.notebooks for c in claims.CLAIMS.values())
-    assert all(n in ("01", "02", "03", "04", "05", "06", "07", "08") for c in claims.CLAIMS.values() for n in c.notebooks)
+    assert all(n in (*(f"0{i}" for i in range(1, 9)),) for id in claims.reported() for n in claims.CLAIMS[id].notebooks)
     assert claims.claims_of("05") == ["fig8", "fig10", "fig10_per_label", "fig8_9_sentences", "prediction_shift",
                                       "prediction_shift_word"]
+    assert claims.claims_of("09") == claims.ids_of(LITERATURE)
+    for c in claims.CLAIMS.values():
+        assert c.claim.startswith("Our ") == (c.whose == OURS), c.id
+    assert len(claims.ids_of(OURS)) == 18 and len(claims.ids_of(PAPER)) == 26
+
+
+def test_a_claim_says_whose_it_is_in_its_words_too():
+    """A claim of ours that does not begin "Our ", or one of the paper's that does, is refused at registration."""
+    toy = dict(id="toy", paper="p", rule="r", source="s", set_on="2026-12-03", unit="u", find=lambda s: None, notebooks=())
+    Claim(claim="Our row: x", whose=OURS, **toy)
+    with pytest.raises(ValueError, match="begins 'Our '"):
+        Claim(claim="Our row: x", **toy)
+    with pytest.raises(ValueError, match="begins 'Our '"):
+        Claim(claim="x", whose=OURS, **toy)
+    with pytest.raises(ValueError, match="whose is 'mine'"):
+        Claim(claim="x", whose="mine", **toy)
 
 
 def test_every_claim_cites_the_lines_of_the_text_it_rests_on():
     """A claim of the preprint names its lines; the EMNLP abstract's claims say their protocol is our
     reconstruction; our controls and extensions say they are ours and name the claim they stand beside."""
-    for c in claims.CLAIMS.values():
+    for c in map(claims.CLAIMS.get, claims.reported()):
         ours = c.claim.startswith(("Our control", "Our extension", "Our row"))
         assert c.source.startswith("ours, beside") == ours, c.id
+        assert c.reconstructed == ("our reconstruction" in c.source), c.id
         if c.source.startswith(claims.V1):
             assert re.search(r"\(l\. \d+", c.source), c.id
         elif not ours:
@@ -274,14 +295,14 @@ def test_every_claim_cites_the_lines_of_the_text_it_rests_on():
 def test_a_report_keeps_the_history_of_its_rules_out_of_its_reasons_and_lists_it_after_them():
     """Every rule's `set_on` says when it was set in words a reader can check (dates, commits), never our
     tracker's issue numbers; the reasons carry no history, which the list after them holds, claim by claim."""
-    from icl_helpers.verdicts import literature
-
-    for c in [*claims.CLAIMS.values(), *literature.LITERATURE.values()]:
+    for c in claims.CLAIMS.values():
         assert re.match(r"2026-\d\d-\d\d\b", c.set_on) and not re.search(r"issue \d", c.set_on + c.rule), c.set_on
     shown = [claims.CLAIMS[id].finding(Judgement(0.5, (0.4, 0.6), 12, PARTLY, "w")) for id in ("table2", "fig6")]
     reasons, dates = claims.markdown(shown).split(f"\n\n{judgement.RULE_DATES}:\n\n")
     assert "(set " not in reasons and not any(c.set_on in reasons for c in claims.CLAIMS.values())
     assert dates == "".join(f"- **{id}**: {claims.CLAIMS[id].set_on}.\n" for id in ("table2", "fig6"))
+    assert "judged on" not in claims.markdown(shown)  # every headline on all prompts, no other view: no column for it
+    shown[1].views["correct_only"] = Judgement(0.4, (0.3, 0.5), 9, PARTLY, "c")
     row = claims.markdown(shown).splitlines()[2].split(" | ")
     assert row[6] == evidence.ALL.title and "judged on" in claims.markdown(shown).splitlines()[0]
 
@@ -809,7 +830,7 @@ def test_report_covers_every_claim_and_its_numbers_are_the_studies(small, tmp_pa
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     monkeypatch.setattr(common, "sentence_datasets", lambda names, data_dir=None: [])
     found = findings.report(small, 24, 2, announce=lambda step: None)
-    assert [f.id for f in found] == list(claims.CLAIMS)
+    assert [f.id for f in found] == claims.reported()
     assert all(f.verdict in (REPLICATES, PARTLY, FAILS, NOT_TESTED) for f in found)
     by = {f.id: f for f in found}
     assert by["fig8_9_sentences"].verdict == by["table3"].verdict == by["two_towers_agnews"].verdict == NOT_TESTED
@@ -1087,9 +1108,9 @@ def test_the_views_in_the_tables_and_the_json():
 
 def test_a_claim_is_headlined_on_the_correct_prompts_where_it_reads_the_sentence_datasets_alone():
     """The paper's Appendix A judges "all the cases predicting the correct labels" (l. 1141)."""
-    flows = (claims.claim.LOCATED, claims.claim.FLOW)
+    flows = (claims.sources.LOCATED, claims.sources.FLOW)
     for claim in claims.CLAIMS.values():
-        assert claim.views in ((evidence.ALL,), claims.claim.WITH_HELD_OUT, *flows), claim.id
+        assert claim.views in ((evidence.ALL,), claims.sources.WITH_HELD_OUT, *flows), claim.id
         sentence_flow = claim.views in flows and claim.reads == {"sentence"}
         assert claim.headline == (evidence.CORRECT if sentence_flow else evidence.ALL), claim.id
         assert claim.others == tuple(v for v in claim.views if v != claim.headline)
@@ -1258,6 +1279,7 @@ from icl_helpers.stats import mean_ci
 from icl_helpers.verdicts.claims import Claim, register
 from icl_helpers.verdicts.evidence import FIRST, Evidence
 from icl_helpers.verdicts.judgement import FAILS, REPLICATES, Judgement
+from icl_helpers.verdicts.whose import OURS
 
 TOY = {"above": -1e9}
 
@@ -1272,7 +1294,7 @@ def toy(s: Evidence) -> Judgement:
     return judge_toy(s.loc(FIRST).head[s.rows(FIRST)].sum((1, 2)), s.clusters([FIRST]))
 
 
-register(Claim(id="toy", claim="Our extension: a toy", paper="none", unit="toy units", rule="replicates: the CI lies above {above:g}",
+register(Claim(id="toy", whose=OURS, claim="Our extension: a toy", paper="none", unit="toy units", rule="replicates: the CI lies above {above:g}",
                source="ours, beside nothing", set_on="in this test", find=toy, notebooks=("01",), thresholds=TOY))
 '''
 

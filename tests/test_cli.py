@@ -337,9 +337,11 @@ def test_heads_writes_the_literatures_verdicts_and_the_tables_they_rest_on(saved
     from its cache, and the page shows each claim and each table."""
     from icl_helpers.model.loading import load_model
     from icl_helpers.studies import head_sets as hs
-    from icl_helpers.verdicts import head_report, literature
+    from icl_helpers.verdicts import claims, head_report
+    from icl_helpers.verdicts.claims.literature import sources
+    from icl_helpers.verdicts.whose import LITERATURE
 
-    monkeypatch.setattr(literature.claim, "K", 3)  # set_sizes reads it there
+    monkeypatch.setattr(sources, "K", 3)  # set_sizes reads it there
     monkeypatch.setattr(head_report, "K", 3)
     study_at = functools.partial(hs.head_set_study, length=7)  # random sequences within the small model's 64 positions
     monkeypatch.setattr(hs, "head_set_study", study_at)
@@ -348,7 +350,7 @@ def test_heads_writes_the_literatures_verdicts_and_the_tables_they_rest_on(saved
                  "--json", str(out), "--markdown", str(md)]) == 0
     r = json.loads(out.read_text())
     assert (r["kind"], r["n"], r["sentence_n"], r["sizes"], r["draws"]) == ("head-types", 12, None, [2, 3], 2)
-    assert [c["id"] for c in r["claims"]] == list(literature.LITERATURE)
+    assert [c["id"] for c in r["claims"]] == claims.ids_of(LITERATURE)
     assert list(r["sets"]) == list(hs.SCORES) and all(len(heads) == 3 for heads in r["sets"].values())
     m = load_model(saved, device="cpu")
     study = study_at(m, tuple(WORD), 12, (2, 3), head_report.CURVE, n_sequences=2, n_random=2)

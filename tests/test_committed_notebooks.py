@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from icl_helpers.verdicts import literature
-from icl_helpers.verdicts.claims import claims_of
+from icl_helpers.verdicts.claims import claims_of, ids_of
+from icl_helpers.verdicts.whose import LITERATURE as LITERATURE_CLAIMS
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9]*.ipynb"))
 WIDGET = "application/vnd.jupyter.widget-view+json"
@@ -65,8 +65,9 @@ def table_rows(markdown: str) -> dict[str, dict[str, str]]:
     return {row[0]: dict(zip(head, row)) for row in rows if len(row) == len(head)}
 
 
-PAPER = [path for path in NOTEBOOKS if claims_of(path.name[:2])]  # closing with the paper's claims
-LITERATURE = [path for path in NOTEBOOKS if literature.claims_of(path.name[:2])]  # with the literature's (09)
+LITERATURE_IDS = set(ids_of(LITERATURE_CLAIMS))
+PAPER = [path for path in NOTEBOOKS if set(claims_of(path.name[:2])) - LITERATURE_IDS]  # with the paper's claims and ours
+LITERATURE = [path for path in NOTEBOOKS if set(claims_of(path.name[:2])) & LITERATURE_IDS]  # with the literature's (09)
 
 
 def test_every_notebook_closes_with_one_kind_of_verdict():
@@ -90,11 +91,10 @@ def test_a_committed_notebooks_verdicts_are_the_quick_reports_rows(path):
 def test_a_committed_literature_table_holds_every_claim_its_title_quotes(path):
     """The literature's claims are in no report: the notebook closes with one table of them all, and its title
     cell quotes each verdict as that table gives it."""
-    tables = [o["data"]["text/plain"] for o in outputs(path)
-              if "| id | claim of the literature |" in "".join(o.get("data", {}).get("text/plain", ""))]
+    tables = [o["data"]["text/plain"] for o in outputs(path) if "| id | claim |" in "".join(o.get("data", {}).get("text/plain", ""))]
     assert len(tables) == 1, "one verdict table"
     shown = table_rows("".join(tables[0]))
-    assert list(shown) == literature.claims_of(path.name[:2])
+    assert list(shown) == claims_of(path.name[:2])
     title = "".join(json.loads(path.read_text())["cells"][0]["source"])
     for claim, row in shown.items():
         assert f"*{claim}: {row['verdict']}*" in title, claim

@@ -16,8 +16,8 @@ VIEWS = {"all": {"title": "all prompts", "mark": "all prompts", "about": "a"},
          "paper_share": {"title": "the paper's share of heads", "mark": "paper's share", "about": "p"}}
 
 
-def finding(id: str, verdict: str, ours) -> dict:
-    return {"id": id, "claim": f"claim {id}", "paper": "p", "unit": f"unit {id}", "ours": ours, "ci": None, "n": 4,
+def finding(id: str, verdict: str, ours, whose: str = "paper") -> dict:
+    return {"id": id, "whose": whose, "claim": f"claim {id}", "paper": "p", "unit": f"unit {id}", "ours": ours, "ci": None, "n": 4,
             "verdict": verdict, "why": "w", "view": "all", "views": {}}
 
 
@@ -25,7 +25,7 @@ def a_report(model: str, fig2: str, top1: float, n: int = 64) -> dict:
     return {"model": model, "n": n, "sentence_n": 16, "seed": 0, "views": VIEWS, "claims": [
         finding("table2", "partly", top1), finding("fig2", fig2, -13.1 if fig2 != "replicates" else 2.61),
         finding("app_d", "not tested", None),
-        finding("fig8_9_sentences", "partly", "imbalanced: partly") | {"claim": "Our extension: Figs. 8 and 9 on sentences"}]}
+        finding("fig8_9_sentences", "partly", "imbalanced: partly", "ours") | {"claim": "Our extension: Figs. 8 and 9 on sentences"}]}
 
 
 def test_a_cell_is_the_verdict_and_the_headline_number():
@@ -128,7 +128,7 @@ def test_compare_refuses_to_replace_a_report_or_to_read_one_twice(tmp_path, caps
 
 def a_heads_report(model: str, verdict: str) -> dict:
     return {"kind": "head-types", "model": model, "n": 256, "sentence_n": 64, "seed": 0, "claims": [
-        finding("induction_exist", "replicates", 0.9), finding("fv_over_induction", verdict, 0.1)]}
+        finding("induction_exist", "replicates", 0.9, "literature"), finding("fv_over_induction", verdict, 0.1, "literature")]}
 
 
 def test_head_types_reports_are_compared_by_the_literatures_claims_and_never_with_the_papers(tmp_path):
@@ -169,6 +169,8 @@ REMOVED = object()
     (("views", "all"), "all prompts", "views['all'] is text, not an object"),
     (("claims", 2), "app_d", "claims[2] is text, not an object"),
     (("claims", 0, "claim"), None, "claims[0].claim is null, not text"),
+    (("claims", 0, "whose"), REMOVED, "claims[0] has no 'whose'"),
+    (("claims", 3, "whose"), "mine", "claims[3].whose is 'mine', not one of paper, ours, literature"),
     (("claims", 0, "unit"), 3, "claims[0].unit is a whole number, not text"),
     (("claims", 0, "ours"), [0.8], "claims[0].ours is a list, not a number or text or null"),
     (("claims", 1, "views"), {"held_out": {"verdict": "partly"}}, "claims[1].views['held_out'] has no 'ours'"),

@@ -1,6 +1,6 @@
 """docs/extending.md's recipes, followed literally: its code blocks run here (the view's and the intervention's
 where the recipe puts them, in the namespace of `verdicts/evidence.py` and `core/interventions.py`; the cached
-study as a module of `icl_helpers.studies`, the literature's claim as one of `icl_helpers.verdicts.literature`;
+study as a module of `icl_helpers.studies`, the literature's claim as one of `icl_helpers.verdicts.claims.literature`;
 the head-type score in `studies/head_types.py` and `studies/head_sets.py`; the command in `cli.py`), on the small
 random models, and every code name the page gives exists. The notebook recipe's parts are what every committed
 notebook has. The claim and family recipes' blocks are the toy tests' own (tests/test_claims.py,
@@ -29,8 +29,9 @@ from icl_helpers.data.setting import MAIN
 from icl_helpers.notebook import ENV, notebook_params, verdict_sizes
 from icl_helpers.studies import head_sets, head_types
 from icl_helpers.studies.accuracy import prompt_accuracy
-from icl_helpers.verdicts import claims, compare, evidence, findings, head_report, literature
+from icl_helpers.verdicts import claims, compare, evidence, findings, head_report
 from icl_helpers.verdicts.judgement import FAILS, PARTLY, REPLICATES
+from icl_helpers.verdicts.whose import LITERATURE
 from icl_helpers.viz.verdict_table import VerdictTable
 from tests.conftest import STUDY_HEADS, close, exact
 from tests.test_claims import TOY_SECTION, toy_section  # noqa: F401  the claim recipe's toy, a fixture here too
@@ -186,13 +187,13 @@ LITERATURE_ID = "previous_below_induction"
 
 @pytest.fixture
 def composition(tmp_path, monkeypatch):
-    """The recipe's module, written to a file and imported as a module of icl_helpers.verdicts.literature
+    """The recipe's module, written to a file and imported as a module of icl_helpers.verdicts.claims.literature
     (which registers its claim, as the package's import line would); unregistered after."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path / "cache"))
     try:
-        yield recipe_module(6, "icl_helpers.verdicts.literature.composition", tmp_path)
+        yield recipe_module(6, "icl_helpers.verdicts.claims.literature.composition", tmp_path)
     finally:
-        literature.LITERATURE.pop(LITERATURE_ID, None)
+        claims.CLAIMS.pop(LITERATURE_ID, None)
 
 
 def mean_layer_gap(study: head_sets.HeadSetStudy, k: int) -> float:
@@ -207,8 +208,8 @@ def test_a_literature_claim_is_judged_on_the_head_set_study(small, composition, 
     """Registered last, in the registry and in notebook 09's; judged as the heads report judges every claim,
     its verdict is the rule applied by hand to the two sets' mean layers at each size, at a threshold
     below both gaps, between them and above both; the report's entry and table carry its rule."""
-    assert list(literature.LITERATURE)[-1] == LITERATURE_ID == literature.claims_of("09")[-1]
-    claim = literature.LITERATURE[LITERATURE_ID]
+    assert list(claims.CLAIMS)[-1] == LITERATURE_ID == claims.claims_of("09")[-1] == claims.ids_of(LITERATURE)[-1]
+    claim = claims.CLAIMS[LITERATURE_ID]
     assert claim.rule.startswith("at each size, the top induction heads' mean layer exceeds the top "
                                  "previous-token heads' by at least 0.5: replicates")
     study = head_sets.head_set_study(small, ["sentiment_number"], 12, sizes=(2, 3), n_sequences=2, length=7,
@@ -218,14 +219,14 @@ def test_a_literature_claim_is_judged_on_the_head_set_study(small, composition, 
     assert low < high
     for threshold, verdict in ((low - 0.1, REPLICATES), ((low + high) / 2, PARTLY), (high + 0.1, FAILS)):
         monkeypatch.setitem(composition.PREVIOUS_BELOW, "min_gap", threshold)
-        (found,) = literature.judged(study, [LITERATURE_ID])
-        j = found.judgement
-        assert (found.verdict, j.ours, j.ci, j.n) == (verdict, gaps[2], None, None), threshold
-        assert f"k = 3: induction minus previous-token mean layer {gaps[3]:+.2f} (" in j.why
-    assert [f.id for f in literature.judged(study)][-1] == LITERATURE_ID  # the heads report judges it with the rest
-    entry = head_report.finding_dict(found)
-    assert (entry["id"], entry["verdict"], entry["rule"], entry["reconstructed"]) == (LITERATURE_ID, FAILS, claim.rule, True)
-    assert f"| {LITERATURE_ID} | {claim.claim} |" in literature.markdown([found])
+        (found,) = head_report.judged(study, [LITERATURE_ID])
+        assert (found.verdict, found.ours, found.ci, found.n) == (verdict, gaps[2], None, None), threshold
+        assert f"k = 3: induction minus previous-token mean layer {gaps[3]:+.2f} (" in found.why
+    assert [f.id for f in head_report.judged(study)][-1] == LITERATURE_ID  # the heads report judges it with the rest
+    entry = found.to_dict()
+    assert (entry["id"], entry["whose"], entry["verdict"], claim.reconstructed) == (LITERATURE_ID, LITERATURE, FAILS, True)
+    assert f"| {LITERATURE_ID} | {claim.claim} | {claim.paper} (our reconstruction) |" in claims.markdown([found])
+    assert f"Rule: {claim.rule}." in claims.markdown([found])
 
 
 # --- 7. a head-type score ------------------------------------------------------------------
@@ -318,7 +319,7 @@ def notebook_parts(path: Path) -> dict[str, bool]:
         "imports": source(code[0]).startswith("%matplotlib inline\n") and "from icl_helpers" in source(code[0]),
         "parameters": len(tagged) == 1 and parameters_cell(source(code[tagged[0]]), number),
         "model": len(tagged) == 1 and "m = p.load_model()" in source(code[tagged[0] + 1]),
-        "verdicts": any(verdict in squeezed(source(c)) or "LiteratureTable(literature.judged(study))" in source(c)
+        "verdicts": any(verdict in squeezed(source(c)) or "VerdictTable(head_report.judged(study))" in source(c)
                         for c in code),
         "next": cells[-1]["cell_type"] == "markdown" and source(cells[-1]).startswith("*"),
         "outputs": "widgets" not in nb["metadata"] and any(c["outputs"] for c in code),
@@ -357,7 +358,7 @@ def test_a_notebooks_parameters_and_verdict_cells_run_as_written(small, toy_sect
     exec(parameters, scope)
     p = scope["p"]
     assert (p.model, p.n_prompts, p.n_sentence_prompts, p.device, p.heads) == ("smollm2-135m", 32, 10, None, None)
-    need = findings.fewest_prompts("toy")["word"]
+    need = claims.fewest_prompts("toy")["word"]
     assert capsys.readouterr().out == f"The verdicts at the end need at least {need} word prompts a dataset (N_PROMPTS).\n"
     scope |= {"m": small, "verdicts": verdicts, "VerdictTable": VerdictTable}
     *cell, shown = verdict.strip().splitlines()

@@ -1,4 +1,4 @@
-"""Head sets side by side (`studies.head_sets`) and the literature's claims on them (`verdicts.literature`):
+"""Head sets side by side (`studies.head_sets`) and the literature's claims on them (`verdicts.claims.literature`):
 the sets' ablation at the last position equals each prompt run by hand with the heads replaced; exclusive
 sets are disjoint from the other type's top heads as claimed; overlaps, chance and percentiles are the
 numbers written out; the literature's rules give the verdicts their thresholds say on hand-built results."""
@@ -22,9 +22,11 @@ from icl_helpers.studies import function_vectors as fv
 from icl_helpers.studies import head_sets as hs
 from icl_helpers.studies import recency
 from icl_helpers.studies import set_ablations as sa
-from icl_helpers.verdicts import literature as lit
+from icl_helpers.verdicts import claims, evidence, head_report
+from icl_helpers.verdicts.claims.literature import induction_fv, sources, task_heads
+from icl_helpers.verdicts.claims.registry import EVAL_POOLED, NO_PROMPTS, fewest_prompts
 from icl_helpers.verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES
-from icl_helpers.verdicts.literature import induction_fv, task_heads
+from icl_helpers.verdicts.whose import LITERATURE
 from tests.conftest import close, exact, logprob_scale, small_model
 from tests.test_head_types import fv_prompt_set
 
@@ -194,7 +196,7 @@ def test_fv_over_induction_reads_the_paired_gap(fv_right, verdict):
     """Induction ablated leaves 18 of 20 right; FV ablated leaves 2 (FV hurts more: replicates) or 18 (no gap)."""
     runs = runs_for({hs.INDUCTION: (18, 18), hs.FV: (fv_right, 18)})
     study = fake_study(runs, [True] * N, [False] * N)
-    j = lit.LITERATURE["fv_over_induction"].judge(study)
+    j = claims.CLAIMS["fv_over_induction"].find(study)
     assert j.verdict == verdict and j.n == N
     assert math.isclose(j.ours, (18 - fv_right) / N)  # induction-ablated minus FV-ablated: a flipped sign fails here
     lo, hi = j.ci
@@ -203,44 +205,44 @@ def test_fv_over_induction_reads_the_paired_gap(fv_right, verdict):
 
 def test_fv_over_induction_holds_at_one_size_partly():
     runs = runs_for({hs.INDUCTION: (18, 18), hs.FV: (2, 18)}, (2,)) | runs_for({hs.INDUCTION: (18, 18), hs.FV: (18, 18)}, (3,))
-    j = lit.LITERATURE["fv_over_induction"].judge(fake_study(runs, [True] * N, [False] * N))
+    j = claims.CLAIMS["fv_over_induction"].find(fake_study(runs, [True] * N, [False] * N))
     assert j.verdict == PARTLY and "k = 2: +0.800" in j.why and "k = 3: +0.000" in j.why
 
 
 def test_excluded_claim_reads_the_exclusive_sets():
     names = {hs.exclusive(hs.INDUCTION, hs.FV): (18, 18), hs.exclusive(hs.FV, hs.INDUCTION): (4, 18),
              hs.INDUCTION: (0, 0), hs.FV: (20, 20)}  # the plain sets say the reverse: only the exclusive ones are read
-    j = lit.LITERATURE["fv_over_induction_excluded"].judge(fake_study(runs_for(names), [True] * N, [False] * N))
+    j = claims.CLAIMS["fv_over_induction_excluded"].find(fake_study(runs_for(names), [True] * N, [False] * N))
     assert j.verdict == REPLICATES and math.isclose(j.ours, 14 / N)
 
 
 def test_near_zero_shot_reads_the_gain_lost_and_the_random_draws():
     plain, zero = [True] * N, [i < 4 for i in range(N)]  # gain over zero-shot: 16 of 20
     near = runs_for({hs.PREFIX: (4, 18)})  # all the gain lost, random draws keep 18
-    j = lit.LITERATURE["induction_near_zero_shot"].judge(fake_study(near, plain, zero))
+    j = claims.CLAIMS["induction_near_zero_shot"].find(fake_study(near, plain, zero))
     assert j.verdict == REPLICATES and math.isclose(j.ours, 1.0)
     mild = runs_for({hs.PREFIX: (16, 20)})  # a quarter lost (4 of 16), yet more than random
-    j = lit.LITERATURE["induction_near_zero_shot"].judge(fake_study(mild, plain, zero))
+    j = claims.CLAIMS["induction_near_zero_shot"].find(fake_study(mild, plain, zero))
     assert math.isclose(j.ours, 0.25) and j.verdict == PARTLY
     none = runs_for({hs.PREFIX: (20, 20)})
-    assert lit.LITERATURE["induction_near_zero_shot"].judge(fake_study(none, plain, zero)).verdict == FAILS
-    flat = lit.judged(fake_study(none, plain, plain), ["induction_near_zero_shot"])[0]  # zero-shot as good: no gain
-    assert flat.verdict == NOT_TESTED and "no few-shot gain" in flat.judgement.why
+    assert claims.CLAIMS["induction_near_zero_shot"].find(fake_study(none, plain, zero)).verdict == FAILS
+    flat = head_report.judged(fake_study(none, plain, plain), ["induction_near_zero_shot"])[0]  # zero-shot as good: no gain
+    assert flat.verdict == NOT_TESTED and "no few-shot gain" in flat.why
 
 
 def test_too_few_inputs_is_not_tested():
     runs = runs_for({hs.INDUCTION: (18, 18), hs.FV: (2, 18)})
     study = fake_study(runs, [True] * N, [False] * N)
     few = replace(study, ablations={"w": replace(study.ablations["w"], inputs=torch.arange(N) % 5)})  # 5 inputs
-    found = lit.judged(few, ["fv_over_induction"])[0]
-    assert found.verdict == NOT_TESTED and "too few prompts" in found.judgement.why
+    found = head_report.judged(few, ["fv_over_induction"])[0]
+    assert found.verdict == NOT_TESTED and "too few prompts" in found.why
 
 
 def test_induction_exist_reads_the_threshold_and_the_null():
     def judged(top: float, null: float) -> str:
         scores = {name: torch.zeros(3, 4) for name in hs.SCORES}
         scores[hs.INDUCTION] = torch.full((3, 4), 0.01).index_put((torch.tensor([1]), torch.tensor([2])), torch.tensor(top))
-        return lit.LITERATURE["induction_exist"].judge(fake_study({}, [True] * N, [False] * N, scores,
+        return claims.CLAIMS["induction_exist"].find(fake_study({}, [True] * N, [False] * N, scores,
                                                                   torch.full((3, 4), null))).verdict
     assert judged(0.6, 0.02) == REPLICATES
     assert judged(0.2, 0.02) == PARTLY  # above the null's bar (0.12), under 0.3
@@ -252,29 +254,50 @@ def test_distinct_and_later_read_the_sets():
     fv_scores = torch.arange(24.0).view(6, 4)  # top heads in layers 5, then 4
     scores = {name: torch.zeros(6, 4) for name in hs.SCORES} | {hs.INDUCTION: ind, hs.FV: fv_scores}
     study = fake_study({}, [True] * N, [False] * N, scores, sizes=(4, 5))
-    distinct = lit.LITERATURE["induction_fv_distinct"].judge(study)
+    distinct = claims.CLAIMS["induction_fv_distinct"].find(study)
     assert distinct.verdict == REPLICATES and distinct.ours == 0.0
     same = fake_study({}, [True] * N, [False] * N, scores | {hs.FV: ind}, sizes=(4, 5))
-    assert lit.LITERATURE["induction_fv_distinct"].judge(same).verdict == FAILS
-    later = lit.LITERATURE["fv_later_than_induction"].judge(study)
+    assert claims.CLAIMS["induction_fv_distinct"].find(same).verdict == FAILS
+    later = claims.CLAIMS["fv_later_than_induction"].find(study)
     assert later.ours == 5.0 and later.verdict == REPLICATES  # layer 5 against layer 0 at k = 4 (p 1/70), and at 5
-    assert lit.LITERATURE["fv_later_than_induction"].judge(same).verdict == FAILS
+    assert claims.CLAIMS["fv_later_than_induction"].find(same).verdict == FAILS
     assert induction_fv.layer_gap_p(torch.tensor([2.0, 2.0]), torch.tensor([0.0, 0.0])) == pytest.approx(1 / 6, abs=0.02)  # 1 of 6 splits
 
 
-def test_the_literature_is_a_registry_apart_and_every_rule_is_written_out():
-    from icl_helpers.verdicts.claims import CLAIMS
-
-    assert not set(lit.LITERATURE) & set(CLAIMS)
-    for c in lit.LITERATURE.values():
+def test_the_literatures_claims_are_in_the_one_registry_and_every_rule_is_written_out():
+    literature = claims.ids_of(LITERATURE)
+    assert literature == [c.id for c in claims.CLAIMS.values() if c.find.__module__ in (induction_fv.__name__, task_heads.__name__)]
+    for id in literature:
+        c = claims.CLAIMS[id]
         assert "{" not in c.rule and c.paper.split(" ")[0] in ("Olsson", "Crosbie", "Yin", "Yang,")
-        assert c.set_on == (lit.claim.TR_TL_RULES_SET if c.paper.startswith("Yang") else lit.claim.RULES_SET)
+        assert c.set_on == (sources.TR_TL_RULES_SET if c.paper.startswith("Yang") else sources.RULES_SET)
+        assert (c.notebooks, c.clusters, c.views) == (("09",), EVAL_POOLED, (evidence.ALL,))
+    assert not set(literature) & set(claims.reported())
     every = {name: (18, 18) for name in (*hs.SCORES, *(hs.exclusive(a, b) for a, b in hs.EXCLUSIONS))}
-    findings = lit.judged(fake_study(runs_for(every), [True] * N, [False] * N))
-    assert [f.id for f in findings] == list(lit.LITERATURE) and NOT_TESTED not in {f.verdict for f in findings}
-    text = lit.markdown(findings)
-    assert text.startswith("| id | claim of the literature |") and "| claim |" not in text
-    assert lit.fewest_prompts() >= 2 and lit.fewest_prompts() == lit.fewest_prompts(0)
+    findings = head_report.judged(fake_study(runs_for(every), [True] * N, [False] * N))
+    assert [f.id for f in findings] == literature and NOT_TESTED not in {f.verdict for f in findings}
+    assert {f.whose for f in findings} == {LITERATURE} and [f.to_dict()["whose"] for f in findings] == [LITERATURE] * 8
+    text = claims.markdown(findings)  # on all prompts alone: no column names the view
+    assert text.startswith("| id | claim | paper | ours (95% CI) | N | verdict |\n") and "judged on" not in text
+
+
+def test_the_literatures_fewest_prompts_count_the_word_eval_halves_pooled():
+    """Its claims' intervals resample the distinct inputs of both word datasets' EVAL halves together: the fewest
+    prompts is the first n where those number MIN_CLUSTERS, counted here by hand."""
+    from icl_helpers.data.setting import MAIN
+    from icl_helpers.data.split import input_halves
+    from icl_helpers.stats import MIN_CLUSTERS
+
+    def pooled(n: int) -> int:
+        held = set()
+        for d in evidence.WORD:
+            records = MAIN.records(d, n, 0)
+            held |= {(d, r.input) for r, score in zip(records, input_halves(records, 0).tolist()) if not score}
+        return len(held)
+    need = fewest_prompts("fv_over_induction")["word"]
+    assert pooled(need) >= MIN_CLUSTERS > pooled(need - 1)
+    assert fewest_prompts("fig6")["word"] == MIN_CLUSTERS != need  # a paper's claim counts each dataset apart
+    assert fewest_prompts("induction_exist") == {} and claims.CLAIMS["induction_exist"].reads == NO_PROMPTS
 
 
 def labelled(n: int, inside: int, ranked: int) -> Accuracy:
@@ -330,7 +353,7 @@ def tr_tl_study(tr: tuple[int, int], tl: tuple[int, int], sizes=(2, 3)) -> hs.He
 ])
 def test_tr_tl_roles_reads_each_branch_and_its_minimum(tr, tl, verdict):
     study = tr_tl_study(tr, tl)
-    j = lit.LITERATURE["tr_tl_roles"].judge(study)
+    j = claims.CLAIMS["tr_tl_roles"].find(study)
     assert j.verdict == verdict and j.n == M, j.why
     assert math.isclose(j.ours, tr[0] / M - 1)  # the TR ratio beyond random (not ranked): a flipped sign fails here
     assert j.ci[1] < 0 if tr[0] < M else j.ci == (0.0, 0.0)
@@ -345,7 +368,7 @@ def test_tr_tl_roles_holds_at_one_size_partly():
     both = sa.SetAblations("w", runs.runs + other.runs, runs.plain, runs.ablated + other.ablated, runs.zero_shot,
                            runs.shuffled, runs.inputs, runs.false_ids)
     study = replace(tr_tl_study((20, 60), (90, 30)), ablations={"w": both})
-    j = lit.LITERATURE["tr_tl_roles"].judge(study)
+    j = claims.CLAIMS["tr_tl_roles"].find(study)
     assert j.verdict == PARTLY and j.why.count("(holds)") == 2 and j.why.count("(does not hold)") == 2
 
 
@@ -360,7 +383,7 @@ def test_tr_overlaps_induction_reads_the_sets_and_the_rank_correlation():
     def judge(tr_scores, tl_scores):
         scores = {name: torch.zeros(24) for name in hs.SCORES} | {hs.INDUCTION: ind, hs.TR: tr_scores, hs.TL: tl_scores}
         scores = {name: s.view(6, 4) for name, s in scores.items()}
-        return lit.LITERATURE["tr_overlaps_induction"].judge(fake_study({}, [True] * N, [False] * N, scores))
+        return claims.CLAIMS["tr_overlaps_induction"].find(fake_study({}, [True] * N, [False] * N, scores))
     j = judge(tr, tl)
     assert j.verdict == PARTLY and "top-2 induction set shares 2 heads with the TR set, 1 with the TL set" in j.why
     assert "top-3 induction set shares 2 heads with the TR set, 2 with the TL set" in j.why
@@ -428,24 +451,24 @@ def test_the_head_explorer_draws_the_chosen_heads_scores_and_attention():
 
 def test_the_literature_table_shows_each_claim_and_marks_reconstructions(monkeypatch, capsys):
     from icl_helpers.notebook import ENV, notebook_params, verdict_sizes
-    from icl_helpers.viz.verdict_table import LiteratureTable
+    from icl_helpers.viz.verdict_table import VerdictTable
 
     every = {name: (18, 18) for name in (*hs.SCORES, *(hs.exclusive(a, b) for a, b in hs.EXCLUSIONS))}
-    findings = lit.judged(fake_study(runs_for(every), [True] * N, [False] * N))
-    table = LiteratureTable(findings)
+    findings = head_report.judged(fake_study(runs_for(every), [True] * N, [False] * N))
+    table = VerdictTable(findings)
     html = table._repr_html_()
     for f in findings:
-        assert f"<b>{f.id}</b>" in html and escape(f.claim.holds) in html
-    assert html.count("(our reconstruction)") == sum(f.claim.reconstructed for f in findings) > 0
-    assert repr(table) == lit.markdown(findings)
+        assert f"<b>{f.id}</b>" in html and escape(f.source) in html
+    assert html.count("(our reconstruction)") == sum(claims.CLAIMS[f.id].reconstructed for f in findings) > 0
+    assert "judged on" not in html and repr(table) == claims.markdown(findings)
     for name in ENV.values():
         monkeypatch.delenv(name, raising=False)
     verdict_sizes(notebook_params(n_prompts=4), "09")
-    need = lit.fewest_prompts()
-    reading = [c.id for c in lit.LITERATURE.values() if c.reads_prompts]
+    need = fewest_prompts("fv_over_induction")["word"]
+    reading = [f.id for f in findings if claims.CLAIMS[f.id].reads]
     assert capsys.readouterr().out.splitlines() == [
         f"The verdicts at the end need at least {need} word prompts a dataset (N_PROMPTS).",
-        f"Note: N_PROMPTS = 4 is too few for {len(reading)} of its {len(lit.LITERATURE)} verdicts ({', '.join(reading)}): "
+        f"Note: N_PROMPTS = 4 is too few for {len(reading)} of its {len(findings)} verdicts ({', '.join(reading)}): "
         "they will read 'not tested: too few prompts'."]
 
 

@@ -1,5 +1,5 @@
 """The fewest prompts a notebook's verdicts need (issue 60): computed where "too few prompts" is
-decided (`verdicts.findings.fewest_prompts`) and said once, at the top of the notebook, with the
+decided (`verdicts.claims.fewest_prompts`) and said once, at the top of the notebook, with the
 verdicts that a smaller run leaves untested."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from icl_helpers.notebook import ENV, notebook_params, verdict_sizes
 from icl_helpers.stats import MIN_CLUSTERS
-from icl_helpers.verdicts import findings
+from icl_helpers.verdicts import claims, findings
 from icl_helpers.verdicts.judgement import NOT_TESTED
 
 NOTEBOOKS = sorted((Path(__file__).parents[1] / "notebooks").glob("0*.ipynb"))
@@ -20,8 +20,8 @@ NOTEBOOKS = sorted((Path(__file__).parents[1] / "notebooks").glob("0*.ipynb"))
 def test_table2_is_refused_below_its_fewest_prompts_and_judged_at_it(small):
     """Table 2 judges each direction apart, and a word dataset's inputs repeat: at 12 prompts its
     cells held 6 distinct inputs and it was not tested, which nothing said beforehand."""
-    need = findings.fewest_prompts("table2")["word"]
-    assert need >= 2 * MIN_CLUSTERS and findings.fewest_prompts("fig6") == {"word": MIN_CLUSTERS}
+    need = claims.fewest_prompts("table2")["word"]
+    assert need >= 2 * MIN_CLUSTERS and claims.fewest_prompts("fig6") == {"word": MIN_CLUSTERS}
     below, at = (findings.report(small, n, 2, ids=["table2"], announce=lambda step: None)[0] for n in (need - 1, need))
     assert below.why == f"too few prompts: {need - 1} word prompts a dataset; its intervals need at least {need}"
     assert at.verdict != NOT_TESTED, at.why
@@ -30,7 +30,7 @@ def test_table2_is_refused_below_its_fewest_prompts_and_judged_at_it(small):
 def test_a_notebook_says_once_at_the_top_how_many_prompts_its_verdicts_need(monkeypatch, capsys):
     for name in ENV.values():
         monkeypatch.delenv(name, raising=False)
-    need = findings.fewest_prompts("table2")["word"]
+    need = claims.fewest_prompts("table2")["word"]
     verdict_sizes(notebook_params(n_prompts=32), "01")
     assert capsys.readouterr().out == (f"The verdicts at the end need at least {need} word prompts a dataset (N_PROMPTS) "
                                        f"and {MIN_CLUSTERS} sentence prompts a dataset (N_SENTENCE_PROMPTS).\n")

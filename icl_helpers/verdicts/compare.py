@@ -14,10 +14,10 @@ from typing import Callable
 
 from ..errors import UsageError
 from ..paths import same_file
+from .whose import BLOCKS
 
 VERDICT_MARK = {"replicates": "yes", "partly": "partly", "does not replicate": "no", "not tested": "not tested"}
-PAPER = "paper"  # the kind of a `report` file (a `heads` file says its own: `head_report.KIND`)
-OURS = "Our "  # how a row of ours (a control, an extension, our row) begins its claim, where a claim of the paper does not
+REPORT_KIND = "paper"  # the kind of a `report` file (a `heads` file says its own: `head_report.KIND`)
 WROTE = "give files `python -m icl_helpers report --json` wrote"  # what to do about a file that is not a report
 JSON_TYPES = {dict: "an object", list: "a list", str: "text", int: "a whole number", float: "a number",
               bool: "true or false", type(None): "null"}  # a JSON value's type, by the Python type `json` reads it as
@@ -28,11 +28,6 @@ def counts_row(reports: list[dict], what: str, counted: Callable[[dict], bool]) 
     """The verdict counts of each report's findings that `counted` keeps, as a table row saying `what` they are."""
     counts = [{v: sum(f["verdict"] == v for f in r["claims"] if counted(f)) for v in VERDICT_MARK} for r in reports]
     return table_row([what, *(" / ".join(str(c[v]) for v in VERDICT_MARK) for c in counts)])
-
-
-def is_ours(finding: dict) -> bool:
-    """Whether a finding is a row of ours (a control, an extension, our row) rather than a claim of the paper."""
-    return finding["claim"].startswith(OURS)
 
 
 def totals(reports: list[dict], ids: dict[str, list[str]]) -> list[str]:
@@ -51,7 +46,7 @@ def totals(reports: list[dict], ids: dict[str, list[str]]) -> list[str]:
 
 def intro(report: dict) -> str:
     """What the tables hold: the sizes, and what a cell says."""
-    if report.get("kind", PAPER) != PAPER:
+    if report.get("kind", REPORT_KIND) != REPORT_KIND:
         return (f"{report['n']} records per word dataset, {report['sentence_n']} per sentence dataset, seed "
                 f"{report['seed']}: the literature's claims on which heads carry in-context learning. A cell is the "
                 "verdict and our headline number, in the unit its row names. Each model's own file gives its interval, "
@@ -108,8 +103,10 @@ def check_report(path: Path, report: dict) -> None:
         for key in ("title", "mark"):
             field(path, name, view, key, str)
     for name, claim in objects(path, "claims", field(path, "", report, "claims", list)):
-        for key in ("id", "claim", "verdict"):
+        for key in ("id", "whose", "claim", "verdict"):
             field(path, name, claim, key, str)
+        if claim["whose"] not in BLOCKS:
+            raise UsageError(f"{path}: {name}.whose is {claim['whose']!r}, not one of {', '.join(BLOCKS)}: {WROTE}.")
         if "unit" in claim:  # an older report has none
             field(path, name, claim, "unit", str)
         field(path, name, claim, "ours", *NUMBER, str, type(None))
@@ -140,16 +137,16 @@ def read_reports(paths: list[str | Path]) -> list[dict]:
             raise UsageError(f"{path} cannot be read as a report ({err}): give files `report --json` wrote.") from None
         if not isinstance(r, dict) or not {"model", "n", "sentence_n", "seed", "claims"} <= r.keys():
             raise UsageError(f"{path} is not a report: {WROTE}.")
-        if r.get("kind", PAPER) == PAPER and "views" not in r:
+        if r.get("kind", REPORT_KIND) == REPORT_KIND and "views" not in r:
             raise UsageError(f"{path} does not describe its views (an older report): run its `report` again (its "
                              "studies are cached) and compare the new file.")
         check_report(path, r)
         reports.append(r)
     if len(reports) < 2:
         raise UsageError("Give two or more reports to compare.")
-    kinds = {r.get("kind", PAPER) for r in reports}
+    kinds = {r.get("kind", REPORT_KIND) for r in reports}
     if len(kinds) > 1:
-        raise UsageError("The reports are of different kinds (" + "; ".join(f"{r['model']}: {r.get('kind', PAPER)}"
+        raise UsageError("The reports are of different kinds (" + "; ".join(f"{r['model']}: {r.get('kind', REPORT_KIND)}"
                          for r in reports) + "): compare `report` files together, and `heads` files together.")
     sizes = {(r["n"], r["sentence_n"], r["seed"]) for r in reports}
     if len(sizes) > 1:
@@ -213,16 +210,11 @@ def claims_table(reports: list[dict], ids: list[str]) -> list[str]:
 
 
 def markdown(reports: list[dict]) -> str:
-    """The verdict counts first; then one table of the paper's claims and one of our rows (one table of the
-    literature's claims in a heads file), a row a claim, a column a model, each cell the verdict and our
+    """The verdict counts first; then a table of each block of claims by whose they are (`whose.BLOCKS`: the
+    paper's claims and our rows in a report, the literature's claims in a heads file), a row a claim, a column a model, each cell the verdict and our
     headline number; then the claims whose verdict differs."""
-    ids = list(dict.fromkeys(f["id"] for r in reports for f in r["claims"]))
-    if reports[0].get("kind", PAPER) != PAPER:
-        blocks = {"the literature's claims": ids}
-    else:
-        ours = {f["id"] for r in reports for f in r["claims"] if is_ours(f)}
-        blocks = {"the paper's claims": [id for id in ids if id not in ours],
-                  "our controls, extensions and rows": [id for id in ids if id in ours]}
+    whose = {f["id"]: f["whose"] for r in reports for f in r["claims"]}  # each claim's, in registry order
+    blocks = {name: [id for id, w in whose.items() if w == key] for key, name in BLOCKS.items() if key in whose.values()}
     tables = ["\n".join(totals(reports, blocks))]
     tables += [f"{name[0].upper()}{name[1:]}:\n\n" + "\n".join(claims_table(reports, block))
                for name, block in blocks.items()]

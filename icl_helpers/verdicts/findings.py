@@ -4,7 +4,6 @@ main setting or another (`data.setting`, `robustness`). A notebook ends with
 `report(m, ..., ids=[its claims])`: the same code on its own prompts."""
 from __future__ import annotations
 
-import functools
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -14,19 +13,18 @@ from ..core.heads import Head
 from ..data.setting import MAIN, Setting
 from ..errors import UsageError
 from ..model.loading import ICLModel
-from ..stats import MIN_CLUSTERS
-from .claims import CLAIMS, Claim, Finding
-from .evidence import ALL, WORD, Evidence
+from .claims import CLAIMS, Claim, Finding, fewest_prompts, reported
+from .evidence import ALL, Evidence
 from .judgement import Judgement, judged_or_not, not_tested
 
 CODE = source_hash()  # the package's source as this process loaded it: findings are kept under it
 
 
 def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | Path | None = None,
-           announce: Callable[[str], None] = print, ids: Sequence[str] = tuple(CLAIMS),
+           announce: Callable[[str], None] = print, ids: Sequence[str] | None = None,
            heads: str | Sequence[Head] | None = None, setting: Setting = MAIN, headline_only: bool = False
            ) -> list[Finding]:
-    """One finding a claim of `ids` (default: all of `CLAIMS`), in their order: n prompts
+    """One finding a claim of `ids` (default: the paper's claims and ours, `claims.reported`), in their order: n prompts
     a word dataset, sentence_n a sentence dataset (none where no copy or hub can be had: those
     say why). Only the studies those claims need are run. announce: hears each claim's line
     ("fig2: ...") as its judging starts (a log; default print). heads ("19-11,20-11" or (layer, head)
@@ -35,9 +33,13 @@ def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | 
     demonstrations a class (default: the main run's); a claim it cannot build a prompt for is
     not tested, saying why. headline_only: judge each claim in its headline view alone (no other
     views: what the robustness table reads, at a fraction of the cost)."""
-    unknown = [i for i in ids if i not in CLAIMS]
+    judged_here = reported()
+    ids = judged_here if ids is None else ids
+    unknown = [i for i in ids if i not in judged_here]
     if unknown:
-        raise UsageError(f"Unknown claim id(s) {', '.join(unknown)}: choose from {', '.join(CLAIMS)}.")
+        elsewhere = [i for i in unknown if i in CLAIMS]
+        also = f" ({', '.join(elsewhere)}: the literature's, judged by `heads`)" if elsewhere else ""
+        raise UsageError(f"Unknown claim id(s) {', '.join(unknown)}{also}: choose from {', '.join(judged_here)}.")
     s = Evidence(m, n, sentence_n, seed, data_dir, heads, setting)
     found = []
     for id in ids:
@@ -77,36 +79,6 @@ def too_few(claim: Claim, s: Evidence) -> str | None:
         return None
     return (f"too few prompts: {', '.join(f'{sizes[kind]} {kind} prompts a dataset' for kind in short)}; its intervals "
             f"need at least {max(need[kind] for kind in short)}")
-
-
-BY_CLASS = {"table2"}  # claims judged on each class of input apart (Table 2's cells: a direction each)
-MOST_PROMPTS = 1000  # the paper's prompts a dataset: the fewest sought no further
-
-
-def fewest_prompts(id: str, seed: int = 0, setting: Setting = MAIN) -> dict[str, int]:
-    """The fewest prompts a dataset at which claim `id` can be judged on all its prompts, for each
-    kind of dataset it reads ("word", "sentence"): an interval needs MIN_CLUSTERS distinct inputs
-    (`stats.bootstrap_ci`) in each dataset, in each class of input for a claim of BY_CLASS. A word
-    dataset's inputs repeat, so its fewest is counted on the records the seed draws; a sentence
-    dataset's is MIN_CLUSTERS. Its correct-only and held-out views judge fewer records and may need more."""
-    need = {kind: MIN_CLUSTERS for kind in CLAIMS[id].reads}
-    if "word" in need:
-        need["word"] = _fewest_word_prompts(id in BY_CLASS, seed, setting)
-    return need
-
-
-@functools.cache
-def _fewest_word_prompts(by_class: bool, seed: int, setting: Setting) -> int:
-    """The fewest n at which both word datasets' n records hold MIN_CLUSTERS distinct inputs (in each class where by_class)."""
-    def enough(n: int) -> bool:
-        for dataset in WORD:
-            inputs: dict[str, set[str]] = {}
-            for r in setting.records(dataset, n, seed):
-                inputs.setdefault(r.true_class if by_class else "", set()).add(r.input)
-            if min(map(len, inputs.values())) < MIN_CLUSTERS:
-                return False
-        return True
-    return next((n for n in range(MIN_CLUSTERS, MOST_PROMPTS) if enough(n)), MOST_PROMPTS)
 
 
 def kept_finding(id: str, s: Evidence, headline_only: bool = False) -> Finding:

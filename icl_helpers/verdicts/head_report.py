@@ -1,10 +1,10 @@
 """The head types of one model, as a file: the head-set study (`studies.head_sets`) at a report's
-sizes, the literature's claims judged on it (`literature`), and the tables a reader checks the
+sizes, the literature's claims judged on it (`claims.literature`), and the tables a reader checks the
 verdicts by (the sets, their overlaps, the ablations against layer-matched random heads, the
 two-tower signature per set), as JSON (`head_report`) and markdown (`markdown`).
 
 `python -m icl_helpers heads` writes it; `compare` puts several models' side by side (their
-"claims" have the report's shape: id, claim, ours, ci, n, verdict, why, views).
+"claims" are `Finding.to_dict`'s, as the report's are).
 """
 from __future__ import annotations
 
@@ -16,23 +16,22 @@ import pandas as pd
 from ..core.heads import Head, head_name
 from ..model.loading import ICLModel
 from ..studies import head_sets
+from .claims import CLAIMS, Finding, ids_of
+from .claims import markdown as claims_markdown
+from .claims.literature import set_sizes
 from .common import WORD
-from .judgement import Judgement
-from .literature import LITERATURE, LiteratureFinding, judged, set_sizes
-from .literature import markdown as claims_markdown
+from .judgement import judged_or_not
 from .rules import K
+from .whose import LITERATURE
 
 KIND = "head-types"  # a report's "kind": what `compare` tells the paper's reports from these by
 CURVE = (1, 2, 4)  # more sizes ablated, for the curves
 
 
-def finding_dict(f: LiteratureFinding) -> dict:
-    """A literature finding as a report's JSON entry (`Finding.to_dict`'s fields, no other views)."""
-    j = f.judgement
-    return {"id": f.id, "claim": f.claim.claim, "paper": f.claim.paper, "ours": j.ours,
-            "ci": None if j.ci is None else list(j.ci), "n": j.n, "verdict": j.verdict, "why": j.why,
-            "rule": f.claim.rule, "unit": f.claim.unit, "reconstructed": f.claim.reconstructed,
-            "holds": f.claim.holds, "set_on": f.claim.set_on, "views": {}}
+def judged(study: head_sets.HeadSetStudy, ids: Sequence[str] | None = None) -> list[Finding]:
+    """Each claim of the literature (all of them, or those of `ids`) judged on the study; "not tested" with
+    the reason where its data cannot judge it (too few distinct inputs)."""
+    return [CLAIMS[id].finding(judged_or_not(lambda id=id: CLAIMS[id].find(study))) for id in ids or ids_of(LITERATURE)]
 
 
 def records(table: pd.DataFrame) -> list[dict]:
@@ -58,7 +57,7 @@ def head_report(m: ICLModel, n: int, sentence: Sequence[str], sentence_n: int, n
     announce(f"the two-tower signature of each set of {K}")
     signs = head_sets.signatures(m, study, K, n, names, seed=seed, data_dir=data_dir)
     return {"kind": KIND, "sizes": list(sizes), "k": K, "sequences": n_sequences, "draws": draws,
-            "claims": [finding_dict(f) for f in findings],
+            "claims": [f.to_dict() for f in findings],
             "sets": {name: [head_name(h) for h in heads] for name, heads in study.sets(K, names).items()},
             "overlaps": {k: records(head_sets.overlap_table(study.scores.scores, k)) for k in sizes},
             "floors": {what: {**a.floors(), "N": len(a.inputs)} for what, a in ablated.items()},
@@ -78,7 +77,7 @@ def table(rows: list[dict]) -> str:
 
 def markdown(report: dict) -> str:
     """The report as a page: its claims' table and reasons, then the tables they rest on."""
-    findings = [LiteratureFinding(LITERATURE[c["id"]], judgement(c)) for c in report["claims"]]
+    findings = [Finding.from_dict(c) for c in report["claims"]]
     sizes = " and ".join(map(str, report["sizes"]))
     parts = [f"# {report['model']}: which heads carry in-context learning\n",
              f"{report['n']} records a word dataset (each split by input into SCORE, which the scores read, and EVAL, "
@@ -97,8 +96,3 @@ def markdown(report: dict) -> str:
               table(report["signatures"])]
     return "\n".join(parts) + "\n"
 
-
-def judgement(entry: dict) -> Judgement:
-    """The judgement a report's JSON entry holds."""
-    return Judgement(entry["ours"], None if entry["ci"] is None else tuple(entry["ci"]), entry["n"], entry["verdict"],
-                     entry["why"])

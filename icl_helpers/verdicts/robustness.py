@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 from ..core.heads import Head
 from ..data.setting import MAIN, Setting
 from ..model.loading import ICLModel
-from .claims import CLAIMS, Finding
+from .claims import Finding
 from .compare import VERDICT_MARK
 from .findings import report
 from .judgement import NOT_TESTED
@@ -67,9 +67,9 @@ def entry(variation: Variation, found: Sequence[Finding]) -> dict:
 
 
 def robustness(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | Path | None = None,
-               announce: Callable[[str], None] = print, ids: Sequence[str] = tuple(CLAIMS),
+               announce: Callable[[str], None] = print, ids: Sequence[str] | None = None,
                heads: str | Sequence[Head] | None = None) -> list[dict]:
-    """`entry` of each of `variations(seed)`, the main run first: the claims `ids` judged by
+    """`entry` of each of `variations(seed)`, the main run first: the claims `ids` (default `claims.reported`) judged by
     `report` in their headline views on n prompts a word dataset and sentence_n a sentence
     dataset (the heads given, if any, in every variation)."""
     entries = []

@@ -21,7 +21,8 @@ from matplotlib.patches import Patch, Rectangle
 
 from ..errors import UsageError
 from ..paths import write_atomically
-from ..verdicts.compare import OURS, read_reports
+from ..verdicts.compare import read_reports
+from ..verdicts.whose import PAPER
 from .figures.style import TRUE, figure
 
 COLOURS = {"replicates": "#1a9850", "partly": "#fdae61", "does not replicate": "#d73027", "not tested": "#d9d9d9"}
@@ -37,7 +38,7 @@ def shown(reports: list[dict], picture: str = "verdicts") -> dict:
     grid: every claim of the paper's, not ours; the label attention: `ATTENTION`'s, with their numbers too)."""
     by_model = [{f["id"]: f for f in r["claims"]} for r in reports]
     if picture == "verdicts":
-        ids = [f["id"] for f in reports[0]["claims"] if not f["claim"].startswith(OURS)]
+        ids = [f["id"] for f in reports[0]["claims"] if f["whose"] == PAPER]
     else:
         ids = list(ATTENTION)
     return {"models": [r["model"] for r in reports], "n": reports[0]["n"], "sentence_n": reports[0]["sentence_n"],

@@ -1,8 +1,7 @@
 """A notebook's verdicts as one readable table: each claim whole and wrapped, the paper's
 number, ours with its interval and unit, N and the verdict, why in short (`short_reason`); then, under the
 table, each claim's whole reason and the rule its verdict follows, as prose, and when each rule was set
-(folded). `VerdictTable` shows the paper's claims, `LiteratureTable` the literature's (`verdicts.literature`)
-in the same style."""
+(folded). `VerdictTable` shows the findings of any claim: the paper's, ours, the literature's."""
 from __future__ import annotations
 
 import html
@@ -11,10 +10,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..verdicts.claims import CLAIMS, VIEWS, Finding, markdown
-from ..verdicts.claims.tables import JUDGED_ON, columns, view_cell
-from ..verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES, RULE_DATES, Judgement, ours_text
-from ..verdicts.literature import LiteratureFinding
-from ..verdicts.literature import markdown as literature_markdown
+from ..verdicts.claims.tables import JUDGED_ON, RECONSTRUCTED, columns, in_views, view_cell
+from ..verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES, RULE_DATES, ours_text
 
 COLOURS = {REPLICATES: "#1a7f37", PARTLY: "#9a6700", FAILS: "#cf222e", NOT_TESTED: "#57606a"}
 CELL = "text-align: left; vertical-align: top; white-space: normal"
@@ -57,44 +54,21 @@ class VerdictTable:
         return markdown(self.findings)
 
     def _repr_html_(self) -> str:
+        judged_on = [JUDGED_ON] if in_views(self.findings) else []  # no column where every finding is on all prompts
         views = columns(self.findings)
-        head = ["claim", "the paper", "ours (95% CI)", "N", "verdict", JUDGED_ON, "why, in short", *(VIEWS[k].title for k in views)]
-        rows = "".join(f"<tr>{_cell(f'<b>{f.id}</b>: ' + html.escape(f.claim))}{_cell(html.escape(f.paper))}"
-                       f"{_cell(_with_unit(f, f.unit))}"
+        head = ["claim", "the paper", "ours (95% CI)", "N", "verdict", *judged_on, "why, in short", *(VIEWS[k].title for k in views)]
+        rows = "".join(f"<tr>{_cell(f'<b>{f.id}</b>: ' + html.escape(f.claim))}{_cell(_paper(f))}"
+                       f"{_cell(_with_unit(f))}"
                        f"{_cell('-' if f.n is None else str(f.n))}"
                        f"{_cell(f'<b>{html.escape(f.verdict)}</b>', f'color: {COLOURS[f.verdict]}')}"
-                       f"{_cell(html.escape(VIEWS[f.view].title))}{_cell(html.escape(short_reason(f.why)))}"
+                       + "".join(_cell(html.escape(VIEWS[f.view].title)) for _ in judged_on)
+                       + _cell(html.escape(short_reason(f.why)))
                        + "".join(_cell(html.escape(view_cell(f, k))) for k in views) + "</tr>"
                        for f in self.findings)
         reasons = "".join(f"<li><b>{f.id}</b> ({html.escape(f.verdict)}): {html.escape(f.why)}. "
                           f"<i>Rule</i>: {html.escape(CLAIMS[f.id].rule)}. "
                           f"<i>Paper</i>: {html.escape(f.source)}.</li>" for f in self.findings)
         return _table(head, rows, reasons, [(f.id, CLAIMS[f.id].set_on) for f in self.findings])
-
-
-@dataclass(frozen=True)
-class LiteratureTable:
-    """The literature's claims judged (`verdicts.literature.judged`) as a notebook shows them: as
-    `VerdictTable`, with whether our measure reconstructs the paper's; its markdown elsewhere."""
-
-    findings: Sequence[LiteratureFinding]
-
-    def __repr__(self) -> str:
-        return literature_markdown(self.findings)
-
-    def _repr_html_(self) -> str:
-        head = ["claim", "the paper", "ours (95% CI)", "N", "verdict", "why, in short"]
-        rows = "".join(
-            f"<tr>{_cell(f'<b>{f.id}</b>: ' + html.escape(f.claim.claim))}"
-            f"{_cell(html.escape(f.claim.paper) + (' <i>(our reconstruction)</i>' if f.claim.reconstructed else ''))}"
-            f"{_cell(_with_unit(f.judgement, f.claim.unit))}"
-            f"{_cell('-' if f.judgement.n is None else str(f.judgement.n))}"
-            f"{_cell(f'<b>{html.escape(f.verdict)}</b>', f'color: {COLOURS[f.verdict]}')}"
-            f"{_cell(html.escape(short_reason(f.judgement.why)))}</tr>" for f in self.findings)
-        reasons = "".join(f"<li><b>{f.id}</b> ({html.escape(f.verdict)}): {html.escape(f.judgement.why)}. "
-                          f"<i>Rule</i>: {html.escape(f.claim.rule)}. "
-                          f"<i>Source</i>: {html.escape(f.claim.holds)}.</li>" for f in self.findings)
-        return _table(head, rows, reasons, [(f.id, f.claim.set_on) for f in self.findings])
 
 
 def _table(head: Sequence[str], rows: str, reasons: str, dates: Sequence[tuple[str, str]]) -> str:
@@ -107,11 +81,16 @@ def _table(head: Sequence[str], rows: str, reasons: str, dates: Sequence[tuple[s
             f"<details><summary>{RULE_DATES}</summary><ul>{dated}</ul></details>")
 
 
-def _with_unit(j: Judgement | Finding, unit: str) -> str:
+def _with_unit(f: Finding) -> str:
     """Our number, its interval and its unit (in grey under them) as a cell's HTML."""
-    if j.ours is None:
+    if f.ours is None:
         return "-"
-    return f'{html.escape(ours_text(j))}<br><span style="color: #57606a">{html.escape(unit)}</span>'
+    return f'{html.escape(ours_text(f))}<br><span style="color: #57606a">{html.escape(f.unit)}</span>'
+
+
+def _paper(f: Finding) -> str:
+    """The paper's number as a cell's HTML, marked in italics where our measure is our reconstruction."""
+    return html.escape(f.paper) + (f" <i>{RECONSTRUCTED}</i>" if CLAIMS[f.id].reconstructed else "")
 
 
 def _cell(inner: str, style: str = "") -> str:

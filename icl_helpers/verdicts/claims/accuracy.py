@@ -9,7 +9,8 @@ from ...studies.accuracy import table2_cells
 from ..evidence import WORD, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement
 from ..rules import Clusters
-from .claim import FIRST_RULES, RECENCY_CONTROL, V1, Claim, register
+from .registry import EACH_CLASS, OURS, Claim, register
+from .sources import FIRST_RULES, RECENCY_CONTROL, V1
 
 TABLE2 = {"cell": 0.8, "pooled": 0.5}
 
@@ -43,7 +44,7 @@ register(Claim(id="table2", claim="GPT-2 large learns the word tasks in context 
                rule="replicates: top-1 >= {cell:.0%} in every cell; partly: pooled top-1 >= {pooled:.0%} otherwise; does not "
                     "replicate: pooled top-1 below {pooled:.0%}",
                source=f"{V1}, Section 4.1, Table 2 (l. 394-403); 'GPT2 large can classify the words by ICL' (l. 445)",
-               set_on=FIRST_RULES, unit="share of prompts, top-1", find=table2, notebooks=("01",), thresholds=TABLE2))
+               set_on=FIRST_RULES, unit="share of prompts, top-1", find=table2, notebooks=("01",), clusters=EACH_CLASS, thresholds=TABLE2))
 
 
 TABLE2_CONTROL = {"false_nearest": 0.5}
@@ -67,7 +68,7 @@ def table2_control(s: Evidence) -> Judgement:
     return judge_table2_control(torch.cat(hits).flatten(), s.clusters(WORD).repeat_interleave(hits[0].shape[1]))
 
 
-register(Claim(id="table2_control", claim="Our control: the model still names the true label when a false demonstration is "
+register(Claim(id="table2_control", whose=OURS, claim="Our control: the model still names the true label when a false demonstration is "
                                           "nearest the input",
                paper="not tested: the paper's prompts put the true demonstrations nearest the input (l. 421)",
                rule="replicates: top-1 on the recency family's prompts whose nearest demonstration is false has its 95% CI at "

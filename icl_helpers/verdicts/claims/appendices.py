@@ -14,7 +14,8 @@ from .. import rules
 from ..evidence import FIRST, NO_SENTENCE_DATA, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, not_tested
 from ..rules import RANDOM_DRAWS, Clusters
-from .claim import FLOW, RESTATED, SENTENCE_ONLY, V1, Claim, register
+from .registry import SENTENCE_ONLY, Claim, register
+from .sources import FLOW, RESTATED, V1
 
 
 def stand_in(m: ICLModel) -> str:

@@ -14,7 +14,9 @@ from .. import rules
 from ..evidence import WORD, Evidence
 from ..judgement import Judgement, all_hold
 from ..rules import Clusters
-from .claim import FLOW, RESTATED, V1, Claim, register
+from ..whose import OURS
+from .registry import Claim, register
+from .sources import FLOW, RESTATED, V1
 
 
 def word_attention(s: Evidence, dataset: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -53,7 +55,7 @@ def fig6_control(s: Evidence) -> Judgement:
     return judge_truth_control(s.effects(tuple(WORD)))
 
 
-register(Claim(id="fig6_control", claim="Our control: a label gets more attention for being true, at equal distance from "
+register(Claim(id="fig6_control", whose=OURS, claim="Our control: a label gets more attention for being true, at equal distance from "
                                         "the input (the recency family)",
                paper="not separated: the paper's true labels are always nearest the input (l. 421)",
                rule="replicates: the truth effect (attention a label position gets for being true, at equal distance) is at "

@@ -17,7 +17,9 @@ from ...studies.ablation import AblationRuns, one_percent
 from ..evidence import FIRST, NO_SENTENCE_DATA, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, not_tested
 from ..rules import Clusters
-from .claim import ABSTRACT_ONLY, EMNLP, OUR_THRESHOLDS, RESTATED, SENTENCE_ONLY, WITH_HELD_OUT, Claim, register
+from ..whose import OURS
+from .registry import SENTENCE_ONLY, Claim, register
+from .sources import ABSTRACT_ONLY, EMNLP, OUR_THRESHOLDS, RESTATED, WITH_HELD_OUT
 
 SOURCE = f"{EMNLP}, abstract, its numbers 'on sentence classification tasks'; {ABSTRACT_ONLY}"
 SENTENCES_UNSEEN = "its data on the sentence datasets had not been computed on any model"
@@ -105,31 +107,31 @@ register(Claim(id="causal", claim="Intervening in 1% of the heads, the in-contex
                     "top-1 falls to at most {fraction:.0%} of the plain top-1 and the top-1 lost has its 95% CI at or above "
                     "{min_drop:.0%} of the prompts (points); partly: the top-1 lost has its CI at or above {min_drop:.0%}; "
                     "does not replicate: otherwise",
-               source=SOURCE, set_on=CAUSAL_SET, unit="share of prompts, top-1 lost with the heads ablated",
+               source=SOURCE, reconstructed=True, set_on=CAUSAL_SET, unit="share of prompts, top-1 lost with the heads ablated",
                find=causal("sentence"), notebooks=("08",), reads=SENTENCE_ONLY, thresholds=CAUSAL))
 
 
-register(Claim(id="causal_random", claim="Our control: as many layer-matched random heads ablated cost far less top-1 than "
+register(Claim(id="causal_random", whose=OURS, claim="Our control: as many layer-matched random heads ablated cost far less top-1 than "
                                          "the in-context heads (sentence datasets)",
                paper="not in the abstract",
                rule="in causal's runs: replicates: top-1 with the in-context heads ablated lies below the "
                     "{percentile}th percentile of {RANDOM_DRAWS} layer-matched random draws, and the draws' mean top-1 "
                     "minus it has its 95% CI at or above {min_gap:.0%} of the prompts (points); partly: that gap's CI is "
                     "at or above {min_gap:.0%}; does not replicate: otherwise",
-               source=f"ours, beside {SOURCE}", set_on=CAUSAL_SET, unit="share of prompts, random heads' top-1 minus ours",
+               source=f"ours, beside {SOURCE}", reconstructed=True, set_on=CAUSAL_SET, unit="share of prompts, random heads' top-1 minus ours",
                find=causal("sentence", control=True), notebooks=("08",), reads=SENTENCE_ONLY, thresholds=CAUSAL_RANDOM))
 
 
-register(Claim(id="causal_top", claim="Our row: the causal check with the top {K} in-context heads ablated (sentence datasets)",
+register(Claim(id="causal_top", whose=OURS, claim="Our row: the causal check with the top {K} in-context heads ablated (sentence datasets)",
                paper="not in the abstract",
-               rule="the causal rule with the top {K} heads", source=f"ours, beside {SOURCE}", set_on=CAUSAL_SET,
+               rule="the causal rule with the top {K} heads", source=f"ours, beside {SOURCE}", reconstructed=True, set_on=CAUSAL_SET,
                unit="share of prompts, top-1 lost with the heads ablated", find=causal("sentence", top=True),
                notebooks=("08",), reads=SENTENCE_ONLY, thresholds=CAUSAL))
 
 
-register(Claim(id="causal_words", claim="Our row: the causal check on the word datasets",
+register(Claim(id="causal_words", whose=OURS, claim="Our row: the causal check on the word datasets",
                paper="not in the abstract: its numbers are on sentence classification tasks",
-               rule="the causal rule on the two word datasets pooled", source=f"ours, beside {SOURCE}",
+               rule="the causal rule on the two word datasets pooled", source=f"ours, beside {SOURCE}", reconstructed=True,
                set_on=f"{RESTATED}; its data split by record had been shown by the earlier reports, split by input it had "
                       "not been computed",
                unit="share of prompts, top-1 lost with the heads ablated", find=causal("word"), notebooks=("08",),
@@ -229,17 +231,17 @@ def register_bias(measure: str, bias_name: str, method: str, cost: str, rule: di
     reduction on the word dataset FIRST (`measure`_bias_words)."""
     register(Claim(id=f"{measure}_bias", claim=f"The proposed method reduces {bias_name} on sentence classification tasks "
                                                f"(EMNLP abstract; the method rebuilt as {method} in the in-context heads)",
-                   paper="reduced by {paper:.0%}", rule=BIAS_RULE, source=SOURCE, set_on=BIAS_SET,
+                   paper="reduced by {paper:.0%}", rule=BIAS_RULE, source=SOURCE, reconstructed=True, set_on=BIAS_SET,
                    unit="relative reduction of the bias rate", find=bias(measure, rule),
                    notebooks=("08",), reads=SENTENCE_ONLY, thresholds=rule, views=WITH_HELD_OUT))
-    register(Claim(id=f"{measure}_cost", claim=f"Our control: {cost} at most {{points:.0%}} of top-1 on "
+    register(Claim(id=f"{measure}_cost", whose=OURS, claim=f"Our control: {cost} at most {{points:.0%}} of top-1 on "
                                                "standard prompts (sentence datasets)",
-                   paper="not in the abstract", rule=COST_RULE, source=f"ours, beside {SOURCE}", set_on=COST_SET,
+                   paper="not in the abstract", rule=COST_RULE, source=f"ours, beside {SOURCE}", reconstructed=True, set_on=COST_SET,
                    unit="share of prompts, top-1 lost", find=bias_cost(measure), notebooks=("08",), reads=SENTENCE_ONLY,
                    thresholds=BIAS_COST, views=WITH_HELD_OUT))
-    register(Claim(id=f"{measure}_bias_words", claim=f"Our row: {measure}_bias on the word dataset {FIRST}",
+    register(Claim(id=f"{measure}_bias_words", whose=OURS, claim=f"Our row: {measure}_bias on the word dataset {FIRST}",
                    paper="not in the abstract: its numbers are on sentence classification tasks",
-                   rule=f"{measure}_bias's rule on {FIRST}, in its in-context heads", source=f"ours, beside {SOURCE}",
+                   rule=f"{measure}_bias's rule on {FIRST}, in its in-context heads", source=f"ours, beside {SOURCE}", reconstructed=True,
                    set_on=WORD_BIAS_SET, unit="relative reduction of the bias rate",
                    find=bias(measure, rule, "word"), notebooks=("08",), thresholds=rule, views=WITH_HELD_OUT))
 

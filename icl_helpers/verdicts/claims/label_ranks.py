@@ -15,7 +15,8 @@ from .. import rules
 from ..evidence import FIRST, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement
 from ..rules import RANDOM_DRAWS, Clusters
-from .claim import FLOW, RESTATED, V1, Claim, register
+from .registry import Claim, register
+from .sources import FLOW, RESTATED, V1
 
 
 def fig5(s: Evidence) -> Judgement:

@@ -13,7 +13,8 @@ from ...stats import bootstrap_ci, unweighted, weighted_ci
 from ..evidence import FIRST, WORD, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, not_tested
 from ..rules import Clusters, K
-from .claim import BOTH, LOCATED, RESTATED, SENTENCE_ONLY, V1, Claim, register
+from .registry import BOTH, SENTENCE_ONLY, Claim, register
+from .sources import LOCATED, RESTATED, V1
 
 
 def deeper_half(L: int) -> int:

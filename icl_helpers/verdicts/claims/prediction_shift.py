@@ -15,7 +15,9 @@ from ...studies.runner import prompt_set
 from ..evidence import NO_SENTENCE_DATA, VARIANTS, WORD, Evidence
 from ..judgement import Judgement, Unjudgeable, all_hold, not_tested
 from ..rules import Clusters
-from .claim import ABSTRACT_ONLY, EMNLP, FLOW, RESTATED, SENTENCE_ONLY, Claim, register
+from ..whose import OURS
+from .registry import SENTENCE_ONLY, Claim, register
+from .sources import ABSTRACT_ONLY, EMNLP, FLOW, RESTATED
 
 PREDICTION_SHIFT = {"min_change": 0.01}
 
@@ -101,7 +103,7 @@ register(Claim(id="prediction_shift", claim="The prediction shift from 'foo' to 
                     "prediction did not move are shown beside, their change toward the other label against the moved "
                     "pairs'. The rule judges the attention moving with the prediction, not the cause the abstract names; "
                     "the prompt variants that move the predictions are ours (the abstract does not say what moved them)",
-               source=f"{EMNLP}, abstract; {ABSTRACT_ONLY}",
+               source=f"{EMNLP}, abstract; {ABSTRACT_ONLY}", reconstructed=True,
                set_on=f"{RESTATED}; the attention split by whether the prediction moved had not been computed on any model "
                       "(fig8's and fig9's sums over all records had been shown by the earlier reports)",
                unit="change of summed attention on the label the prediction left", find=prediction_shift,
@@ -112,10 +114,10 @@ def prediction_shift_word(s: Evidence) -> Judgement:
     return prediction_shift_finding(s, WORD)
 
 
-register(Claim(id="prediction_shift_word", claim="Our row: the prediction shift on the word datasets",
+register(Claim(id="prediction_shift_word", whose=OURS, claim="Our row: the prediction shift on the word datasets",
                paper="not in the abstract: its claims are on sentence classification",
                rule=f"the prediction_shift rule on the word datasets, each in its top {{K}} heads: {PREDICTION_SHIFT_RULE}",
-               source=f"ours, beside {EMNLP}, abstract; {ABSTRACT_ONLY}",
+               source=f"ours, beside {EMNLP}, abstract; {ABSTRACT_ONLY}", reconstructed=True,
                set_on=f"{RESTATED}; the attention split by whether the prediction moved had not been computed on any model",
                unit="change of summed attention on the label the prediction left", find=prediction_shift_word,
                notebooks=("05", "06"), thresholds=PREDICTION_SHIFT, views=FLOW))

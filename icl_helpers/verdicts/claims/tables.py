@@ -1,6 +1,7 @@
-"""Findings shown: `table` (a DataFrame, one row a claim) and `markdown` (the table, each tested claim's
-why and rule, then when each rule was set), with the view each headline is judged on in a column of its own
-and the judgements in each claim's other views (`evidence.VIEWS`) beside it."""
+"""Findings shown, of any claim (the paper's, ours, the literature's): `table` (a DataFrame, one row a claim)
+and `markdown` (the table, each tested claim's why and rule, then when each rule was set), with the view each
+headline is judged on in a column of its own and the judgements in each claim's other views
+(`evidence.VIEWS`) beside it, where any finding is judged in a view besides all prompts."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -8,10 +9,11 @@ from typing import Sequence
 import pandas as pd
 
 from ...stats import DRAWS, LEVEL, MIN_CLUSTERS
-from ..evidence import VIEWS
+from ..evidence import ALL, VIEWS
 from ..judgement import Judgement, ours_text, rule_dates
-from .claim import CLAIMS, Finding
+from .registry import CLAIMS, Finding
 
+RECONSTRUCTED = "(our reconstruction)"  # after the paper's number where our measure rebuilds the paper's
 HEADLINE = "(the headline)"  # a view's cell where the claim's headline is judged in that view
 JUDGED_ON = "judged on"  # the column naming the view of each claim's headline
 
@@ -21,16 +23,29 @@ def columns(findings: Sequence[Finding]) -> list[str]:
     return [key for key in VIEWS if any(key in f.views for f in findings)]
 
 
+def in_views(findings: Sequence[Finding]) -> bool:
+    """Whether any finding is judged in a view besides all prompts: then a table names each headline's view (JUDGED_ON)."""
+    return any(f.view != ALL.key or f.views for f in findings)
+
+
+def paper_cell(f: Finding) -> str:
+    """The paper's number, marked where our measure of it is our reconstruction (`Claim.reconstructed`)."""
+    return f.paper + (f" {RECONSTRUCTED}" if CLAIMS[f.id].reconstructed else "")
+
+
 def view_cell(f: Finding, key: str) -> str:
     """Finding f's judgement in view `key` as a table cell (`view_text`), or HEADLINE where it is f's headline's view."""
     return HEADLINE if key == f.view else view_text(f.views.get(key))
 
 
 def table(findings: Sequence[Finding]) -> pd.DataFrame:
-    """One row a claim: claim, paper, ours (CI), N, verdict in the claim's headline view, the view it
-    is judged on (JUDGED_ON), and a column for each other view any finding is judged in (`VIEWS`)."""
-    rows = [{"claim": f.claim, "paper": f.paper, "ours (95% CI)": ours_text(f), "N": f.n, "verdict": f.verdict,
-             JUDGED_ON: VIEWS[f.view].title} | {VIEWS[key].title: view_cell(f, key) for key in columns(findings)}
+    """One row a claim: claim, paper, ours (CI), N, verdict in the claim's headline view, and where any finding
+    is judged in another view (`in_views`), the view it is judged on (JUDGED_ON) and a column for each other
+    view any finding is judged in (`VIEWS`)."""
+    shown = in_views(findings)
+    rows = [{"claim": f.claim, "paper": paper_cell(f), "ours (95% CI)": ours_text(f), "N": f.n, "verdict": f.verdict}
+            | ({JUDGED_ON: VIEWS[f.view].title} | {VIEWS[key].title: view_cell(f, key) for key in columns(findings)}
+               if shown else {})
             for f in findings]
     return pd.DataFrame(rows, index=[f.id for f in findings])
 
@@ -55,16 +70,21 @@ def intro(n: int, sentence_n: int | None, seed: int) -> str:
             "the data it judges had been read then, is listed after the reasons.")
 
 
+def row(cells: Sequence[str]) -> str:
+    """A markdown table row of `cells`."""
+    return "| " + " | ".join(cells) + " |"
+
+
 def markdown(findings: Sequence[Finding]) -> str:
-    """The findings as one markdown table (claim, paper, ours (CI), N, verdict, the view it is judged on,
-    then each other view's judgement), each tested claim's why and rule with its other views' whys, then
-    when each rule was set (`Claim.set_on`)."""
-    keys = columns(findings)
-    rows = [f"| id | claim | paper | ours (95% CI) | N | verdict | {JUDGED_ON} | {' | '.join(VIEWS[k].title for k in keys)} |",
-            "|---|---|---|---|---|---|---|" + "---|" * len(keys)]
-    rows += [f"| {f.id} | {f.claim} | {f.paper} | {ours_text(f)} | {f.n if f.n is not None else '-'} | {f.verdict} | "
-             f"{VIEWS[f.view].title} | " + " | ".join(view_cell(f, key) for key in keys) + " |" for f in findings]
-    why = [f"- **{f.id}** ({f.verdict}{'' if f.view == 'all' else ', ' + VIEWS[f.view].title}): {f.why}. "
+    """The findings as one markdown table (claim, paper, ours (CI), N, verdict, and where any finding is judged
+    in another view, the view it is judged on and each other view's judgement), each tested claim's why and rule
+    with its other views' whys, then when each rule was set (`Claim.set_on`)."""
+    keys, shown = columns(findings), in_views(findings)
+    views = [JUDGED_ON, *(VIEWS[k].title for k in keys)] if shown else []
+    rows = [row(["id", "claim", "paper", "ours (95% CI)", "N", "verdict", *views]), "|---|---|---|---|---|---|" + "---|" * len(views)]
+    rows += [row([f.id, f.claim, paper_cell(f), ours_text(f), "-" if f.n is None else str(f.n), f.verdict,
+                  *([VIEWS[f.view].title, *(view_cell(f, key) for key in keys)] if shown else [])]) for f in findings]
+    why = [f"- **{f.id}** ({f.verdict}{'' if f.view == ALL.key else ', ' + VIEWS[f.view].title}): {f.why}. "
            f"Rule: {CLAIMS[f.id].rule}. Paper: {f.source}."
            + "".join(f" {VIEWS[key].title.capitalize()} ({j.verdict}): {j.why}." for key, j in f.views.items())
            for f in findings if f.ours is not None]

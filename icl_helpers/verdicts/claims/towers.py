@@ -14,7 +14,9 @@ from .. import rules
 from ..evidence import WORD, Evidence, agnews_rows
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, not_tested
 from ..rules import RANDOM_DRAWS, Clusters
-from .claim import FLOW, OUR_THRESHOLDS, RESTATED, SENTENCE_ONLY, V1, Claim, register
+from ..whose import OURS
+from .registry import SENTENCE_ONLY, Claim, register
+from .sources import FLOW, OUR_THRESHOLDS, RESTATED, V1
 
 # top: the tokens the paper lists for one vector (Table 1's last query 15, its input's "one" 14th; Table 3's keys 16);
 # share: most of the vectors; ratio: an own word's MRR at least twice the other demonstrations' (keys)
@@ -145,7 +147,7 @@ def two_towers_attention_key(s: Evidence) -> Judgement:
     return word_towers(s, "key_attention", None)
 
 
-register(Claim(id="two_towers_attention_key", claim="Our row: the label keys as the attention outputs written into the "
+register(Claim(id="two_towers_attention_key", whose=OURS, claim="Our row: the label keys as the attention outputs written into the "
                                                     "label position alone carry their own demonstration",
                paper="the paper's label key is the key projection's input (l. 279); this row takes x_l less the embedding "
                      "and every earlier FFN output, the reading the earlier reports judged",
@@ -160,7 +162,7 @@ def two_towers_unrotated(s: Evidence) -> Judgement:
     return word_towers(s, None, "query")
 
 
-register(Claim(id="two_towers_unrotated", claim="Our row: the last query as it is, unturned, carries the input",
+register(Claim(id="two_towers_unrotated", whose=OURS, claim="Our row: the last query as it is, unturned, carries the input",
                paper="the paper's GPT-2 turns no query (l. 279's q W_K); on a rotary model the vector a label's key is "
                      "scored against is the query turned by the label's distance (two_towers' reading)",
                rule="the query parts of the two_towers rule on q W_K, one vector a head: " + TOWERS_CRITERIA + ": " +
@@ -294,7 +296,7 @@ def metric(s: Evidence) -> Judgement:
     return judge_metric(torch.cat(score), torch.cat(similarity), s.clusters(WORD))
 
 
-register(Claim(id="metric", claim="Our extension: at a fixed position, a label's query-key score rises with its "
+register(Claim(id="metric", whose=OURS, claim="Our extension: at a fixed position, a label's query-key score rises with its "
                                    "demonstration's similarity to the input (the metric the two towers learn)",
                paper="argued from one prompt (Table 1, l. 389-391; Table 3's Liverpool, l. 1300), not measured",
                rule="in each word dataset's top {K} heads, the Spearman correlation over (prompt, head, label position) of the "

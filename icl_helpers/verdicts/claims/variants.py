@@ -15,7 +15,9 @@ from ...studies.runner import PromptSet, prompt_set
 from ..evidence import FIRST, NO_SENTENCE_DATA, VARIANTS, WORD, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, all_hold, not_tested, together
 from ..rules import Clusters, judge_at_least
-from .claim import FLOW, OUR_THRESHOLDS, RESTATED, SENTENCE_ONLY, V1, Claim, register
+from ..whose import OURS
+from .registry import SENTENCE_ONLY, Claim, register
+from .sources import FLOW, OUR_THRESHOLDS, RESTATED, V1
 
 
 def _change(before: tuple[torch.Tensor, torch.Tensor], after: tuple[torch.Tensor, torch.Tensor]):
@@ -120,7 +122,7 @@ def fig9_control(s: Evidence) -> Judgement:
     return judge_distance_control(s.effects(tuple(WORD)))
 
 
-register(Claim(id="fig9_control", claim="Our control: a label gets more attention for being nearest the input, at equal "
+register(Claim(id="fig9_control", whose=OURS, claim="Our control: a label gets more attention for being nearest the input, at equal "
                                         "truth (the recency family)",
                paper="the paper's account of the order effect: labels also take in adjacent tokens (l. 549-551)",
                rule="replicates: the distance effect (nearest minus farthest label position, at equal truth) is at least "
@@ -202,7 +204,7 @@ def fig10_per_label(s: Evidence) -> Judgement:
     return shared_head_finding(s, "imbalanced", FIG10, per_label=True)
 
 
-register(Claim(id="fig10_per_label", claim="Our row: imbalanced prompts, the attention a true-label position gets, in the "
+register(Claim(id="fig10_per_label", whose=OURS, claim="Our row: imbalanced prompts, the attention a true-label position gets, in the "
                                            "heads both word datasets rank top (Fig. 10 read per label)",
                paper="as fig10, if 'the true labels' attention weights' (l. 644) are each label's: up only in 21-19; down 'a "
                      "lot' in 19-11, 20-11, 22-0, 24-13, 27-16",
@@ -243,7 +245,7 @@ def fig8_9_sentences(s: Evidence) -> Judgement:
     return judge_fig8_9_sentences(*(variant_finding(s, v, s.sentence) for v in VARIANTS))
 
 
-register(Claim(id="fig8_9_sentences", claim="Our extension: Figs. 8 and 9 on the sentence datasets",
+register(Claim(id="fig8_9_sentences", whose=OURS, claim="Our extension: Figs. 8 and 9 on the sentence datasets",
                paper="not in the paper: its Figs. 8-11 are on sentiment/number",
                rule="the fig8 and fig9 rules, each with its minimum effects, on the sentence datasets pooled: replicates if "
                     "both replicate; does not replicate if neither does at least partly; partly otherwise",

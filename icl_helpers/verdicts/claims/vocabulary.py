@@ -16,7 +16,9 @@ from .. import rules
 from ..evidence import FIRST, Evidence, agnews_rows, example
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, all_hold
 from ..rules import TOP, Clusters
-from .claim import FLOW, OVER_N, RESTATED, SENTENCE_ONLY, V1, Claim, register
+from ..whose import OURS
+from .registry import SENTENCE_ONLY, Claim, register
+from .sources import FLOW, OVER_N, RESTATED, V1
 
 TABLE1 = {"values": 0.5, "heads": 0.5}  # a head passes where half its label values show a related concept; half the heads
 STRICT = {"share": 0.5}  # the earlier rule: the top head's prompts whose every label value ranks its own token
@@ -130,7 +132,7 @@ STRICT_RULE = ("replicates: in the top head, the share of prompts whose every la
                "(exactly, e.g. ' bar') among the top {TOP} of the vocabulary has its 95% CI above {share:.0%}; partly: "
                "not in the top head, but in one of the top 5; does not replicate: in none of the top 5")
 
-register(Claim(id="table1_strict", claim="Our row: Table 1's label values in the top head alone, by the label's exact token, "
+register(Claim(id="table1_strict", whose=OURS, claim="Our row: Table 1's label values in the top head alone, by the label's exact token, "
                                          "every label value of a prompt",
                paper="head 22-0 lists BAR, Bar for 'bar' (l. 332-335), not the exact token",
                rule=STRICT_RULE, source=f"ours, beside {V1}, Section 3.2, Table 1 (l. 331-351, l. 389)", set_on=OVER_N,
@@ -170,7 +172,7 @@ def table3_strict(s: Evidence) -> Judgement:
     return judge_strict(strict_hits(s, "agnews", rows), s.heads("agnews")[:5], where, s.inputs("agnews")[rows])
 
 
-register(Claim(id="table3_strict", claim="Our row: Table 3's label values in the top head alone, by the label's exact token, "
+register(Claim(id="table3_strict", whose=OURS, claim="Our row: Table 3's label values in the top head alone, by the label's exact token, "
                                          "every label value of a prompt",
                paper="head 23-13, one prompt: the bar values list BAR, Bar and bar among other words (l. 1273-1276)",
                rule="on the AG News prompts (headlined on those the model predicts correctly), " + STRICT_RULE,

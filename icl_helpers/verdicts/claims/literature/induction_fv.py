@@ -8,11 +8,12 @@ from typing import Callable
 
 import torch
 
-from ...core.heads import head_name, top_heads
-from ...stats import bootstrap_ci, mean_ci
-from ...studies.head_sets import FV, INDUCTION, PREFIX, HeadSetStudy, chance_overlap, exclusive
-from ..judgement import Judgement, Unjudgeable, all_hold
-from .claim import CROSBIE, OLSSON, YIN, LiteratureClaim, at_sizes, hits, register
+from ....core.heads import head_name, top_heads
+from ....stats import bootstrap_ci, mean_ci
+from ....studies.head_sets import FV, INDUCTION, PREFIX, HeadSetStudy, chance_overlap, exclusive
+from ...judgement import Judgement, Unjudgeable, all_hold
+from ..registry import NO_PROMPTS, register
+from .sources import CROSBIE, OLSSON, YIN, at_sizes, hits, literature_claim
 
 INDUCTION_EXIST = {"score": 0.3, "margin": 0.1}
 
@@ -31,19 +32,18 @@ def judge_induction_exist(study: HeadSetStudy) -> Judgement:
                      f"{float(score.max()):.3f}; no interval (each score averages the random sequences)")
 
 
-register(LiteratureClaim(
-    id="induction_exist",
+register(literature_claim(
+    id="induction_exist", reconstructed=True,
     claim="Induction heads exist in these models: heads whose attention from the second occurrence of a token goes "
           "to the token that followed its first occurrence",
     paper=f"{OLSSON}: induction heads in every model studied (small attention-only models to large ones)",
-    holds="only the paper's opening is at hand; the score is TransformerLens's stripe score (its code read: alpha(i, "
+    source="only the paper's opening is at hand; the score is TransformerLens's stripe score (its code read: alpha(i, "
           "i - n + 1) on BOS + R + R), our null (BOS + R + R', no id shared) and threshold are ours",
-    reconstructed=True,
     rule="replicates where at least one head's stripe score is at least {score} and exceeds the largest null score "
          "of any head by {margin}; partly where some head exceeds the null's bar but none reaches {score}; does not "
          "replicate otherwise",
     unit="largest stripe score (attention, at most 1)",
-    judge=judge_induction_exist, thresholds=INDUCTION_EXIST, reads_prompts=False))
+    find=judge_induction_exist, thresholds=INDUCTION_EXIST, reads=NO_PROMPTS))
 
 
 FV_OVER_INDUCTION = {"min_gap": 0.05}
@@ -71,22 +71,21 @@ def judge_fv_over_induction(study: HeadSetStudy) -> Judgement:
                      f"top-k function-vector heads, on {len(pooled.inputs)} EVAL prompts ({pooled.plain.top1:.1%} plain)")
 
 
-register(LiteratureClaim(
+register(literature_claim(
     id="fv_over_induction",
     claim="Ablating function-vector heads hurts few-shot accuracy more than ablating induction heads, at equal numbers "
           "of heads",
     paper=f"{YIN}: FV ablation far more harmful than induction ablation in 12 models (Pythia 70M-6.9B, GPT-2, Llama 2 "
           "7B), the gap growing with size",
-    holds="its code read (mean ablation of z at the last token, FV score = Todd et al.'s AIE, induction = "
+    source="its code read (mean ablation of z at the last token, FV score = Todd et al.'s AIE, induction = "
           "TransformerLens's detect_head); its figures' values are not at hand. Ours: top-1 over the vocabulary on our "
           "foo/bar prompts (theirs: F1 of 5 generated tokens on 19 held-out tasks), means pooled over both label "
           "mappings, induction by the stripe score",
-    reconstructed=False,
     rule="at each size (the paper's share of heads, then 20), the paired difference (induction ablated minus FV "
          "ablated, top-1) has its 95% interval above 0 and is at least {min_gap}: replicates at both sizes, partly at "
          "one, does not replicate at neither (Yin's gap grows with size: at 72-336 heads a small one fits their trend)",
     unit="top-1 difference, induction-ablated minus FV-ablated",
-    judge=judge_fv_over_induction, thresholds=FV_OVER_INDUCTION))
+    find=judge_fv_over_induction, thresholds=FV_OVER_INDUCTION))
 
 
 def judge_fv_over_induction_excluded(study: HeadSetStudy) -> Judgement:
@@ -98,19 +97,18 @@ def judge_fv_over_induction_excluded(study: HeadSetStudy) -> Judgement:
                      f"{len(pooled.inputs)} EVAL prompts")
 
 
-register(LiteratureClaim(
+register(literature_claim(
     id="fv_over_induction_excluded",
     claim="With the other type's top heads excluded, ablating function-vector heads still hurts few-shot accuracy "
           "more than ablating induction heads (the gap is not carried by heads of both types)",
     paper=f"{YIN}: with exclusion, induction-only ablation is close to random, FV-only ablation still hurts",
-    holds="its code read (exclusion: drop the other score's top 2% from the ranking, then take the top f); ours "
+    source="its code read (exclusion: drop the other score's top 2% from the ranking, then take the top f); ours "
           "drops the other score's top K (the largest set studied), so each exclusive set shares no head with any "
           "set of the other type",
-    reconstructed=False,
     rule="as fv_over_induction, on the exclusive sets: at each size the paired difference has its 95% interval above "
          "0 and is at least {min_gap}",
     unit="top-1 difference, exclusive induction minus exclusive FV",
-    judge=judge_fv_over_induction_excluded, thresholds=FV_OVER_INDUCTION))
+    find=judge_fv_over_induction_excluded, thresholds=FV_OVER_INDUCTION))
 
 
 NEAR_ZERO_SHOT = {"lost": 0.5}
@@ -141,21 +139,20 @@ def judge_near_zero_shot(study: HeadSetStudy) -> Judgement:
                      f"draws; beyond random {float(effect.mean()):+.3f} ({beyond[0]:+.3f} to {beyond[1]:+.3f})")
 
 
-register(LiteratureClaim(
-    id="induction_near_zero_shot",
+register(literature_claim(
+    id="induction_near_zero_shot", reconstructed=True,
     claim="Ablating a few percent of heads, the top induction (prefix-matching) heads, pulls few-shot accuracy "
           "down to about zero-shot, and far more than ablating random heads",
     paper=f"{CROSBIE}: 1% and 3% of heads by prefix-matching score, in Llama-3-8B and InternLM2-20B; few-shot NLP "
           "accuracy falls to about zero-shot; random heads far less",
-    holds="its abstract and code read (prefix-matching score on four copies of random ids; mean ablation of the "
+    source="its abstract and code read (prefix-matching score on four copies of random ids; mean ablation of the "
           "heads' Q, K and V at every position from 500 MNLI sequences); ours ablates z at the last position only with "
           "the SCORE prompts' mean, at the paper's share of heads (about 3%): a reconstruction",
-    reconstructed=True,
     rule="replicates where the share of the few-shot gain over zero-shot lost (top-1) has its 95% interval at or "
          "above {lost} and the set costs more than its layer-matched random draws (the per-prompt difference's "
          "interval below 0); partly where one holds; does not replicate where neither",
     unit="share of the few-shot gain over zero-shot lost",
-    judge=judge_near_zero_shot, thresholds=NEAR_ZERO_SHOT))
+    find=judge_near_zero_shot, thresholds=NEAR_ZERO_SHOT))
 
 
 DISTINCT = {"p": 0.05}
@@ -171,18 +168,17 @@ def judge_distinct(study: HeadSetStudy) -> Judgement:
     return at_sizes(study, part, None, f"heads the top-k induction and top-k FV sets share, of {n}")
 
 
-register(LiteratureClaim(
+register(literature_claim(
     id="induction_fv_distinct",
     claim="Induction heads and function-vector heads are distinct: their top sets barely overlap",
     paper=f"{YIN}: the top induction and FV heads barely overlap (its abstract; the overlap counted against random "
           "draws in its code)",
-    holds="its abstract and code read; ours counts the shared heads of the two top-k sets against the exact chance of "
+    source="its abstract and code read; ours counts the shared heads of the two top-k sets against the exact chance of "
           "sharing as many (hypergeometric)",
-    reconstructed=False,
     rule="at each size, the two top sets share no more heads than chance explains (the chance of sharing as many at "
          "least {p}): replicates at both sizes, partly at one, does not replicate at neither",
     unit="share of the top-k sets shared",
-    judge=judge_distinct, thresholds=DISTINCT, reads_prompts=False))
+    find=judge_distinct, thresholds=DISTINCT, reads=NO_PROMPTS))
 
 
 LATER = {"p": 0.05}
@@ -210,13 +206,12 @@ def judge_later(study: HeadSetStudy) -> Judgement:
                      f"({study.n_layers} layers; a one-sided permutation test over the two sets' heads)")
 
 
-register(LiteratureClaim(
-    id="fv_later_than_induction",
+register(literature_claim(
+    id="fv_later_than_induction", reconstructed=True,
     claim="Function-vector heads sit in later layers than induction heads",
     paper=f"{YIN}: induction heads appear in earlier layers than FV heads",
-    holds="its abstract and a third-party summary; ours compares the mean layer of the two top-k sets",
-    reconstructed=True,
+    source="its abstract and a third-party summary; ours compares the mean layer of the two top-k sets",
     rule="at each size, the FV set's mean layer exceeds the induction set's with a one-sided permutation p below {p}: "
          "replicates at both sizes, partly at one, does not replicate at neither",
     unit="layers, FV mean minus induction mean",
-    judge=judge_later, thresholds=LATER, reads_prompts=False))
+    find=judge_later, thresholds=LATER, reads=NO_PROMPTS))

@@ -2,12 +2,13 @@
 ablated, and how TR heads overlap induction heads."""
 from __future__ import annotations
 
-from ...core.heads import top_heads
-from ...stats import mean_ci, spearman
-from ...studies.head_sets import INDUCTION, TL, TR, HeadSetStudy
-from ...studies.set_ablations import RANKED, TR_RATIO
-from ..judgement import Judgement, all_hold
-from .claim import TR_TL_RULES_SET, YANG, LiteratureClaim, at_sizes, register
+from ....core.heads import top_heads
+from ....stats import mean_ci, spearman
+from ....studies.head_sets import INDUCTION, TL, TR, HeadSetStudy
+from ....studies.set_ablations import RANKED, TR_RATIO
+from ...judgement import Judgement, all_hold
+from ..registry import NO_PROMPTS, register
+from .sources import TR_TL_RULES_SET, YANG, at_sizes, literature_claim
 
 TR_TL = {"tr_drop": 0.2, "tr_gap": 0.1, "within_drop": 0.1}
 
@@ -46,19 +47,18 @@ def judge_tr_tl(study: HeadSetStudy) -> Judgement:
                      f"{why}")
 
 
-register(LiteratureClaim(
-    id="tr_tl_roles",
+register(literature_claim(
+    id="tr_tl_roles", reconstructed=True,
     claim="Ablating task-recognition heads drops the TR ratio (the share of predictions that are one of the prompt's "
           "labels) far more than ablating task-learning heads or random heads, while ablating task-learning heads "
           "costs accuracy within the label set",
     paper=f"{YANG}: in Llama3-8B, ablating the top 3% TR heads takes the TR ratio from about 100% to about 20%; "
           "ablating the top 3% TL heads costs about 30 points of accuracy and about 10 of TR ratio; a random 3% does little",
-    holds="only a third-party summary of the paper is at hand (its code is not): TR = the norm of a head's output at the "
+    source="only a third-party summary of the paper is at hand (its code is not): TR = the norm of a head's output at the "
           "last position projected onto the span of the candidate labels' unembeddings, TL = its gold-minus-wrong "
           "direct logit over TR; ours reads the output through the frozen final norm, with our two labels (a plane), "
           "averaged over the correctly answered SCORE prompts, and ablates by the pooled mean at the last position "
           "(a reviewer describes theirs as randomising head outputs)",
-    reconstructed=True,
     rule="at each size (the paper's share of heads, then 20), on the pooled word EVAL prompts with layer-matched random "
          "draws: the recognition branch holds where ablating the top TR heads lowers the TR ratio beyond random by at "
          "least {tr_drop} (interval below 0) and by at least {tr_gap} more than ablating the top TL heads (paired, "
@@ -66,7 +66,7 @@ register(LiteratureClaim(
          "label above the other) beyond random by at least {within_drop} (interval below 0). Replicates where both "
          "branches hold at both sizes, partly where some do, does not replicate where none does",
     unit="TR ratio with the top TR heads ablated minus random draws (first size)",
-    judge=judge_tr_tl, thresholds=TR_TL, set_on=TR_TL_RULES_SET))
+    find=judge_tr_tl, thresholds=TR_TL, set_on=TR_TL_RULES_SET))
 
 
 TR_INDUCTION = {"min_rho_gap": 0.1}
@@ -86,16 +86,15 @@ def judge_tr_induction(study: HeadSetStudy) -> Judgement:
                      f"induction score: TR {rho_tr:+.3f}, TL {rho_tl:+.3f}")
 
 
-register(LiteratureClaim(
-    id="tr_overlaps_induction",
+register(literature_claim(
+    id="tr_overlaps_induction", reconstructed=True,
     claim="Task-recognition heads overlap induction heads more than task-learning heads do",
     paper=f"{YANG}: TR heads overlap induction heads more than TL heads do (Jaccard, Kendall, Spearman), and ablating "
           "induction heads looks like ablating TR heads",
-    holds="only a third-party summary of the paper is at hand; ours: the TR and TL scores as in tr_tl_roles, induction "
+    source="only a third-party summary of the paper is at hand; ours: the TR and TL scores as in tr_tl_roles, induction "
           "by the stripe score on random token sequences",
-    reconstructed=True,
     rule="at each size, the top TR set shares more heads with the top induction set than the top TL set does, and "
          "Spearman's rho of the TR score with the induction score over all heads exceeds the TL score's by at least "
          "{min_rho_gap}: replicates at both sizes, partly at one, does not replicate at neither",
     unit="Spearman's rho with the induction score, TR minus TL",
-    judge=judge_tr_induction, thresholds=TR_INDUCTION, reads_prompts=False, set_on=TR_TL_RULES_SET))
+    find=judge_tr_induction, thresholds=TR_INDUCTION, reads=NO_PROMPTS, set_on=TR_TL_RULES_SET))
