@@ -231,6 +231,15 @@ def label_token_ids(tokenizer, words: Sequence[str], sep: str = SEP) -> torch.Te
     (no special tokens). After " : ", the first token of " " + word; right after the
     separator's end (a newline), the token after the end's own tokens in end + word: a bare
     word may take a dummy prefix ("▁bar") that the prompt's "\nbar" does not."""
+    import torch
+
+    first = {w: ids[0] for w, ids in label_tokens(tokenizer, words, sep).items()}
+    return torch.tensor([first[w] for w in words], dtype=torch.long)
+
+
+def label_tokens(tokenizer, words: Sequence[str], sep: str = SEP) -> dict[str, list[int]]:
+    """Each distinct word's token ids as it follows a prompt's final separator, in `label_token_ids`' context
+    (the first is that function's). A UsageError where the tokenizer merges the separator with a word."""
     end, gap = split_separator(sep)
     context = "" if gap else end
     skip = tokenizer(context, add_special_tokens=False)["input_ids"] if context else []
@@ -238,10 +247,7 @@ def label_token_ids(tokenizer, words: Sequence[str], sep: str = SEP) -> torch.Te
     ids = tokenizer([context + gap + w for w in unique], add_special_tokens=False)["input_ids"]
     if any(i[: len(skip)] != skip for i in ids):
         raise UsageError(f"The tokenizer merges the separator {sep!r} with a label word: choose another separator.")
-    first = {w: i[len(skip)] for w, i in zip(unique, ids)}
-    import torch
-
-    return torch.tensor([first[w] for w in words], dtype=torch.long)
+    return {w: i[len(skip):] for w, i in zip(unique, ids)}
 
 
 def prompt_label_ids(tokenizer, prompts: Sequence[Prompt]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -197,8 +197,15 @@ def sentence_records(
     is none (AG News, ETHOS) from the other test examples, never the input itself. Every
     text is cut to `max_chars` characters. Same arguments, same records.
     """
-    half = demos_per_class(demonstrations)
-    data = load_sentences(name, data_dir)
+    demos_per_class(demonstrations)  # checked before the data is read
+    return records_from(load_sentences(name, data_dir), n, seed, demonstrations, max_chars)
+
+
+def records_from(data: SentenceData, n: int = 1000, seed: int = 0, demonstrations: int = 4, max_chars: int = MAX_CHARS
+                 ) -> list[Record]:
+    """`sentence_records`' draw from a dataset at hand (a task file's too, `data.tasks`): n records,
+    the same for the same data and arguments."""
+    half, name = demos_per_class(demonstrations), data.name
     check_size(name, n, len(data.test), "test inputs")
     rng = random.Random(seed)
     pool = data.train if data.train is not None else data.test

@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..errors import CannotMeasure, UsageError
 from .datasets import dataset_records
@@ -55,9 +55,13 @@ class Setting:
 
     def records(self, dataset: str, n: int, seed: int = 0, data_dir: str | Path | None = None) -> list[Record]:
         """`dataset_records`, each with per_class demonstrations of each class (see the module)."""
-        records = dataset_records(dataset, n, seed, data_dir)
+        return self.fit(dataset_records(dataset, n, seed, data_dir), lambda: class_pools(dataset, data_dir), seed)
+
+    def fit(self, records: Sequence[Record], pools: Callable[[], dict[str, list[str]]], seed: int = 0) -> list[Record]:
+        """The records with per_class demonstrations of each class: more drawn in front from pools()
+        (`more_demonstrations`; pools is called only then), then each `cut`."""
         if any(min(len(r.true_demos), len(r.false_demos)) < self.per_class for r in records):
-            records = more_demonstrations(records, self.per_class, class_pools(dataset, data_dir), seed)
+            records = more_demonstrations(records, self.per_class, pools(), seed)
         return [self.cut(r) for r in records]
 
     def cut(self, record: Record) -> Record:
