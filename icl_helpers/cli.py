@@ -18,10 +18,9 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .core.heads import check_heads, heads_text, parse_heads
-from .data.datasets import check_sizes
-from .data.sentences import unavailable
+from .core.heads import check_heads, heads_text
 from .data.setting import MAIN
+from .data.tasks import check_label_words
 from .errors import UsageError, check_prompts, clean_text, warn_without_demonstration
 from .outputs import WRITTEN, check_output, write_output
 from .paths import (
@@ -31,12 +30,10 @@ from .paths import (
     check_model_name,
     same_file,
 )
+from .runs import SENTENCE_N, check_run, run_record, task_of
 
 if TYPE_CHECKING:  # the model's type, without importing torch
-    from .model.loading import ICLModel
-
-SENTENCE_N = 16  # --sentence-n's default
-
+    pass
 
 def _positive(text: str) -> int:
     try:
@@ -114,36 +111,14 @@ def cmd_locate(args: argparse.Namespace) -> None:
     print(f"{len(prompts)} prompts; top heads (layer.head, mean increase): {best}; wrote {out}")
 
 
-def check_run(args: argparse.Namespace) -> tuple[Path, Path | None, int | None, list | None]:
-    """The checks `report` and `heads` make before torch loads: (the --json path, the --markdown path
-    or None, the sentence size or None where no sentence data can be had, the --heads given or None)."""
-    check_model_name(args.model)
-    out = check_output(args.json)
-    md = check_output(args.markdown, "--markdown") if args.markdown else None
-    if md and same_file(md, out):
-        raise UsageError(f"--json and --markdown both name {out}: the second would replace the first; give each its own file.")
-    if args.data_dir and (why := absent(Path(args.data_dir), folder=True)):
-        raise UsageError(f"--data-dir {args.data_dir} {why}: give a folder holding sst2/, trec/, agnews/, ethos/.")
-    sentence_n = sentence_size(args.sentence_n, args.data_dir)
-    check_sizes(args.n, sentence_n, args.data_dir)
-    return out, md, sentence_n, parse_heads(args.heads, "--heads")  # heads checked against the model before any study
-
-
-def run_record(m: ICLModel, start: float) -> dict:
-    """What a report file records of its run: the weights' fingerprint, dtype, device, torch threads and
-    the seconds since `start`."""
-    import torch  # loaded by the model already
-
-    return {"weights": m.fingerprint(), "dtype": str(m.model.dtype).removeprefix("torch."), "device": str(m.device),
-            "torch_threads": torch.get_num_threads(), "seconds": round(time.perf_counter() - start, 1)}
-
-
 def cmd_report(args: argparse.Namespace) -> None:
     """`report`: every claim of the paper judged on one model (`verdicts.findings.report`), written to
     `--json` and, with `--markdown`, as a table."""
-    out, md, sentence_n, heads = check_run(args)
+    task, setting = task_of(args)
+    out, md, sentence_n, heads = check_run(args, sentence=task is None)
     from .model.loading import load_model  # torch and transformers load only now
     from .verdicts import intro, markdown, report
+    from .verdicts.claims.tables import task_intro
     from .verdicts.evidence import described
     from .verdicts.whose import OURS
 
@@ -153,8 +128,15 @@ def cmd_report(args: argparse.Namespace) -> None:
     def announce(step: str) -> None:
         print(f"... {_clock(start)} {step}", flush=True)  # the log is the profile
 
+    own = {}
+    if task:
+        note = check_label_words(m.tokenizer, setting.labels, setting.sep)  # before any study
+        own = {"task": task.described(setting.labels, args.n, note)}
+        print(f"the task {task.name}: {len(task.classes)} classes, {len(task.examples):,} examples"
+              + "".join(f"; {n}" for n in own["task"]["notes"]), flush=True)
     any_size = sentence_n or SENTENCE_N  # without sentence data, one that no sentence claim reads
-    findings = report(m, args.n, any_size, args.seed, args.data_dir, heads=heads, announce=announce)
+    findings = report(m, args.n, any_size, args.seed, args.data_dir, heads=heads, announce=announce, setting=setting,
+                      task=task)
     robust, section = {}, ""
     if args.robustness:  # at most the main size; its own main run at that size first
         from .verdicts import robustness
@@ -165,11 +147,13 @@ def cmd_report(args: argparse.Namespace) -> None:
         section = "\n" + robustness.markdown(entries, *size)
     given = {"heads": heads_text(heads)} if heads else {}
     run = run_record(m, start)
-    write_output(out, json.dumps({"model": args.model, "n": args.n, "sentence_n": sentence_n, "seed": args.seed,
+    write_output(out, json.dumps({"model": args.model, **own, "n": args.n, "sentence_n": sentence_n, "seed": args.seed,
                                   **given, **run, "views": described(), "claims": [f.to_dict() for f in findings],
                                   **robust}, indent=1))
     if md:
-        header = (f"# {args.model}: the paper's claims, tested\n\n{intro(args.n, sentence_n, args.seed)}"
+        header = (f"# {args.model}: the paper's claims, tested" + (f" on the task {task.name}" if task else "")
+                  + "\n\n" + (task_intro(own["task"]) + " " if task else "")
+                  + intro(args.n, sentence_n, args.seed, task.name if task else None)
                   + (f" Heads analysed: {given['heads']} in every dataset, instead of each one's top {MAIN.heads}."
                      if heads else ""))
         write_output(md, header + "\n\n" + markdown(findings) + section, "--markdown")
@@ -203,19 +187,6 @@ def cmd_heads(args: argparse.Namespace) -> None:
     verdicts = [c["verdict"] for c in report["claims"]]
     print(f"{len(verdicts)} claims of the literature in {_clock(start)}: "
           + ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts)) + f"; wrote {out}" + (f" and {md}" if md else ""))
-
-
-def sentence_size(given: int | None, data_dir: str | None) -> int | None:
-    """--sentence-n (default SENTENCE_N) where the sentence datasets can be had here; else None,
-    and a size given is refused: it would be recorded for data no claim reads."""
-    reason = unavailable(data_dir)
-    if reason is None:
-        return SENTENCE_N if given is None else given
-    if given is not None:
-        raise UsageError(f"--sentence-n {given} was given, but no sentence dataset can be had here ({reason}): run "
-                         "`python -m icl_helpers data fetch`, give --data-dir, or leave --sentence-n out to judge the "
-                         "word-dataset claims alone.")
-    return None
 
 
 def cmd_compare(args: argparse.Namespace) -> None:
@@ -278,6 +249,11 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--n", type=_positive, default=64, help="prompts a word dataset (the paper: 1000)")
     r.add_argument("--sentence-n", type=_positive, default=None, help=f"prompts a sentence dataset (default {SENTENCE_N}; "
                                                                       "the paper: 1000; at most 500, TREC's test inputs)")
+    r.add_argument("--task", help="judge the claims on a task of your own instead of the paper's word datasets: a "
+                                  "JSON-lines file, one {\"input\": TEXT, \"class\": NAME} a line, or a folder of "
+                                  "<class>.txt files, one example a line (--n records of it)")
+    r.add_argument("--labels", help="the task's label words, TRUE,FALSE (default foo,bar, the paper's): the first labels "
+                                    "the demonstrations of the input's class on a balanced prompt, as foo does")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--data-dir", default=None,
                    help="sentence datasets (default: $ICL_DATA_DIR, else the copy `data fetch` made, else the hub)")

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "icl_helpers"
 PRESENTATION = ("matplotlib", "seaborn", "ipywidgets", "IPython")
 # Floors, lowest first: a module may import its own floor and those below it, except data from model.
 BASE = {"errors", "paths", "hub", "progress", "stats", "lazy", "outputs"}  # top-level modules everything may use
-FRONT = {"__init__", "__main__", "cli", "notebook"}  # the doors users come in by
+FRONT = {"__init__", "__main__", "cli", "runs", "notebook"}  # the doors users come in by (and the run checks of `cli`)
 # `cache`, the results cache, is a floor of its own: it keys results by model and inputs, and studies ask it;
 CACHE = {"entries"}  # beside it on that floor: the entries it keeps on disk
 LAYERS = ["base", "model", "data", "core", "cache", "studies", "verdicts", "viz", "front"]

@@ -226,7 +226,7 @@ def test_the_cli_writes_the_robustness_section_at_its_size(small, tmp_path, monk
     monkeypatch.setattr("icl_helpers.verdicts.report", lambda m, *a, **k: [])
     # The sentence datasets as the hub would give them, on any machine: --sentence-n is taken (not refused) and
     # checked against the hub's standard counts; no study reads them (both reports are stand-ins).
-    monkeypatch.setattr("icl_helpers.cli.unavailable", lambda data_dir: None)
+    monkeypatch.setattr("icl_helpers.runs.unavailable", lambda data_dir: None)
     monkeypatch.setattr("icl_helpers.data.datasets.resolve_data_dir", lambda data_dir: None)
     out, md = tmp_path / "out.json", tmp_path / "out.md"
     assert main(["report", "--model", str(tmp_path / "m"), "--device", "cpu", "--n", "300", "--sentence-n", "20", "--seed", "4",

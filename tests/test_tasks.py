@@ -21,11 +21,12 @@ from icl_helpers.data.sources import SOURCES
 from icl_helpers.data.split import input_halves, input_ids
 from icl_helpers.data.tasks import (
     MIN_INPUTS,
+    add_task,
     check_label_words,
     class_name_prompts,
+    drawn,
     inputs_needed,
     read_task,
-    task_records,
 )
 from icl_helpers.data.words import WORD_DATASETS, load_word_records, read_word_list, word_records
 from icl_helpers.errors import UsageError
@@ -53,6 +54,11 @@ def numbered(classes: dict[str, int]) -> list[tuple[str, str]]:
     return sorted(rows, key=lambda row: int(row[0].split()[-1]))
 
 
+def task_records(task: tasks.Task, n: int, seed: int = 0, setting: Setting = MAIN) -> list[Record]:
+    """The task's records as a report draws them: the task added as a dataset, its records in the setting."""
+    return setting.records(add_task(task), n, seed)
+
+
 @pytest.fixture(scope="module")
 def smollm_tokenizer():
     return AutoTokenizer.from_pretrained(offline_model_dir(BUNDLED))
@@ -62,11 +68,11 @@ def smollm_tokenizer():
 def test_a_word_dataset_written_as_a_task_file_draws_its_records_and_prompts(tmp_path):
     """sentiment_number as a JSON-lines file, animal_country as a folder (its classes are in alphabetical
     order): the stored records, another seed's, and every setting's records and prompts, exactly."""
-    sentiment = read_task(words_task(tmp_path / "sentiment_number.jsonl", "sentiment_number"))
-    assert (sentiment.name, sentiment.classes, len(sentiment.examples)) == ("sentiment_number", ("sentiment", "number"), 175)
+    sentiment = read_task(words_task(tmp_path / "sentiments.jsonl", "sentiment_number"))
+    assert (sentiment.name, sentiment.classes, len(sentiment.examples)) == ("sentiments", ("sentiment", "number"), 175)
     assert task_records(sentiment, 1000) == load_word_records("sentiment_number")  # the committed data/*.jsonl
     assert task_records(sentiment, 1000, seed=7) == word_records("sentiment_number", 7)
-    folder = tmp_path / "animal_country"
+    folder = tmp_path / "animals"
     folder.mkdir()
     for c in WORD_DATASETS["animal_country"]:
         (folder / f"{c}.txt").write_text("\n".join(read_word_list(c)) + "\n", encoding="utf-8")
@@ -107,6 +113,20 @@ def test_a_sentence_dataset_written_as_a_task_file_draws_its_records(tmp_path, m
 
 
 # --- what the records hold ----------------------------------------------------------------
+def test_a_task_added_is_a_dataset_by_its_name_unless_the_paper_has_that_name(tmp_path):
+    """`add_task` names the task's records for `Setting.records`; a task added again under its name replaces the
+    first; a task named as one of the paper's datasets is refused, which keeps the paper's records its own."""
+    first = read_task(jsonl(tmp_path / "mine.jsonl", numbered({"pos": 10, "neg": 10})))
+    assert add_task(first) == "mine" and MAIN.records("mine", 20) == MAIN.fit(drawn(first, 20), first.pools)
+    second = read_task(jsonl(tmp_path / "mine.jsonl", numbered({"yes": 10, "no": 10})))
+    assert {r.true_class for r in MAIN.records(add_task(second), 20)} == {"yes", "no"}
+    for name in ("sentiment_number", "sst2"):
+        with pytest.raises(UsageError) as err:
+            add_task(read_task(jsonl(tmp_path / f"{name}.jsonl", numbered({"pos": 10, "neg": 10}))))
+        assert str(err.value) == f"The task {name!r} has the name of one of the paper's datasets: rename its file."
+    assert MAIN.records("sentiment_number", 4) == load_word_records("sentiment_number")[:4]
+
+
 def test_records_are_balanced_by_class_and_direction_as_the_built_in_ones(tmp_path):
     """Two classes: rows alternate direction (even rows the first class's inputs), as the word datasets'. Three:
     every example an input once, as a sentence dataset's test split, and one false class drawn at random."""
@@ -251,9 +271,9 @@ def test_a_draw_the_task_cannot_give_is_refused_in_one_line(tmp_path):
              (dict(n=0), "n must be at least 1, not 0.")]
     for kwargs, message in cases:
         with pytest.raises(UsageError) as err:
-            task_records(three, **kwargs)
+            drawn(three, **kwargs)
         assert str(err.value) == message
-    assert len(task_records(three, 24, draw="sentences")) == 24
+    assert len(drawn(three, 24, draw="sentences")) == 24
 
 
 # --- label words --------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from ..errors import CannotMeasure, UsageError
 from .datasets import dataset_records
 from .prompts import LABELS, SEP, Record, Variant, named_variant, variants
 from .sentences import load_sentences, truncate
+from .tasks import TASKS, check_task, drawn
 from .words import WORD_DATASETS, read_word_list
 
 
@@ -54,7 +55,12 @@ class Setting:
         return named_variant(name, variants(self.per_class, self.labels, self.sep))
 
     def records(self, dataset: str, n: int, seed: int = 0, data_dir: str | Path | None = None) -> list[Record]:
-        """`dataset_records`, each with per_class demonstrations of each class (see the module)."""
+        """`dataset_records` (a task's `tasks.drawn`, for a task added by `tasks.add_task`), each with per_class
+        demonstrations of each class (see the module)."""
+        if dataset in TASKS:
+            task = TASKS[dataset]
+            check_task(task, self.per_class)
+            return self.fit(drawn(task, n, seed), task.pools, seed)
         return self.fit(dataset_records(dataset, n, seed, data_dir), lambda: class_pools(dataset, data_dir), seed)
 
     def fit(self, records: Sequence[Record], pools: Callable[[], dict[str, list[str]]], seed: int = 0) -> list[Record]:

@@ -9,11 +9,14 @@ runs made one space, then cut to `max_chars` characters (`sentences.truncate`). 
 its class is kept once. `read_task` refuses, in one line and before any model loads, what cannot make
 the paper's prompts (see `inputs_needed` for the count a class needs).
 
-`task_records` draws records as the paper does. Two classes are drawn as the word datasets are
+`drawn` draws records as the paper does. Two classes are drawn as the word datasets are
 (`words.make_word_records`): rows alternate direction, and an input may recur. More classes are drawn as
 the sentence datasets without a train split are (`sentences.records_from`). There each example is an
-input at most once, and one other class is drawn at random for the false demonstrations. A `Setting` then sets the
-demonstrations a class, exactly as for the paper's datasets (`Setting.fit`).
+input at most once, and one other class is drawn at random for the false demonstrations.
+
+`add_task` makes a task a dataset like the paper's: its name then gives its records under any `Setting`
+(`Setting.records`: the demonstrations a class set exactly as for the paper's datasets), and so its prompt
+sets and every study and claim that takes a dataset's name.
 
 Label words and separator are the setting's (`Setting.labels`, `Setting.sep`): foo/bar by default, or
 any two words. `class_name_prompts` shows each record's own class names as its labels instead.
@@ -31,12 +34,11 @@ from typing import Sequence
 from ..errors import UsageError, check_count, clean_text
 from .prompts import LABELS, SEP, Prompt, Record, Variant, build_prompt, label_tokens
 from .sentences import MAX_CHARS, SentenceData, records_from, truncate
-from .setting import MAIN, Setting
-from .sources import Example
-from .words import make_word_records
+from .sources import SOURCES, Example
+from .words import WORD_DATASETS, make_word_records
 
 MIN_INPUTS = 10  # stats.MIN_CLUSTERS, the fewest distinct inputs an interval is drawn from (stats loads torch)
-DRAWS = ("words", "sentences")  # how `task_records` draws: as the word datasets are, or as the sentence ones
+DRAWS = ("words", "sentences")  # how `drawn` draws: as the word datasets are, or as the sentence ones
 
 
 @dataclass(frozen=True)
@@ -54,9 +56,34 @@ class Task:
         """The texts of class `cls`, in file order."""
         return [e.text for e in self.examples if e.label == cls]
 
+    @property
+    def sentences(self) -> bool:
+        """Whether an example holds several words: the towers then rank its content tokens, as a sentence
+        dataset's, not a word's spellings (`studies.towers.candidates`)."""
+        return any(" " in e.text for e in self.examples)
+
+    def described(self, labels: tuple[str, str], n: int, note: str | None = None) -> dict:
+        """What a report of n records in these label words records of the task: its name, classes, examples,
+        digest, label words, draw and notes (`note`: the label words', `check_label_words`)."""
+        draw = "as the word datasets are" if len(self.classes) == 2 else "as the sentence datasets are"
+        return {"name": self.name, "classes": list(self.classes), "examples": len(self.examples), "digest": self.digest,
+                "labels": list(labels), "records": f"{n} drawn {draw}", "notes": [*self.notes, *([note] if note else [])]}
+
     def pools(self) -> dict[str, list[str]]:
         """Each class's texts, which the demonstrations are drawn from (`Setting.fit`)."""
         return {c: self.of(c) for c in self.classes}
+
+
+TASKS: dict[str, Task] = {}  # the tasks `add_task` made datasets, by name
+
+
+def add_task(task: Task) -> str:
+    """Make `task` a dataset by its name, which it returns (a task added before under that name is replaced).
+    A UsageError where the name is one of the paper's datasets'."""
+    if task.name in WORD_DATASETS or task.name in SOURCES:
+        raise UsageError(f"The task {task.name!r} has the name of one of the paper's datasets: rename its file.")
+    TASKS[task.name] = task
+    return task.name
 
 
 def inputs_needed(n_classes: int, per_class: int = 2) -> int:
@@ -176,24 +203,21 @@ def _folder_rows(path: Path) -> tuple[list[str], list[tuple[str, str, str]]]:
     return [f.stem for f in files], rows
 
 
-def task_records(task: Task, n: int, seed: int = 0, setting: Setting = MAIN, draw: str | None = None) -> list[Record]:
-    """n records of `task` drawn with `seed` (see the module), each with the setting's demonstrations a
-    class. draw: "words" or "sentences"; None takes "words" for two classes, else "sentences"."""
+def drawn(task: Task, n: int, seed: int = 0, draw: str | None = None) -> list[Record]:
+    """n records of `task` drawn with `seed` (see the module), two demonstrations a class as drawn, before a
+    `Setting` sets them. draw: "words" or "sentences"; None takes "words" for two classes, else "sentences"."""
     check_count(n, "n")
-    check_task(task, setting.per_class)
     draw = draw or ("words" if len(task.classes) == 2 else "sentences")
     if draw not in DRAWS:
         raise UsageError(f"Unknown draw {draw!r}: choose one of {', '.join(DRAWS)}.")
-    if draw == "words":
-        if len(task.classes) != 2:
-            raise UsageError(f"The word datasets' draw takes two classes; {task.name} has {len(task.classes)}: "
-                             "draw as the sentence datasets are.")
-        first, second = task.classes
-        records = make_word_records((first, second), (task.of(first), task.of(second)), n, seed)
-    else:
-        data = SentenceData(task.name, task.classes, list(task.examples), None)
-        records = records_from(data, n, seed, max_chars=task.max_chars)
-    return setting.fit(records, task.pools, seed)
+    if draw == "sentences":
+        return records_from(SentenceData(task.name, task.classes, list(task.examples), None), n, seed,
+                            max_chars=task.max_chars)
+    if len(task.classes) != 2:
+        raise UsageError(f"The word datasets' draw takes two classes; {task.name} has {len(task.classes)}: "
+                         "draw as the sentence datasets are.")
+    first, second = task.classes
+    return make_word_records((first, second), (task.of(first), task.of(second)), n, seed)
 
 
 def class_name_prompts(records: Sequence[Record], variant: Variant = Variant(), labels: tuple[str, str] = LABELS

@@ -27,6 +27,7 @@ from ..core.heads import Head, head_name, same_layer_random_heads
 from ..core.projections import kept_tokens
 from ..data.prompts import Prompt, split_separator
 from ..data.sources import SOURCES
+from ..data.tasks import TASKS
 from ..model.adapters import Arch
 from ..model.loading import ICLModel
 from ..model.weights import weight
@@ -57,9 +58,10 @@ def content_tokens(tokenizer, text: str) -> list[int]:
 
 def candidates(m: ICLModel, ps: PromptSet) -> torch.Tensor:
     """[N, D + 1, C] long: the tokens of each demonstration and, last, of the input (-1 pads): a word's
-    `spellings` (word datasets), a sentence's `content_tokens` (sentence datasets)."""
+    `spellings` (word datasets), a sentence's `content_tokens` (sentence datasets, and a task of sentences)."""
     D = ps.positions.labels.shape[1]
-    tokens = content_tokens if ps.dataset in SOURCES else spellings
+    sentences = ps.dataset in SOURCES or (ps.dataset in TASKS and TASKS[ps.dataset].sentences)
+    tokens = content_tokens if sentences else spellings
     found = [[tokens(m.tokenizer, w) for w in words_of(p)] for p in ps.prompts]
     out = torch.full((len(ps), D + 1, max(1, *(len(t) for texts in found for t in texts))), -1, dtype=torch.long)
     for n, texts in enumerate(found):

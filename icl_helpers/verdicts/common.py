@@ -45,21 +45,24 @@ class Common:
     """What every view of the evidence shares, each built on first use and once: a dataset's records, its
     balanced prompt set and their pass (`loc`), its held-out halves and the causal check's runs (in a setting's
     number of heads). Every prompt is in `setting`'s label
-    words, separator and demonstrations a class; `given`: the heads given (checked), or ()."""
+    words, separator and demonstrations a class; `given`: the heads given (checked), or (). task: the name of
+    a task added as a dataset (`data.tasks.add_task`), which then stands in for the word datasets, and no
+    sentence dataset is read; None: the paper's datasets."""
 
     def __init__(self, m: ICLModel, n: int, sentence_n: int, seed: int, data_dir: str | Path | None,
-                 given: Sequence[Head], setting: Setting):
+                 given: Sequence[Head], setting: Setting, task: str | None = None):
         self.m, self.n, self.sentence_n, self.seed, self.data_dir = m, n, sentence_n, seed, data_dir
-        self.given, self.setting = given, setting
+        self.given, self.setting, self.task = given, setting, task
+        self.word = [task] if task else list(WORD)  # the datasets the word datasets' claims read
         self.built: dict[tuple, object] = {}
 
     @functools.cached_property
     def sentence(self) -> list[str]:
-        """The sentence datasets this machine has ([] and one printed line where none)."""
-        return sentence_datasets(SENTENCE, self.data_dir)
+        """The sentence datasets this machine has ([] and one printed line where none; [] for a task)."""
+        return [] if self.task else sentence_datasets(SENTENCE, self.data_dir)
 
     def size(self, dataset: str) -> int:
-        return self.n if dataset in WORD else self.sentence_n
+        return self.n if dataset in self.word else self.sentence_n
 
     @kept
     def records(self, dataset: str) -> list[Record]:
@@ -89,8 +92,8 @@ class Common:
         return locate
 
     def datasets_of(self, kind: str) -> list[str]:
-        """The datasets of a kind: "word" (WORD) or "sentence" (those at hand, `sentence`)."""
-        return list(WORD) if kind == "word" else self.sentence
+        """The datasets of a kind: "word" (`word`) or "sentence" (those at hand, `sentence`)."""
+        return list(self.word) if kind == "word" else self.sentence
 
     @kept
     def ablations(self, kind: str, setting: Setting) -> ablation.AblationRuns:

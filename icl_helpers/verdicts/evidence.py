@@ -165,8 +165,8 @@ class Evidence:
     setting's label words, separator and demonstrations a class; the located heads are its top `setting.heads`."""
 
     def __init__(self, m: ICLModel, n: int, sentence_n: int, seed: int, data_dir: str | Path | None,
-                 heads: str | Sequence[Head] | None = None, setting: Setting = MAIN):
-        common = Common(m, n, sentence_n, seed, data_dir, check_heads(parse_heads(heads), m.arch), setting)
+                 heads: str | Sequence[Head] | None = None, setting: Setting = MAIN, task: str | None = None):
+        common = Common(m, n, sentence_n, seed, data_dir, check_heads(parse_heads(heads), m.arch), setting, task)
         self._judge(common, ALL, setting, {})
 
     def _judge(self, common: Common, view: View, setting: Setting, views: dict[View, Evidence]) -> None:
@@ -185,6 +185,16 @@ class Evidence:
             view.check(main)
             Evidence.__new__(Evidence)._judge(self.common, view, view.setting(main), self.views)
         return self.views[view]
+
+    @property
+    def word(self) -> list[str]:
+        """The datasets the word datasets' claims read: the paper's word datasets, or a task (`Common.word`)."""
+        return self.common.word
+
+    @property
+    def first(self) -> str:
+        """The dataset of the single-dataset claims: FIRST, or a task."""
+        return self.common.word[0]
 
     @property
     def sentence(self) -> list[str]:
@@ -270,7 +280,7 @@ class Evidence:
         """Figs. 10 and 11's heads: in both word datasets' in-context heads (or the heads given), and a line saying which."""
         if self.given:
             return list(self.given), "the heads given"
-        return shared_heads({d: self.heads(d) for d in WORD}, self.mean_increase(WORD))
+        return shared_heads({d: self.heads(d) for d in self.word}, self.mean_increase(self.word))
 
     def evaluated(self, dataset: str) -> torch.Tensor:
         """[N] bool: the records the causal check ablates on (the other half of `halves`)."""

@@ -6,7 +6,7 @@ import torch
 
 from ...stats import bootstrap_ci, mean_ci
 from ...studies.accuracy import table2_cells
-from ..evidence import WORD, Evidence
+from ..evidence import Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement
 from ..rules import Clusters
 from .registry import EACH_CLASS, OURS, Claim, register
@@ -31,9 +31,9 @@ def judge_table2(correct: dict[str, torch.Tensor], clusters: dict[str, torch.Ten
 
 def table2(s: Evidence) -> Judgement:
     """Top-1 per dataset, direction and true label."""
-    cells = table2_cells(s.m, WORD, s.n, s.seed, setting=s.setting)
+    cells = table2_cells(s.m, s.word, s.n, s.seed, setting=s.setting)
     names = [f"{c.direction.split('/')[0]} inputs, true label {c.true_label}" for c in cells]
-    inputs = {d: s.inputs(d) for d in WORD}
+    inputs = {d: s.inputs(d) for d in s.word}
     return judge_table2({name: c.top1_hits for name, c in zip(names, cells)},
                               {name: inputs[c.dataset][c.records] for name, c in zip(names, cells)})
 
@@ -64,8 +64,8 @@ def judge_table2_control(false_nearest: torch.Tensor, clusters: Clusters = None)
 
 def table2_control(s: Evidence) -> Judgement:
     """Top-1 on the recency orders' prompts whose nearest demonstration is false."""
-    hits = [s.orders(d).top1_hits[s.rows(d)][:, ~s.orders(d).is_true[:, -1]] for d in WORD]  # [N, orders] each
-    return judge_table2_control(torch.cat(hits).flatten(), s.clusters(WORD).repeat_interleave(hits[0].shape[1]))
+    hits = [s.orders(d).top1_hits[s.rows(d)][:, ~s.orders(d).is_true[:, -1]] for d in s.word]  # [N, orders] each
+    return judge_table2_control(torch.cat(hits).flatten(), s.clusters(s.word).repeat_interleave(hits[0].shape[1]))
 
 
 register(Claim(id="table2_control", whose=OURS, claim="Our control: the model still names the true label when a false demonstration is "

@@ -11,7 +11,7 @@ from ...model.loading import ICLModel
 from ...stats import spearman, unweighted, weighted_ci
 from ...studies import label_attention, mrr, order, subvalues
 from .. import rules
-from ..evidence import FIRST, NO_SENTENCE_DATA, Evidence
+from ..evidence import NO_SENTENCE_DATA, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, not_tested
 from ..rules import RANDOM_DRAWS, Clusters
 from .registry import SENTENCE_ONLY, Claim, register
@@ -124,14 +124,14 @@ def judge_app_e(increase: torch.Tensor, heads: Sequence[Head], positions: str, c
 def app_e(s: Evidence) -> Judgement:
     """Order-insensitivity of the in-context heads' increases (`studies.order`), with where the top 5
     heads' largest position-level increase lies beside it (described, not judged)."""
-    ps, heads, rows = s.prompts(FIRST), s.heads(FIRST), s.rows(FIRST)
+    ps, heads, rows = s.prompts(s.first), s.heads(s.first), s.rows(s.first)
     increase = order.order_increases(s.m, ps, heads, s.seed)[rows]
     kinds = subvalues.top_position_kinds(subvalues.position_increases(s.m, ps, heads[:5]), ps.positions)[rows]
     shares = subvalues.kind_shares(kinds)  # [5, kinds]
     where = "; ".join(f"{l}-{h}: " + ", ".join(f"{name} {float(x):.1%}" for name, x in zip(subvalues.POSITION_KINDS, row)
                                                if x > 0) for (l, h), row in zip(heads[:5], shares))
     return judge_app_e(increase, heads, f"Where the top 5 heads' largest position-level increase lies: {where}",
-                             s.clusters([FIRST]))
+                             s.clusters([s.first]))
 
 
 register(Claim(id="app_e", claim="Appendix E: a head's increase hardly depends on what was added before it, so increases "

@@ -11,7 +11,7 @@ from ...stats import spearman, unweighted, weighted_ci, weighted_spearman
 from ...studies import label_attention
 from ...studies.recency import Effects
 from .. import rules
-from ..evidence import WORD, Evidence
+from ..evidence import Evidence
 from ..judgement import Judgement, all_hold
 from ..rules import Clusters
 from ..whose import OURS
@@ -26,8 +26,8 @@ def word_attention(s: Evidence, dataset: str) -> tuple[torch.Tensor, torch.Tenso
 
 
 def fig6(s: Evidence) -> Judgement:
-    true, false = (torch.cat(parts) for parts in zip(*(word_attention(s, d) for d in WORD)))
-    return rules.judge_fig6(true, false, s.clusters(WORD))
+    true, false = (torch.cat(parts) for parts in zip(*(word_attention(s, d) for d in s.word)))
+    return rules.judge_fig6(true, false, s.clusters(s.word))
 
 
 register(Claim(id="fig6", claim="In-context heads attend much more to the true labels than to the false ones (Fig. 6)",
@@ -52,7 +52,7 @@ def judge_truth_control(effects: Effects) -> Judgement:
 
 
 def fig6_control(s: Evidence) -> Judgement:
-    return judge_truth_control(s.effects(tuple(WORD)))
+    return judge_truth_control(s.effects(tuple(s.word)))
 
 
 register(Claim(id="fig6_control", whose=OURS, claim="Our control: a label gets more attention for being true, at equal distance from "
@@ -125,14 +125,14 @@ def fig7(s: Evidence) -> Judgement:
     """Each true label position's attention weight and its subvalue's increase [N, S, D] in each word
     dataset's top S = 3 heads, beside ours: a head's summed true-label attention and its increase [N, S]."""
     attention, increase, summed = [], [], []
-    for d in WORD:
+    for d in s.word:
         ps, heads, rows = s.prompts(d), s.heads(d), s.rows(d)
         top = heads[:FIG7["heads"]]
         true = ps.positions.is_true[:, None]  # [N, 1, D]
         attention.append(label_attention.attention_on_labels(s.m, ps).per_label_at(top).where(true, torch.nan)[rows])
         increase.append(label_attention.label_increases(s.m, ps, heads)[:, :len(top)][rows])  # the K heads' cached study
         summed.append((word_attention(s, d)[0][:, :len(top)], at_heads(s.loc(d).head[rows], top)))
-    return judge_fig7(torch.cat(attention), torch.cat(increase), tuple(torch.cat(x) for x in zip(*summed)), s.clusters(WORD))
+    return judge_fig7(torch.cat(attention), torch.cat(increase), tuple(torch.cat(x) for x in zip(*summed)), s.clusters(s.word))
 
 
 register(Claim(id="fig7", claim="A true label's attention weight rises with the log-probability increase of its subvalue: "

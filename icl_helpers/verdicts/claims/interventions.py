@@ -183,7 +183,7 @@ def judge_bias(flags: torch.Tensor, hits: torch.Tensor, rule: dict[str, float], 
 
 def bias_datasets(s: Evidence, kind: str) -> list[str]:
     """The datasets a bias claim reads: the sentence datasets at hand, or the word datasets' FIRST."""
-    return [FIRST] if kind == "word" else s.sentence
+    return [s.first] if kind == "word" else s.sentence
 
 
 def bias(measure: str, rule: dict[str, float], kind: str = "sentence") -> Callable[[Evidence], Judgement]:

@@ -21,9 +21,9 @@ from .sources import FLOW, RESTATED, V1
 
 def fig5(s: Evidence) -> Judgement:
     """MRR [N, S] of the in-context heads against RANDOM_DRAWS draws of a random head of each one's layer."""
-    ours, random = mrr.layer_matched_mrr(s.m, s.prompts(FIRST), s.heads(FIRST), RANDOM_DRAWS, s.seed)
-    rows = s.rows(FIRST)
-    return rules.judge_fig5(ours[rows], random[:, rows], s.heads(FIRST), s.clusters([FIRST]))
+    ours, random = mrr.layer_matched_mrr(s.m, s.prompts(s.first), s.heads(s.first), RANDOM_DRAWS, s.seed)
+    rows = s.rows(s.first)
+    return rules.judge_fig5(ours[rows], random[:, rows], s.heads(s.first), s.clusters([s.first]))
 
 
 register(Claim(id="fig5", claim="Label values of in-context heads rank their labels far above random heads of the same "
@@ -79,16 +79,16 @@ def judge_heads_that(which: Callable[..., torch.Tensor], pairs: torch.Tensor, he
 
 
 def fig5_labels(s: Evidence) -> Judgement:
-    """In FIRST's in-context heads: the false label's values outrank the true label's (Fig. 5's
+    """In `s.first`'s in-context heads: the false label's values outrank the true label's (Fig. 5's
     MRR, from its cached ranks), and heads whose values project one label only (`concept_ranks`)."""
-    ps, heads, rows = s.prompts(FIRST), s.heads(FIRST), s.rows(FIRST)
+    ps, heads, rows = s.prompts(s.first), s.heads(s.first), s.rows(s.first)
     is_true = ps.positions.is_true[rows][:, None, :, None].double()  # [N, 1, D, 1]
 
     def paired(x: torch.Tensor) -> torch.Tensor:
         return torch.cat([x[..., None], is_true.expand(*x.shape, 1)], -1)  # [N, S, D, 2]
     mrr_pairs = paired(mrr.ranks_in_layers(s.m, ps, heads, heads)[rows].reciprocal().double())
     concept_pairs = paired(rules.in_top(mrr.concept_ranks(s.m, ps, heads)[rows]))
-    clusters = s.inputs(FIRST)[rows]
+    clusters = s.inputs(s.first)[rows]
     ratio, projects, other, top = ONE_LABEL["ratio"], ONE_LABEL["projects"], ONE_LABEL["other"], rules.TOP
     parts = {
         "false label ahead (l. 458)": judge_heads_that(
@@ -98,7 +98,7 @@ def fig5_labels(s: Evidence) -> Judgement:
             one_label, concept_pairs, heads, f"one label's values show a related concept in their top {top} at least "
                                              f"{projects:.0%} of the time, the other label's at most {other:.0%}", clusters),
     }
-    return rules.judge_together(parts, int(rows.sum()), f"{FIRST} prompts, {s.heads_named(FIRST)}")
+    return rules.judge_together(parts, int(rows.sum()), f"{s.first} prompts, {s.heads_named(s.first)}")
 
 
 register(Claim(id="fig5_labels", claim="The value-output matrix does not control the label information flow: in some "

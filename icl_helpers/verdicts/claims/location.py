@@ -10,7 +10,7 @@ import torch
 
 from ...core.heads import head_name, top_heads
 from ...stats import bootstrap_ci, unweighted, weighted_ci
-from ..evidence import FIRST, WORD, Evidence
+from ..evidence import Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, not_tested
 from ..rules import Clusters, K
 from .registry import BOTH, SENTENCE_ONLY, Claim, register
@@ -55,7 +55,7 @@ def judge_fig2(attn: torch.Tensor, ffn: torch.Tensor, clusters: Clusters = None)
 
 
 def fig2(s: Evidence) -> Judgement:
-    return judge_fig2(s.loc(FIRST).attn[s.rows(FIRST)], s.loc(FIRST).ffn[s.rows(FIRST)], s.clusters([FIRST]))
+    return judge_fig2(s.loc(s.first).attn[s.rows(s.first)], s.loc(s.first).ffn[s.rows(s.first)], s.clusters([s.first]))
 
 
 register(Claim(id="fig2", claim="Almost all the increase of the predicted label comes from deep attention layers (Fig. 2)",
@@ -108,8 +108,8 @@ def judge_fig3_4(heads: dict[str, torch.Tensor], k: int = K, clusters: dict[str,
 
 
 def fig3_4(s: Evidence) -> Judgement:
-    return judge_fig3_4({d: s.loc(d).head[s.rows(d)] for d in WORD}, s.setting.heads,
-                              {d: s.clusters([d]) for d in WORD})
+    return judge_fig3_4({d: s.loc(d).head[s.rows(d)] for d in s.word}, s.setting.heads,
+                              {d: s.clusters([d]) for d in s.word})
 
 
 register(Claim(id="fig3_4", claim="The in-context heads (top 20 by increase) lie in deep layers (Figs. 3, 4)",
@@ -143,8 +143,8 @@ def judge_fig12_15(heads: dict[str, torch.Tensor], k: int = K, clusters: dict[st
 
 
 def fig12_15(s: Evidence) -> Judgement:
-    return judge_fig12_15({d: s.loc(d).head[s.rows(d)] for d in WORD + s.sentence}, s.setting.heads,
-                                {d: s.clusters([d]) for d in WORD + s.sentence})
+    return judge_fig12_15({d: s.loc(d).head[s.rows(d)] for d in s.word + s.sentence}, s.setting.heads,
+                                {d: s.clusters([d]) for d in s.word + s.sentence})
 
 
 register(Claim(id="fig12_15", claim="The in-context heads are largely the same across datasets (Figs. 12-15)",

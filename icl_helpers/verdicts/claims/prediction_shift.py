@@ -12,7 +12,7 @@ from ...stats import bootstrap_ci, mean_ci
 from ...studies import label_attention
 from ...studies.label_attention import label_shift
 from ...studies.runner import prompt_set
-from ..evidence import NO_SENTENCE_DATA, VARIANTS, WORD, Evidence
+from ..evidence import NO_SENTENCE_DATA, VARIANTS, Evidence
 from ..judgement import Judgement, Unjudgeable, all_hold, not_tested
 from ..rules import Clusters
 from ..whose import OURS
@@ -111,7 +111,7 @@ register(Claim(id="prediction_shift", claim="The prediction shift from 'foo' to 
 
 
 def prediction_shift_word(s: Evidence) -> Judgement:
-    return prediction_shift_finding(s, WORD)
+    return prediction_shift_finding(s, s.word)
 
 
 register(Claim(id="prediction_shift_word", whose=OURS, claim="Our row: the prediction shift on the word datasets",

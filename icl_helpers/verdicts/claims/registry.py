@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 from ...data.setting import MAIN, Setting
 from ...data.split import input_halves, records_in
+from ...data.tasks import TASKS
+from ...errors import UsageError
 from ...stats import MIN_CLUSTERS
 from .. import rules
 from ..common import WORD
@@ -104,26 +106,32 @@ def reported() -> list[str]:
 MOST_PROMPTS = 1000  # the paper's prompts a dataset: the fewest sought no further
 
 
-def fewest_prompts(id: str, seed: int = 0, setting: Setting = MAIN) -> dict[str, int]:
+def fewest_prompts(id: str, seed: int = 0, setting: Setting = MAIN, word: Sequence[str] = tuple(WORD)) -> dict[str, int]:
     """The fewest prompts a dataset at which claim `id` can be judged on all its prompts, for each kind of
     dataset it reads ("word", "sentence"): an interval needs MIN_CLUSTERS distinct inputs (`stats.bootstrap_ci`)
     where its `clusters` says. A word dataset's inputs repeat, so its fewest is counted on the records the
-    seed draws; a sentence dataset's is MIN_CLUSTERS. Its correct-only and held-out views judge fewer records
-    and may need more."""
+    seed draws from `word` (the word datasets, or a task); a sentence dataset's is MIN_CLUSTERS. Its
+    correct-only and held-out views judge fewer records and may need more."""
     claim = CLAIMS[id]
     need = {kind: MIN_CLUSTERS for kind in claim.reads}
     if "word" in need:
-        need["word"] = _fewest_word_prompts(claim.clusters, seed, setting)
+        digests = tuple(TASKS[d].digest for d in word if d in TASKS)
+        need["word"] = _fewest_word_prompts(claim.clusters, seed, setting, tuple(word), digests)
     return need
 
 
 @functools.cache
-def _fewest_word_prompts(clusters: str, seed: int, setting: Setting) -> int:
-    """The fewest n at which the word datasets' n records hold MIN_CLUSTERS distinct inputs where `clusters` says."""
+def _fewest_word_prompts(clusters: str, seed: int, setting: Setting, word: tuple[str, ...], digests: tuple[str, ...]
+                         ) -> int:
+    """The fewest n at which the n records of each dataset of `word` hold MIN_CLUSTERS distinct inputs where
+    `clusters` says. digests: the tasks' among them, so that a task added again under its name is counted again."""
     def enough(n: int) -> bool:
         inputs: dict[tuple[str, str], set[tuple[str, str]]] = {}  # (dataset, class) or one pool -> its distinct inputs
-        for dataset in WORD:
-            records = setting.records(dataset, n, seed)
+        for dataset in word:
+            try:
+                records = setting.records(dataset, n, seed)
+            except UsageError:  # a task drawn as the sentence datasets are holds fewer than n inputs
+                return False
             if clusters == EVAL_POOLED:
                 records = records_in(records, ~input_halves(records, seed))
             for r in records:

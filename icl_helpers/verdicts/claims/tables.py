@@ -55,12 +55,14 @@ def view_text(j: Judgement | None) -> str:
     return "-" if j is None else f"{ours_text(j)}, N={j.n}: {j.verdict}" if j.ours is not None else f"- ({j.why})"
 
 
-def intro(n: int, sentence_n: int | None, seed: int) -> str:
-    """What a report's table holds, written from the code that makes it: the sizes, the bootstrap
-    (`stats`), which claims are headlined in which view (`Claim.views`) and what each view judges (`View.about`)."""
+def intro(n: int, sentence_n: int | None, seed: int, task: str | None = None) -> str:
+    """What a report's table holds, written from the code that makes it: the sizes (n prompts of the task
+    `task` where one is judged), the bootstrap (`stats`), which claims are headlined in which view
+    (`Claim.views`) and what each view judges (`View.about`)."""
     data = f"{sentence_n} a sentence dataset" if sentence_n else "no sentence dataset (none could be had)"
+    sizes = f"{n} prompts of the task {task}" if task else f"{n} prompts a word dataset, {data}"
     views = "; ".join(f"*{view.title}*: {view.about}" for view in VIEWS.values())
-    return (f"{n} prompts a word dataset, {data}, seed {seed}. Intervals: {LEVEL:.0%} percentile bootstrap, "
+    return (f"{sizes}, seed {seed}. Intervals: {LEVEL:.0%} percentile bootstrap, "
             f"{DRAWS:,} draws over the distinct inputs, each drawn with all its prompts (a word dataset's prompts share "
             f"inputs); a claim on fewer than {MIN_CLUSTERS} distinct inputs is not tested. Ours, N and the verdict are "
             f"the headline, judged on the view the *{JUDGED_ON}* column names. That is *{VIEWS['correct_only'].title}* "
@@ -68,6 +70,15 @@ def intro(n: int, sentence_n: int | None, seed: int) -> str:
             f"1141), and *{VIEWS['all'].title}* for every other. The last columns judge a claim again in its other "
             f"views, {HEADLINE} marking its headline's. The {len(VIEWS)} views: {views}. Each rule's date, and whether "
             "the data it judges had been read then, is listed after the reasons.")
+
+
+def task_intro(task: dict) -> str:
+    """What a task's report opens with, from its `Task.described`: the task, its size and label words, and what is judged."""
+    notes = "".join(f" {note}" + ("" if note.endswith(".") else ".") for note in task["notes"])
+    return (f"The task {task['name']} ({task['digest']}): {len(task['classes'])} classes ({', '.join(task['classes'])}), "
+            f"{task['examples']:,} distinct examples, {task['records']}. Label words {'/'.join(task['labels'])}.{notes} "
+            "It stands in for the paper's word datasets: the claims on them are judged on it, and the claims on the "
+            "sentence datasets, or across datasets, are not tested.")
 
 
 def row(cells: Sequence[str]) -> str:

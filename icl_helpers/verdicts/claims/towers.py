@@ -11,7 +11,7 @@ from ...core.heads import Head, same_layer_random_heads
 from ...stats import mean_ci, unweighted, weighted_ci, weighted_spearman
 from ...studies import label_attention, towers
 from .. import rules
-from ..evidence import WORD, Evidence, agnews_rows
+from ..evidence import Evidence, agnews_rows
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, not_tested
 from ..rules import RANDOM_DRAWS, Clusters
 from ..whose import OURS
@@ -108,15 +108,15 @@ def word_towers(s: Evidence, key: str | None, query: str | None) -> Judgement:
     "key" or "key_attention", None: none) and each dataset's last queries `query` ("query_rotated",
     "query", None: none), part by part."""
     keys, parts = [], {}
-    for d in WORD:
+    for d in s.word:
         ours, random = heads_ranks(s, d, s.rows(d))
         if key is not None:
             keys.append(ours[key])
         if query is not None:
             parts |= query_parts(ours[query], random[query], s.heads(d), d, s.clusters([d]))
     if key is not None:
-        parts = {**key_parts(torch.cat(keys), s.clusters(WORD)), **parts}
-    return rules.judge_together(parts, len(s.clusters(WORD)), "the word datasets, each in " +
+        parts = {**key_parts(torch.cat(keys), s.clusters(s.word)), **parts}
+    return rules.judge_together(parts, len(s.clusters(s.word)), "the word datasets, each in " +
                                 ("the heads given" if s.given else "its top heads"))
 
 
@@ -231,12 +231,12 @@ def label_keys_adjacent(s: Evidence) -> Judgement:
     """In the word datasets' in-context heads' layers, the paper's label keys: the adjacent texts' words
     against farther ones', before the label and after it."""
     ranks, sides = [], {-1: [], 1: []}
-    for d in WORD:
+    for d in s.word:
         rows = s.rows(d)
         ranks.append(heads_ranks(s, d, rows)[0]["key"])
         for side, parts in sides.items():
             parts.append([mask[rows] for mask in towers.adjacent_texts(s.prompts(d), side)])
-    key, clusters = torch.cat(ranks), s.clusters(WORD)
+    key, clusters = torch.cat(ranks), s.clusters(s.word)
     before, after = ([torch.cat(m) for m in zip(*sides[side])] for side in (-1, 1))
     parts = {"before": judge_adjacent(key, *before, "the demonstration's word just before the label's own", clusters),
              "after": judge_adjacent(key, *after, "the text's word just after the label (a key cannot attend to it)",
@@ -288,12 +288,12 @@ def metric(s: Evidence) -> Judgement:
     """Per word dataset, in its heads, each label's log attention and its demonstration's similarity
     to the input, each double-centred (the prompt's and the position's means out); pooled."""
     score, similarity = [], []
-    for d in WORD:
+    for d in s.word:
         ps, rows = s.prompts(d), s.rows(d)
         attention = label_attention.attention_on_labels(s.m, ps).per_label_at(s.heads(d))[rows]  # [N, S, D]
         score.append(towers.double_centred(attention.log().transpose(0, 1)).transpose(0, 1))  # centred per head
         similarity.append(towers.double_centred(towers.similarity(s.m, ps)[rows]))
-    return judge_metric(torch.cat(score), torch.cat(similarity), s.clusters(WORD))
+    return judge_metric(torch.cat(score), torch.cat(similarity), s.clusters(s.word))
 
 
 register(Claim(id="metric", whose=OURS, claim="Our extension: at a fixed position, a label's query-key score rises with its "

@@ -12,7 +12,7 @@ from ...stats import mean_ci
 from ...studies import label_attention
 from ...studies.recency import Effects
 from ...studies.runner import PromptSet, prompt_set
-from ..evidence import FIRST, NO_SENTENCE_DATA, VARIANTS, WORD, Evidence
+from ..evidence import NO_SENTENCE_DATA, VARIANTS, Evidence
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, all_hold, not_tested, together
 from ..rules import Clusters, judge_at_least
 from ..whose import OURS
@@ -81,7 +81,7 @@ def variant_finding(s: Evidence, variant: str, datasets: Sequence[str]) -> Judge
 
 
 def fig8(s: Evidence) -> Judgement:
-    return variant_finding(s, "imbalanced", WORD)
+    return variant_finding(s, "imbalanced", s.word)
 
 
 register(Claim(id="fig8", claim="Imbalanced prompts: summed attention on true labels drops, on false labels rises (Fig. 8)",
@@ -95,7 +95,7 @@ register(Claim(id="fig8", claim="Imbalanced prompts: summed attention on true la
 
 
 def fig9(s: Evidence) -> Judgement:
-    return variant_finding(s, "reordered", WORD)
+    return variant_finding(s, "reordered", s.word)
 
 
 register(Claim(id="fig9", claim="Re-ordered prompts: summed attention on true labels drops in the in-context heads (Fig. 9)",
@@ -119,7 +119,7 @@ def judge_distance_control(effects: Effects) -> Judgement:
 
 
 def fig9_control(s: Evidence) -> Judgement:
-    return judge_distance_control(s.effects(tuple(WORD)))
+    return judge_distance_control(s.effects(tuple(s.word)))
 
 
 register(Claim(id="fig9_control", whose=OURS, claim="Our control: a label gets more attention for being nearest the input, at equal "
@@ -159,7 +159,7 @@ def judge_per_head_drop(before: torch.Tensor, after: torch.Tensor, heads: Sequen
 
 
 def shared_head_finding(s: Evidence, variant: str, rule: dict[str, float], per_label: bool = False) -> Judgement:
-    """Figs. 10 and 11: on FIRST, in the heads both word datasets rank top (the paper's 'rank top20 on
+    """Figs. 10 and 11: on `s.first` (FIRST, or a task), in the heads both word datasets rank top (the paper's 'rank top20 on
     both sentiment/number dataset and animal/country dataset'), balanced against the variant, head by
     head: the summed attention on the true labels (Fig. 8's measure), or per_label the attention a
     true-label position gets."""
@@ -169,10 +169,10 @@ def shared_head_finding(s: Evidence, variant: str, rule: dict[str, float], per_l
         if per_label:
             return label_attention.true_label_weight(s.m, ps, heads)
         return label_attention.summed_true_attention(s.m, ps, heads)
-    weight = [measure(prompt_set(s.m, FIRST, v, s.size(FIRST), s.seed, s.data_dir, s.setting))[s.rows(FIRST)]
+    weight = [measure(prompt_set(s.m, s.first, v, s.size(s.first), s.seed, s.data_dir, s.setting))[s.rows(s.first)]
               for v in ("balanced", variant)]
     what = "the attention a true-label position gets" if per_label else "the summed attention on the true labels"
-    return judge_per_head_drop(*weight, heads, rule, f"{what} ({which}, balanced -> {variant})", s.clusters([FIRST]))
+    return judge_per_head_drop(*weight, heads, rule, f"{what} ({which}, balanced -> {variant})", s.clusters([s.first]))
 
 
 def fig10(s: Evidence) -> Judgement:

@@ -13,7 +13,7 @@ from ...studies import mrr, projection
 from ...studies.in_context_heads import first_correct
 from ...studies.runner import PromptSet, prompt_set_from_texts
 from .. import rules
-from ..evidence import FIRST, Evidence, agnews_rows, example
+from ..evidence import Evidence, agnews_rows, example
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, all_hold
 from ..rules import TOP, Clusters
 from ..whose import OURS
@@ -93,12 +93,12 @@ def given_prompt(s: Evidence, text: str, name: str) -> PromptSet:
 
 
 def table1(s: Evidence) -> Judgement:
-    """Table 1's label values over every prompt of FIRST, in its in-context heads, with the paper's
+    """Table 1's label values over every prompt of `s.first` (FIRST, or a task), in its in-context heads, with the paper's
     example prompt (in the setting) as the illustration."""
-    heads, rows = s.heads(FIRST), s.rows(FIRST)
+    heads, rows = s.heads(s.first), s.rows(s.first)
     shown = projection.projections(s.m, given_prompt(s, example(s.setting), "example"))
-    return judge_concepts(concept_hits(s, FIRST, rows), heads, f"{FIRST} prompts, {s.heads_named(FIRST)}",
-                          f"the example prompt: {example_hits(shown, heads)}", s.inputs(FIRST)[rows])
+    return judge_concepts(concept_hits(s, s.first, rows), heads, f"{s.first} prompts, {s.heads_named(s.first)}",
+                          f"the example prompt: {example_hits(shown, heads)}", s.inputs(s.first)[rows])
 
 
 CONCEPTS_RULE = ("a label value passes where a related concept of its label (its lower-case, capitalized and upper-case "
@@ -122,10 +122,10 @@ register(Claim(id="table1", claim="Label values' top words have related concepts
 
 
 def table1_strict(s: Evidence) -> Judgement:
-    """The earlier rule over every prompt of FIRST: the top head, the exact label token, every label value."""
-    rows = s.rows(FIRST)
-    return judge_strict(strict_hits(s, FIRST, rows), s.heads(FIRST)[:5], f"{FIRST} prompts, {s.heads_named(FIRST)}",
-                        s.inputs(FIRST)[rows])
+    """The earlier rule over every prompt of `s.first`: the top head, the exact label token, every label value."""
+    rows = s.rows(s.first)
+    return judge_strict(strict_hits(s, s.first, rows), s.heads(s.first)[:5], f"{s.first} prompts, {s.heads_named(s.first)}",
+                        s.inputs(s.first)[rows])
 
 
 STRICT_RULE = ("replicates: in the top head, the share of prompts whose every label value ranks its own label token "
