@@ -15,10 +15,12 @@ from icl_helpers.data.setting import MAIN
 from icl_helpers.data.tasks import add_task, read_task
 from icl_helpers.data.words import WORD_DATASETS, read_word_list
 from icl_helpers.model.loading import ICLModel
+from icl_helpers.stats import MIN_CLUSTERS
 from icl_helpers.studies.runner import prompt_set
 from icl_helpers.studies.towers import candidates, content_tokens
 from icl_helpers.verdicts import report
-from icl_helpers.verdicts.claims import CLAIMS, reported
+from icl_helpers.verdicts.claims import CLAIMS, fewest_prompts, reported
+from icl_helpers.verdicts.claims.registry import MOST_PROMPTS
 from icl_helpers.verdicts.evidence import Evidence
 from icl_helpers.verdicts.findings import NOT_ON_TASK, judged, on_task
 
@@ -76,6 +78,16 @@ def test_a_task_report_judges_the_word_claims_and_says_why_not_the_others(model,
     assert second.name == "mine"  # a file's path works as well as the task read from it
     again = {f.id: f for f in report(model, 24, 10, ids=ids[:2], task=tmp_path / "mine.jsonl", announce=lambda line: None)}
     assert first.digest != second.digest and again["fig6"].ours != found["fig6"].ours
+
+
+def test_a_claims_fewest_prompts_are_counted_on_the_task(tmp_path):
+    """Table 2 needs MIN_CLUSTERS distinct inputs in each class: a task of three classes of 8 examples never has them,
+    one of 12 has them within its 36 records; a task added again under its name is counted again."""
+    small = add_task(read_task(jsonl(tmp_path / "abc.jsonl", [(f"{c} {i}", c) for c in "abc" for i in range(8)])))
+    assert fewest_prompts("table2", word=(small,)) == {"word": MOST_PROMPTS}
+    large = add_task(read_task(jsonl(tmp_path / "abc.jsonl", [(f"{c} {i}", c) for c in "abc" for i in range(12)])))
+    assert large == small and 30 <= fewest_prompts("table2", word=(large,))["word"] <= 36
+    assert fewest_prompts("fig6", word=(large,)) == {"word": MIN_CLUSTERS}  # each record its own input
 
 
 def test_a_task_of_sentences_ranks_their_content_tokens(model, tmp_path):
