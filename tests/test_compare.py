@@ -94,6 +94,25 @@ def test_reports_of_other_sizes_or_files_that_are_no_reports_are_refused(tmp_pat
         read_reports([paths[0], paths[3]])
 
 
+def test_reports_of_two_tasks_or_of_a_task_and_the_papers_data_are_refused_and_one_tasks_are_named(tmp_path):
+    task = {"name": "mine", "digest": "0123456789ab", "classes": ["x", "y"], "examples": 20, "labels": ["foo", "bar"],
+            "records": "64 drawn as the word datasets are", "notes": []}
+    bodies = {"paper": a_report("p", "replicates", 0.9), "a": a_report("a", "replicates", 0.9) | {"task": task},
+              "b": a_report("b", "partly", 0.5) | {"task": task},
+              "other": a_report("o", "partly", 0.5) | {"task": task | {"digest": "ba9876543210"}}}
+    paths = {}
+    for name, body in bodies.items():
+        paths[name] = tmp_path / f"{name}.json"
+        paths[name].write_text(json.dumps(body))
+    for pair, message in ((("paper", "a"), "p: the paper's datasets; a: the task mine (0123456789ab)"),
+                          (("a", "other"), "a: the task mine (0123456789ab); o: the task mine (ba9876543210)")):
+        with pytest.raises(UsageError) as err:
+            read_reports([paths[name] for name in pair])
+        assert str(err.value) == f"The reports judge different data ({message}): compare reports of one task, or of none."
+    table = markdown(read_reports([paths["a"], paths["b"]]))
+    assert "64 prompts of the task mine (0123456789ab), in place of the word datasets, seed 0." in table
+
+
 def test_compare_writes_the_table(tmp_path, capsys):
     paths = [tmp_path / "a.json", tmp_path / "b.json"]
     for path, r in zip(paths, (a_report("a", "replicates", 0.9), a_report("b", "partly", 0.5))):

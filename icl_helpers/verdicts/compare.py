@@ -51,7 +51,10 @@ def intro(report: dict) -> str:
                 f"{report['seed']}: the literature's claims on which heads carry in-context learning. A cell is the "
                 "verdict and our headline number, in the unit its row names. Each model's own file gives its interval, "
                 "N, why and the tables it rests on.")
-    return (f"{report['n']} prompts per word dataset, {report['sentence_n']} per sentence dataset, seed {report['seed']}. "
+    task = report.get("task")
+    sizes = (f"{report['n']} prompts of the task {task['name']} ({task['digest']}), in place of the word datasets" if task
+             else f"{report['n']} prompts per word dataset, {report['sentence_n']} per sentence dataset")
+    return (f"{sizes}, seed {report['seed']}. "
             "A cell is the verdict and our headline number, in the unit its row names. The headline is on the correct "
             "prompts for a claim on located heads that reads the sentence datasets alone (the paper's protocol there), "
             "on all prompts for every other. In brackets: each other view's verdict where it differs ("
@@ -122,7 +125,7 @@ def check_report(path: Path, report: dict) -> None:
 def read_reports(paths: list[str | Path]) -> list[dict]:
     """The reports at `paths`, in that order; a UsageError naming a file given twice (the same
     column twice would make every claim agree), the first that is not a report (`check_report`),
-    two reports that do not share a size and seed (their verdicts would not be comparable), or two
+    two reports that do not share a size and seed, or a task (their verdicts would not be comparable), or two
     of one model: the same weights' fingerprint, dtype, size and seed (a copy of one report)."""
     for i, path in enumerate(paths):
         again = next((p for p in paths[i + 1:] if same_file(path, p)), None)
@@ -153,6 +156,10 @@ def read_reports(paths: list[str | Path]) -> list[dict]:
         raise UsageError("The reports differ in size or seed (" + "; ".join(
             f"{r['model']}: n={r['n']}, sentence_n={r['sentence_n']}, seed={r['seed']}" for r in reports)
             + "): compare reports of one size and seed.")
+    if len({(r.get("task") or {}).get("digest") for r in reports}) > 1:
+        raise UsageError("The reports judge different data (" + "; ".join(
+            f"{r['model']}: " + (f"the task {r['task']['name']} ({r['task']['digest']})" if r.get("task") else
+                                 "the paper's datasets") for r in reports) + "): compare reports of one task, or of none.")
     seen: dict[tuple, Path] = {}  # the first file of each model: its weights and dtype (an older report has neither)
     for path, r in zip(map(Path, paths), reports):
         if "weights" in r:
