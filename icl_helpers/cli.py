@@ -128,12 +128,12 @@ def cmd_report(args: argparse.Namespace) -> None:
     def announce(step: str) -> None:
         print(f"... {_clock(start)} {step}", flush=True)  # the log is the profile
 
-    own = {}
+    about_task = {}
     if task:
         note = check_label_words(m.tokenizer, setting.labels, setting.sep)  # before any study
-        own = {"task": task.described(setting.labels, args.n, note)}
+        about_task = {"task": task.described(setting.labels, args.n, note)}
         print(f"the task {task.name}: {len(task.classes)} classes, {len(task.examples):,} examples"
-              + "".join(f"; {n}" for n in own["task"]["notes"]), flush=True)
+              + "".join(f"; {n}" for n in about_task["task"]["notes"]), flush=True)
     any_size = sentence_n or SENTENCE_N  # without sentence data, one that no sentence claim reads
     findings = report(m, args.n, any_size, args.seed, args.data_dir, heads=heads, announce=announce, setting=setting,
                       task=task)
@@ -147,12 +147,12 @@ def cmd_report(args: argparse.Namespace) -> None:
         section = "\n" + robustness.markdown(entries, *size)
     given = {"heads": heads_text(heads)} if heads else {}
     run = run_record(m, start)
-    write_output(out, json.dumps({"model": args.model, **own, "n": args.n, "sentence_n": sentence_n, "seed": args.seed,
+    write_output(out, json.dumps({"model": args.model, **about_task, "n": args.n, "sentence_n": sentence_n, "seed": args.seed,
                                   **given, **run, "views": described(), "claims": [f.to_dict() for f in findings],
                                   **robust}, indent=1))
     if md:
         header = (f"# {args.model}: the paper's claims, tested" + (f" on the task {task.name}" if task else "")
-                  + "\n\n" + (task_intro(own["task"]) + " " if task else "")
+                  + "\n\n" + (task_intro(about_task["task"]) + " " if task else "")
                   + intro(args.n, sentence_n, args.seed, task.name if task else None)
                   + (f" Heads analysed: {given['heads']} in every dataset, instead of each one's top {MAIN.heads}."
                      if heads else ""))
