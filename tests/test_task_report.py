@@ -99,6 +99,8 @@ def test_a_task_of_sentences_ranks_their_content_tokens(model, tmp_path):
     got = candidates(model, ps)
     want = content_tokens(model.tokenizer, ps.prompts[0].text[slice(*ps.prompts[0].demos[0])].strip())
     assert got[0, 0, : len(want)].tolist() == want and len(want) > 1
+    countries = read_task(words_file(tmp_path / "places.jsonl", "animal_country"))
+    assert "New Zealand" in countries.of("country") and not countries.sentences  # a task of words, as the paper's
 
 
 # --- the command line ----------------------------------------------------------------------

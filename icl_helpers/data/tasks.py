@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
@@ -58,9 +59,10 @@ class Task:
 
     @property
     def sentences(self) -> bool:
-        """Whether an example holds several words: the towers then rank its content tokens, as a sentence
-        dataset's, not a word's spellings (`studies.towers.candidates`)."""
-        return any(" " in e.text for e in self.examples)
+        """Whether most examples hold three words or more (the median count): the towers then rank a text's
+        content tokens, as a sentence dataset's, not a word's spellings (`studies.towers.candidates`). A few
+        names of two words ("New Zealand") leave a task of words one."""
+        return statistics.median(len(e.text.split()) for e in self.examples) > 2
 
     def described(self, labels: tuple[str, str], n: int, note: str | None = None) -> dict:
         """What a report of n records in these label words records of the task: its name, classes, examples,
