@@ -8,10 +8,13 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from icl_helpers.data.tasks import read_task
 from icl_helpers.model.offline import OFFLINE_MODELS
 from icl_helpers.verdicts import claims, head_report, robustness
+from icl_helpers.verdicts.claims.tables import task_intro
 from icl_helpers.verdicts.compare import markdown, read_reports
 from icl_helpers.verdicts.evidence import described
+from icl_helpers.verdicts.findings import NOT_ON_TASK, on_task
 from icl_helpers.verdicts.judgement import FAILS, NOT_TESTED, PARTLY, REPLICATES
 from icl_helpers.verdicts.whose import LITERATURE
 from icl_helpers.viz import report_figures
@@ -40,9 +43,10 @@ def test_each_report_names_its_model():
 
 
 HEADS = sorted(ROOT.glob("heads-*.json"))  # `python -m icl_helpers heads` files: the literature's claims on head types
+TASKS = sorted(ROOT.glob("task-*.json"))  # `report --task` files: the claims on a task of one's own
 
 
-@pytest.mark.parametrize("path", RESULTS + HEADS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", RESULTS + HEADS + TASKS, ids=lambda p: p.name)
 def test_a_committed_file_states_every_claim_it_judges_as_the_registry_does(path: Path):
     """A report holds the paper's claims and ours, a heads file the literature's, each entry a finding as
     `Finding.to_dict` writes it, in the registry's words, its number inside its interval."""
@@ -71,6 +75,24 @@ def test_a_committed_report_tests_every_claim_its_sizes_allow(path: Path):
             assert c["why"].startswith("too few prompts") or "answered correctly" in c["why"], c["id"]
         else:
             assert c["verdict"] in (REPLICATES, PARTLY, FAILS), c["id"]  # every other claim tested
+
+
+@pytest.mark.parametrize("path", TASKS, ids=lambda p: p.name)
+def test_a_committed_task_report_names_its_task_and_its_file_and_judges_the_word_claims_alone(path: Path):
+    """Its file is named for its task, model and size; it judges the task as the one data set of the word datasets'
+    claims, the others not tested for that reason; its header says so, and its table is its JSON."""
+    report = json.loads(path.read_text())
+    task = report["task"]
+    assert path.name == f"task-{task['name']}-{report['model']}-n{report['n']}.json" and report["sentence_n"] is None
+    assert report["model"] in OFFLINE_MODELS
+    task_file = Path(__file__).parents[1] / "data" / "tasks" / f"{task['name']}.jsonl"
+    assert read_task(task_file).digest == task["digest"]  # the committed task file it judged
+    for c in report["claims"]:
+        assert (c["why"] == NOT_ON_TASK) == (not on_task(claims.CLAIMS[c["id"]])), c["id"]
+    header = path.with_suffix(".md").read_text().split("\n\n")[1]
+    assert header.startswith(task_intro(task) + " " + claims.intro(report["n"], None, report["seed"], task["name"]))
+    findings = [claims.Finding.from_dict(d) for d in report["claims"]]
+    assert path.with_suffix(".md").read_text().endswith(claims.markdown(findings))
 
 
 @pytest.mark.parametrize("path", RESULTS, ids=lambda p: p.name)
