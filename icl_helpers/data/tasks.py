@@ -141,7 +141,7 @@ def check_task(task: Task, per_class: int = 2, shown: str | None = None) -> None
         have = len(task.of(cls))
         if have < need:
             raise UsageError(
-                f"{shown or task.name}: class {cls!r} holds {have} distinct inputs, and {need} are needed: {record} for "
+                f"{shown or task.name}: class {cls!r} holds {_count(have, 'distinct input')}, and {need} are needed: {record} for "
                 f"a prompt of {per_class} demonstrations a class, and {MIN_INPUTS} in each half of the held-out split by "
                 f"input across the {len(task.classes)} classes. Add examples to it, or drop the class.")
 
