@@ -33,13 +33,15 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import UsageError, check_count, clean_text
+from . import sources
 from .prompts import LABELS, SEP, Prompt, Record, Variant, build_prompt, label_tokens
 from .sentences import MAX_CHARS, SentenceData, records_from, truncate
 from .sources import SOURCES, Example
 from .words import WORD_DATASETS, make_word_records
 
 MIN_INPUTS = 10  # stats.MIN_CLUSTERS, the fewest distinct inputs an interval is drawn from (stats loads torch)
-DRAWS = ("words", "sentences")  # how `drawn` draws: as the word datasets are, or as the sentence ones
+DRAWN_AS = {"words": "as the word datasets are", "sentences": "as the sentence datasets are"}  # how `drawn` draws
+DRAWS = tuple(DRAWN_AS)
 
 
 @dataclass(frozen=True)
@@ -64,12 +66,17 @@ class Task:
         names of two words ("New Zealand") leave a task of words one."""
         return statistics.median(len(e.text.split()) for e in self.examples) > 2
 
+    @property
+    def draw(self) -> str:
+        """How `drawn` draws it by default: "words" (as the word datasets are) for two classes, else "sentences"."""
+        return DRAWS[len(self.classes) > 2]
+
     def described(self, labels: tuple[str, str], n: int, note: str | None = None) -> dict:
         """What a report of n records in these label words records of the task: its name, classes, examples,
         digest, label words, draw and notes (`note`: the label words', `check_label_words`)."""
-        draw = "as the word datasets are" if len(self.classes) == 2 else "as the sentence datasets are"
         return {"name": self.name, "classes": list(self.classes), "examples": len(self.examples), "digest": self.digest,
-                "labels": list(labels), "records": f"{n} drawn {draw}", "notes": [*self.notes, *([note] if note else [])]}
+                "labels": list(labels), "records": f"{n} drawn {DRAWN_AS[self.draw]}",
+                "notes": [*self.notes, *([note] if note else [])]}
 
     def pools(self) -> dict[str, list[str]]:
         """Each class's texts, which the demonstrations are drawn from (`Setting.fit`)."""
@@ -111,7 +118,7 @@ def read_task(path: str | Path, per_class: int = 2, max_chars: int = MAX_CHARS) 
         raise UsageError(f"{path} holds one class ({classes[0]!r}): a task needs examples of two or more classes.")
     examples, where, cut, repeated = [], {}, 0, 0
     for at, raw, cls in rows:
-        text = " ".join(clean_text(raw).split())
+        text = _one_line(raw)
         if not text:
             raise UsageError(f"{at}: the input is empty: give every example its text, or drop the line.")
         cut += len(text) > max_chars
@@ -144,6 +151,11 @@ def check_task(task: Task, per_class: int = 2, shown: str | None = None) -> None
                 f"{shown or task.name}: class {cls!r} holds {_count(have, 'distinct input')}, and {need} are needed: {record} for "
                 f"a prompt of {per_class} demonstrations a class, and {MIN_INPUTS} in each half of the held-out split by "
                 f"input across the {len(task.classes)} classes. Add examples to it, or drop the class.")
+
+
+def _one_line(text: str) -> str:
+    """A text as the sentence datasets' are read: `errors.clean_text`, then whitespace runs one space."""
+    return sources.clean_text(clean_text(text))
 
 
 def _count(n: int, noun: str) -> str:
@@ -186,7 +198,7 @@ def _jsonl_rows(path: Path) -> tuple[list[str], list[tuple[str, str, str]]]:
         if not isinstance(text, str) or not isinstance(cls, str):
             wrong = "input" if not isinstance(text, str) else "class"
             raise UsageError(f"{at}: the {wrong} is a {type(row[wrong]).__name__}, not text: write one {form} a line.")
-        cls = " ".join(clean_text(cls).split())
+        cls = _one_line(cls)
         if not cls:
             raise UsageError(f"{at}: the class is empty: name the class of every example.")
         rows.append((at, text, cls))
@@ -201,15 +213,15 @@ def _folder_rows(path: Path) -> tuple[list[str], list[tuple[str, str, str]]]:
         raise UsageError(f"{path} holds {_count(len(files), 'class file')}{found}: a task folder needs a <class>.txt file "
                          f"for each of two or more classes, one example a line.")
     rows = [(f"{f}:{i}", line, f.stem) for f in files for i, line in enumerate(_decoded(f).split("\n"), 1)
-            if clean_text(line).strip()]
+            if _one_line(line)]
     return [f.stem for f in files], rows
 
 
 def drawn(task: Task, n: int, seed: int = 0, draw: str | None = None) -> list[Record]:
     """n records of `task` drawn with `seed` (see the module), two demonstrations a class as drawn, before a
-    `Setting` sets them. draw: "words" or "sentences"; None takes "words" for two classes, else "sentences"."""
+    `Setting` sets them. draw: "words" or "sentences"; None takes the task's own (`Task.draw`)."""
     check_count(n, "n")
-    draw = draw or ("words" if len(task.classes) == 2 else "sentences")
+    draw = draw or task.draw
     if draw not in DRAWS:
         raise UsageError(f"Unknown draw {draw!r}: choose one of {', '.join(DRAWS)}.")
     if draw == "sentences":
