@@ -30,7 +30,7 @@ from .paths import (
     check_model_name,
     same_file,
 )
-from .runs import SENTENCE_N, check_run, run_record, task_of
+from .runs import CLASS_LABELS, SENTENCE_N, check_run, run_record, task_of
 
 if TYPE_CHECKING:  # the model's type, without importing torch
     pass
@@ -130,7 +130,7 @@ def cmd_report(args: argparse.Namespace) -> None:
 
     about_task = {}
     if task:
-        note = check_label_words(m.tokenizer, setting.labels, setting.sep)  # before any study
+        note = check_label_words(m.tokenizer, task.label_words(setting.labels), setting.sep)  # before any study
         about_task = {"task": task.described(setting.labels, args.n, note)}
         print(f"the task {task.name}: {len(task.classes)} classes, {len(task.examples):,} examples"
               + "".join(f"; {n}" for n in about_task["task"]["notes"]), flush=True)
@@ -253,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
                                   "JSON-lines file, one {\"input\": TEXT, \"class\": NAME} a line, or a folder of "
                                   "<class>.txt files, one example a line (--n records of it)")
     r.add_argument("--labels", help="the task's label words, TRUE,FALSE (default foo,bar, the paper's): the first labels "
-                                    "the demonstrations of the input's class on a balanced prompt, as foo does")
+                                    "the demonstrations of the input's class on a balanced prompt, as foo does; or "
+                                    f"{CLASS_LABELS!r}: each demonstration labelled by its own class's name")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--data-dir", default=None,
                    help="sentence datasets (default: $ICL_DATA_DIR, else the copy `data fetch` made, else the hub)")

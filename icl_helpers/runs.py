@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from .core.heads import parse_heads
 from .data.datasets import check_sizes
+from .data.prompts import CLASS_NAMES
 from .data.sentences import unavailable
 from .data.setting import MAIN, Setting
 from .data.tasks import Task, drawn, read_task
@@ -21,6 +22,7 @@ if TYPE_CHECKING:  # the model's type, without importing torch
     from .model.loading import ICLModel
 
 SENTENCE_N = 16  # --sentence-n's default
+CLASS_LABELS = "classes"  # --labels for each demonstration's own class name (`prompts.CLASS_NAMES`)
 
 
 def check_run(args: argparse.Namespace, sentence: bool = True) -> tuple[Path, Path | None, int | None, list | None]:
@@ -50,13 +52,22 @@ def task_of(args: argparse.Namespace) -> tuple[Task | None, Setting]:
         return None, MAIN
     if args.robustness:
         raise UsageError("--robustness judges the paper's datasets: drop it with --task.")
-    labels = tuple(w.strip() for w in args.labels.split(",")) if args.labels else MAIN.labels
-    if len(labels) != 2 or not all(labels) or labels[0] == labels[1]:
-        raise UsageError(f"--labels {args.labels} is not two different words: give them as TRUE,FALSE, e.g. foo,bar.")
+    labels = label_words(args.labels)
     setting = replace(MAIN, labels=labels)
     task = read_task(args.task, setting.per_class)
     drawn(task, args.n, args.seed)  # n records can be drawn
     return task, setting
+
+
+def label_words(given: str | None) -> tuple[str, str]:
+    """--labels as a setting's labels: MAIN's where None, CLASS_NAMES for CLASS_LABELS, else the two words."""
+    if given is not None and given.strip() == CLASS_LABELS:
+        return CLASS_NAMES
+    labels = tuple(w.strip() for w in given.split(",")) if given else MAIN.labels
+    if len(labels) != 2 or not all(labels) or labels[0] == labels[1]:
+        raise UsageError(f"--labels {given} is not two different words: give them as TRUE,FALSE, e.g. foo,bar, or "
+                         f"{CLASS_LABELS} for the classes' own names.")
+    return labels
 
 
 def run_record(m: ICLModel, start: float) -> dict:

@@ -58,9 +58,9 @@ def test_the_main_setting_is_the_papers_prompts():
 
 
 def test_label_words_and_separator_reach_every_prompt():
-    assert evidence.example(PEN) == "love : sky like : sky eight : pen two : pen one :"
-    assert evidence.example(NEWLINE) == "love\nbar like\nbar eight\nfoo two\nfoo one\n"
-    assert evidence.example(replace(PEN, sep="\n", per_class=1)) == "like\nsky two\npen one\n"
+    assert evidence.example(PEN).text == "love : sky like : sky eight : pen two : pen one :"
+    assert evidence.example(NEWLINE).text == "love\nbar like\nbar eight\nfoo two\nfoo one\n"
+    assert evidence.example(replace(PEN, sep="\n", per_class=1)).text == "like\nsky two\npen one\n"
     assert PEN.variant("swapped").labels == ("sky", "pen") and NEWLINE.variant("order-tftf").sep == "\n"
     for s in (PEN, NEWLINE, THREE):
         for name in ("balanced", "imbalanced", "swapped", "reordered"):

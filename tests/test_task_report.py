@@ -11,7 +11,8 @@ import pytest
 from conftest import small_model
 
 from icl_helpers.cli import main
-from icl_helpers.data.setting import MAIN
+from icl_helpers.data.prompts import CLASS_NAMES
+from icl_helpers.data.setting import MAIN, Setting
 from icl_helpers.data.tasks import add_task, read_task
 from icl_helpers.data.words import WORD_DATASETS, read_word_list
 from icl_helpers.model.loading import ICLModel
@@ -80,6 +81,27 @@ def test_a_task_report_judges_the_word_claims_and_says_why_not_the_others(model,
     assert first.digest != second.digest and again["fig6"].ours != found["fig6"].ours
 
 
+def test_a_task_judged_in_its_classes_own_names_labels_each_prompt_by_its_record(model, tmp_path):
+    """`--labels classes`: every variant labels a demonstration by its class's name (swapped: the other's), each
+    prompt is scored on its own record's class, and the claims that build their own prompts (Table 1's example,
+    the bias runs) are judged, not refused."""
+    fruit = "apple pear plum grape lemon mango peach cherry melon kiwi berry fig".split()
+    tool = "hammer saw drill wrench chisel file rasp plane clamp level ruler knife".split()
+    task = read_task(jsonl(tmp_path / "kinds.jsonl", [(w, "fruit") for w in fruit] + [(w, "tool") for w in tool]))
+    name = add_task(task)
+    named = Setting(labels=CLASS_NAMES)
+    records = named.records(name, 24)
+    for variant, pair in [("balanced", lambda r: (r.true_class, r.false_class)),
+                          ("swapped", lambda r: (r.false_class, r.true_class))]:
+        ps = prompt_set(model, name, variant, 24, setting=named)
+        assert [(p.true_label, p.false_label) for p in ps.prompts] == [pair(r) for r in records], variant
+        assert all(p.text.endswith(f" {r.input} :") and CLASS_NAMES[0] not in p.text for p, r in zip(ps.prompts, records))
+    assert {p.true_label for p in prompt_set(model, name, "balanced", 24, setting=named).prompts} == {"fruit", "tool"}
+    ids = ["table1", "table2", "majority_bias_words"]
+    found = report(model, 32, 10, ids=ids, task=task, setting=named, announce=lambda line: None)
+    assert [f.verdict != "not tested" for f in found] == [True, True, True], [f.why for f in found]
+
+
 def test_a_claims_fewest_prompts_are_counted_on_the_task(tmp_path):
     """Table 2 needs MIN_CLUSTERS distinct inputs in each class: a task of three classes of 8 examples never has them,
     one of 12 has them within its 36 records; a task added again under its name is counted again."""
@@ -126,18 +148,25 @@ def test_a_bad_task_or_option_is_one_line_before_the_model_loads(tmp_path, task_
     assert err.startswith(f"error: {filled(message)}") and err.count("\n") == 1 and not out.exists()
 
 
-def test_label_words_a_prompt_cannot_tell_apart_are_refused_before_any_study(model, tmp_path, task_file, capsys):
+@pytest.mark.parametrize("labels", ["xylophone,xylophonist", "classes"])
+def test_label_words_a_prompt_cannot_tell_apart_are_refused_before_any_study(model, tmp_path, capsys, labels):
+    """Two words given, or two classes' names as their labels (a class named for each word)."""
+    task_file = jsonl(tmp_path / "x.jsonl", [(f"{w} {i}", w) for w in ("xylophone", "xylophonist") for i in range(12)])
     model.model.save_pretrained(tmp_path / "m")
     model.tokenizer.save_pretrained(tmp_path / "m")
     out = tmp_path / "out.json"
     assert main(["report", "--model", str(tmp_path / "m"), "--device", "cpu", "--task", str(task_file), "--labels",
-                 "xylophone,xylophonist", "--json", str(out)]) == 2
+                 labels, "--json", str(out)]) == 2
     captured = capsys.readouterr()
     assert captured.err.split("\n")[-2].startswith("error: The label words 'xylophone' and 'xylophonist' share their")
     assert "..." not in captured.out and not out.exists()
 
 
-def test_a_task_report_names_its_task_labels_and_size(model, tmp_path, task_file, monkeypatch):
+@pytest.mark.parametrize("given, labels, said", [
+    ("pen,sky", ("pen", "sky"), "Label words pen/sky."),
+    ("classes", CLASS_NAMES, "Label words: each demonstration's own class name, so the input's class is the true label."),
+], ids=["two words", "class names"])
+def test_a_task_report_names_its_task_labels_and_size(model, tmp_path, task_file, monkeypatch, given, labels, said):
     seen = []
     monkeypatch.setattr("icl_helpers.verdicts.report",
                         lambda m, n, *a, task=None, setting=MAIN, **k: seen.append((n, task.name, setting.labels)) or [])
@@ -145,16 +174,16 @@ def test_a_task_report_names_its_task_labels_and_size(model, tmp_path, task_file
     model.tokenizer.save_pretrained(tmp_path / "m")
     out, md = tmp_path / "out.json", tmp_path / "out.md"
     assert main(["report", "--model", str(tmp_path / "m"), "--device", "cpu", "--task", str(task_file), "--n", "40",
-                 "--labels", "pen,sky", "--json", str(out), "--markdown", str(md)]) == 0
-    assert seen == [(40, "sentiments", ("pen", "sky"))]
+                 "--labels", given, "--json", str(out), "--markdown", str(md)]) == 0
+    assert seen == [(40, "sentiments", labels)]
     written = json.loads(out.read_text())
     assert written["task"] == {"name": "sentiments", "classes": ["sentiment", "number"], "examples": 175,
-                               "digest": read_task(task_file).digest, "labels": ["pen", "sky"],
+                               "digest": read_task(task_file).digest, "labels": list(labels),
                                "records": "40 drawn as the word datasets are", "notes": []}
     assert written["sentence_n"] is None
     header = md.read_text().split("\n\n")[:2]
     assert header[0] == f"# {tmp_path / 'm'}: the paper's claims, tested on the task sentiments"
     assert header[1].startswith(f"The task sentiments ({written['task']['digest']}): 2 classes (sentiment, number), 175 "
-                                "distinct examples, 40 drawn as the word datasets are. Label words pen/sky. It stands in "
+                                f"distinct examples, 40 drawn as the word datasets are. {said} It stands in "
                                 "for the paper's word datasets")
     assert "40 prompts of the task sentiments, seed 0." in header[1]

@@ -7,6 +7,7 @@ import csv
 import json
 import math
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from transformers import AutoTokenizer
 
 from icl_helpers import stats
 from icl_helpers.data import tasks
-from icl_helpers.data.prompts import VARIANTS, Record, Variant, build_prompts, prompt_label_ids, variants
+from icl_helpers.data.prompts import CLASS_NAMES, Record, Variant, build_prompt, build_prompts, prompt_label_ids, variants
 from icl_helpers.data.sentences import sentence_records
 from icl_helpers.data.setting import MAIN, Setting
 from icl_helpers.data.sources import SOURCES
@@ -23,7 +24,6 @@ from icl_helpers.data.tasks import (
     MIN_INPUTS,
     add_task,
     check_label_words,
-    class_name_prompts,
     drawn,
     inputs_needed,
     read_task,
@@ -302,22 +302,25 @@ def test_a_label_word_of_several_tokens_is_noted_and_scored_by_its_first(smollm_
     assert check_label_words(smollm_tokenizer, ("sentiment", "number", "xylophonist"), "\n") == (
         "Label words of several tokens are scored by their first: 'sentiment' by 'sent' (of 2), 'xylophonist' by 'x' (of 4).")
     record = Record("x", "World", "Sci/Tech", ("a", "b"), ("c", "d"))
-    prompt = class_name_prompts([record])[0]
+    prompt = build_prompt(record, Variant(labels=CLASS_NAMES))
     true_id, false_id = prompt_label_ids(smollm_tokenizer, [prompt])
     assert smollm_tokenizer.decode(false_id.tolist()) == " Sci" and smollm_tokenizer.decode(true_id.tolist()) == " World"
 
 
-def test_class_names_as_labels_follow_each_record_and_the_swapped_variant(tmp_path):
+def test_class_names_as_labels_follow_each_record_and_every_variant():
     record = Record("one", "number", "sentiment", ("eight", "two"), ("love", "like"))
     other = Record("love", "sentiment", "number", ("like", "happy"), ("two", "eight"))
-    prompts = class_name_prompts([record, other])
+    named = Setting(labels=CLASS_NAMES)
+    prompts = build_prompts([record, other], named.variant("balanced"))
     assert [p.text for p in prompts] == [
         "love : sentiment like : sentiment eight : number two : number one :",
         "two : number eight : number like : sentiment happy : sentiment love :"]
     assert [(p.true_label, p.false_label) for p in prompts] == [("number", "sentiment"), ("sentiment", "number")]
-    assert class_name_prompts([record], VARIANTS["swapped"])[0].text == (
+    assert build_prompt(record, named.variant("swapped")).text == (
         "love : number like : number eight : sentiment two : sentiment one :")
-    assert class_name_prompts([record], Variant(order="ftft", sep="\n"))[0].text == (
+    assert build_prompt(record, named.variant("imbalanced")).text == "love : sentiment like : sentiment eight : number one :"
+    assert build_prompt(record, replace(named, sep="\n").variant("order-ftft")).text == (
         "love\nsentiment eight\nnumber like\nsentiment two\nnumber one\n")
     pen = Setting(labels=("pen", "sky"))
-    assert class_name_prompts([record], pen.variant("swapped"), pen.labels)[0].true_label == "sentiment"
+    assert build_prompt(record, pen.variant("swapped")).true_label == "sky"  # given words stay the setting's
+    assert build_prompt(record, pen.variant("balanced")).text == "love : sky like : sky eight : pen two : pen one :"

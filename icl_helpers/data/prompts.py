@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # torch loads only where a tensor is built: the command line 
 
 SEP = " : "  # between a demonstration (or the input) and its label
 LABELS = ("foo", "bar")  # the paper's (true label, false label)
+CLASS_NAMES = ("<the input's class>", "<the other class>")  # labels: each record's own class names (`record_labels`)
 Span = tuple[int, int]  # [start, end) character offsets in a prompt's text
 
 
@@ -181,7 +182,17 @@ def build_prompt(record: Record, variant: Variant = Variant()) -> Prompt:
     if variant.imbalanced:
         last_true = max(i for i, (_, is_true) in enumerate(pairs) if is_true)
         del pairs[last_true]
-    return _render(pairs, record.input, variant.labels, variant.sep)
+    return _render(pairs, record.input, record_labels(record, variant.labels), variant.sep)
+
+
+def record_labels(record: Record, labels: tuple[str, str]) -> tuple[str, str]:
+    """A record's (true, false) label words under a variant's `labels`: its own (true class, false class) where
+    they are CLASS_NAMES, the two reversed where they are CLASS_NAMES reversed (the swapped variant), else `labels`."""
+    if labels == CLASS_NAMES:
+        return record.true_class, record.false_class
+    if labels == CLASS_NAMES[::-1]:
+        return record.false_class, record.true_class
+    return labels
 
 
 def build_prompts(records: Sequence[Record], variant: Variant = Variant()) -> list[Prompt]:

@@ -18,8 +18,8 @@ input at most once, and one other class is drawn at random for the false demonst
 (`Setting.records`: the demonstrations a class set exactly as for the paper's datasets), and so its prompt
 sets and every study and claim that takes a dataset's name.
 
-Label words and separator are the setting's (`Setting.labels`, `Setting.sep`): foo/bar by default, or
-any two words. `class_name_prompts` shows each record's own class names as its labels instead.
+Label words and separator are the setting's (`Setting.labels`, `Setting.sep`): foo/bar by default, any two
+words, or each record's own class names (`prompts.CLASS_NAMES`: its true class labels the demonstrations of its class).
 `check_label_words` refuses label words a prompt could not tell apart, and notes those of several tokens.
 """
 from __future__ import annotations
@@ -28,13 +28,13 @@ import hashlib
 import json
 import math
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from ..errors import UsageError, check_count, clean_text
 from . import sources
-from .prompts import LABELS, SEP, Prompt, Record, Variant, build_prompt, label_tokens
+from .prompts import CLASS_NAMES, SEP, Record, label_tokens
 from .sentences import MAX_CHARS, SentenceData, records_from, truncate
 from .sources import SOURCES, Example
 from .words import WORD_DATASETS, make_word_records
@@ -70,6 +70,11 @@ class Task:
     def draw(self) -> str:
         """How `drawn` draws it by default: "words" (as the word datasets are) for two classes, else "sentences"."""
         return DRAWS[len(self.classes) > 2]
+
+    def label_words(self, labels: tuple[str, str]) -> list[str]:
+        """The words its prompts label with under a setting's `labels`: its classes where they are CLASS_NAMES
+        (either way round), else the two."""
+        return list(self.classes) if set(labels) == set(CLASS_NAMES) else list(labels)
 
     def described(self, labels: tuple[str, str], n: int, note: str | None = None) -> dict:
         """What a report of n records in these label words records of the task: its name, classes, examples,
@@ -232,15 +237,6 @@ def drawn(task: Task, n: int, seed: int = 0, draw: str | None = None) -> list[Re
                          "draw as the sentence datasets are.")
     first, second = task.classes
     return make_word_records((first, second), (task.of(first), task.of(second)), n, seed)
-
-
-def class_name_prompts(records: Sequence[Record], variant: Variant = Variant(), labels: tuple[str, str] = LABELS
-                       ) -> list[Prompt]:
-    """`build_prompt` of each record with its own class names as its labels, (true class, false class);
-    reversed where the variant's labels are `labels` reversed (the swapped variant)."""
-    flip = variant.labels == labels[::-1]
-    return [build_prompt(r, replace(variant, labels=(r.false_class, r.true_class) if flip else
-                                    (r.true_class, r.false_class))) for r in records]
 
 
 def check_label_words(tokenizer, words: Sequence[str], sep: str = SEP) -> str | None:

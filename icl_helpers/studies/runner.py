@@ -78,7 +78,11 @@ def prompt_set(m: ICLModel, dataset: str, variant: str = "balanced", n: int = 10
 def prompt_set_from_texts(m: ICLModel, texts: list[str], name: str = "custom", labels: tuple[str, str] = LABELS,
                           sep: str = SEP) -> PromptSet:
     """Prompts written out as text, `d1 : l1 ... dK : lK x :` (`sep` for " : "); labels: (true, false)."""
-    prompts = [parse_prompt(t, labels, sep) for t in texts]
+    return prompt_set_of(m, [parse_prompt(t, labels, sep) for t in texts], name)
+
+
+def prompt_set_of(m: ICLModel, prompts: list[Prompt], name: str = "custom") -> PromptSet:
+    """Prompts given as `Prompt`s (e.g. one of another set), as a set of the variant "given"."""
     return PromptSet(name, "given", 0, prompts, ["?"] * len(prompts), find_positions(m.tokenizer, prompts))
 
 

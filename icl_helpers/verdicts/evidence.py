@@ -14,7 +14,7 @@ import torch
 
 from ..core.heads import Head, check_heads, head_name, parse_heads, top_heads
 from ..core.locate import LocateResult
-from ..data.prompts import Record, build_prompt
+from ..data.prompts import Prompt, Record, build_prompt
 from ..data.setting import MAIN, Setting
 from ..data.split import records_in
 from ..model.adapters.base import Arch
@@ -33,12 +33,12 @@ FIRST = WORD[0]  # the dataset of the single-dataset claims (Table 1, Figs. 2, 5
 EXAMPLE_RECORD = Record("one", "number", "sentiment", ("three", "eight", "two"), ("happy", "love", "like"))
 
 
-def example(setting: Setting = MAIN) -> str:
+def example(setting: Setting = MAIN) -> Prompt:
     """The paper's example prompt in a setting's label words, separator and demonstrations a class."""
-    return build_prompt(setting.cut(EXAMPLE_RECORD), setting.variant("balanced")).text
+    return build_prompt(setting.cut(EXAMPLE_RECORD), setting.variant("balanced"))
 
 
-EXAMPLE = example()
+EXAMPLE = example().text
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from ...data.prompts import CLASS_NAMES
 from ...stats import DRAWS, LEVEL, MIN_CLUSTERS
 from ..evidence import ALL, VIEWS
 from ..judgement import Judgement, ours_text, rule_dates
@@ -76,9 +77,16 @@ def task_intro(task: dict) -> str:
     """What a task's report opens with, from its `Task.described`: the task, its size and label words, and what is judged."""
     notes = "".join(f" {note}" + ("" if note.endswith(".") else ".") for note in task["notes"])
     return (f"The task {task['name']} ({task['digest']}): {len(task['classes'])} classes ({', '.join(task['classes'])}), "
-            f"{task['examples']:,} distinct examples, {task['records']}. Label words {'/'.join(task['labels'])}.{notes} "
+            f"{task['examples']:,} distinct examples, {task['records']}. {label_words_text(task['labels'])}.{notes} "
             "It stands in for the paper's word datasets: the claims on them are judged on it, and the claims on the "
             "sentence datasets, or across datasets, are not tested.")
+
+
+def label_words_text(labels: Sequence[str]) -> str:
+    """A task report's label words in a sentence: "Label words foo/bar", or what `prompts.CLASS_NAMES` stands for."""
+    if tuple(labels) == CLASS_NAMES:
+        return "Label words: each demonstration's own class name, so the input's class is the true label"
+    return f"Label words {'/'.join(labels)}"
 
 
 def row(cells: Sequence[str]) -> str:

@@ -11,7 +11,7 @@ from ...core.heads import Head, head_name
 from ...stats import mean_ci, unweighted, weighted_ci, weighted_nanmean
 from ...studies import mrr, projection
 from ...studies.in_context_heads import first_correct
-from ...studies.runner import PromptSet, prompt_set_from_texts
+from ...studies.runner import prompt_set_of
 from .. import rules
 from ..evidence import Evidence, agnews_rows, example
 from ..judgement import FAILS, PARTLY, REPLICATES, Judgement, all_hold
@@ -87,16 +87,11 @@ def example_hits(proj: projection.Projections, heads: Sequence[Head]) -> str:
     return ", ".join(f"{head_name(h)}: {projection.label_value_hits(proj.table(0, h, TOP)):.0%}" for h in heads[:5])
 
 
-def given_prompt(s: Evidence, text: str, name: str) -> PromptSet:
-    """A prompt set of one prompt written out in the setting's label words and separator."""
-    return prompt_set_from_texts(s.m, [text], name=name, labels=s.setting.labels, sep=s.setting.sep)
-
-
 def table1(s: Evidence) -> Judgement:
     """Table 1's label values over every prompt of `s.first` (FIRST, or a task), in its in-context heads, with the paper's
     example prompt (in the setting) as the illustration."""
     heads, rows = s.heads(s.first), s.rows(s.first)
-    shown = projection.projections(s.m, given_prompt(s, example(s.setting), "example"))
+    shown = projection.projections(s.m, prompt_set_of(s.m, [example(s.setting)], "example"))
     return judge_concepts(concept_hits(s, s.first, rows), heads, f"{s.first} prompts, {s.heads_named(s.first)}",
                           f"the example prompt: {example_hits(shown, heads)}", s.inputs(s.first)[rows])
 
@@ -148,7 +143,7 @@ def table3(s: Evidence) -> Judgement:
     if first is None:
         shown = f"no AG News prompt of {len(ps)} is predicted correctly"
     else:
-        one = projection.projections(s.m, given_prompt(s, ps.texts[first], "agnews-correct"))
+        one = projection.projections(s.m, prompt_set_of(s.m, [ps.prompts[first]], "agnews-correct"))
         shown = f"AG News prompt {first} (the first predicted correctly): {example_hits(one, heads)}"
     where = f"{int(rows.sum())} AG News prompts, {s.heads_named('AG News')}"
     return judge_concepts(concept_hits(s, "agnews", rows), heads, where, shown, s.inputs("agnews")[rows])
