@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 
 from .core.heads import check_heads, heads_text
 from .data.setting import MAIN
-from .data.tasks import check_label_words
 from .errors import UsageError, check_prompts, clean_text, warn_without_demonstration
 from .outputs import WRITTEN, check_output, write_output
 from .paths import (
@@ -30,7 +29,7 @@ from .paths import (
     check_model_name,
     same_file,
 )
-from .runs import CLASS_LABELS, SENTENCE_N, check_run, run_record, task_of
+from .runs import CLASS_LABELS, SENTENCE_N, check_run, run_record, task_entry, task_of
 
 if TYPE_CHECKING:  # the model's type, without importing torch
     pass
@@ -128,12 +127,7 @@ def cmd_report(args: argparse.Namespace) -> None:
     def announce(step: str) -> None:
         print(f"... {_clock(start)} {step}", flush=True)  # the log is the profile
 
-    about_task = {}
-    if task:
-        note = check_label_words(m.tokenizer, task.label_words(setting.labels), setting.sep)  # before any study
-        about_task = {"task": task.described(setting.labels, args.n, note)}
-        print(f"the task {task.name}: {len(task.classes)} classes, {len(task.examples):,} examples"
-              + "".join(f"; {n}" for n in about_task["task"]["notes"]), flush=True)
+    about_task = task_entry(m, task, setting, args.n)
     any_size = sentence_n or SENTENCE_N  # without sentence data, one that no sentence claim reads
     findings = report(m, args.n, any_size, args.seed, args.data_dir, heads=heads, announce=announce, setting=setting,
                       task=task)
@@ -167,7 +161,8 @@ def cmd_report(args: argparse.Namespace) -> None:
 def cmd_heads(args: argparse.Namespace) -> None:
     """`heads`: the head types of one model and the literature's claims on them
     (`verdicts.head_report`), written to `--json` and, with `--markdown`, as a page."""
-    out, md, sentence_n, heads = check_run(args)
+    task, setting = task_of(args)
+    out, md, sentence_n, heads = check_run(args, sentence=task is None)
     from .data.sentences import sentence_datasets  # torch and transformers load only now
     from .model.loading import load_model
     from .verdicts import head_report
@@ -176,10 +171,12 @@ def cmd_heads(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     m = load_model(args.model, device=args.device, dtype=args.dtype)
     heads = check_heads(heads, m.arch)
+    about_task = task_entry(m, task, setting, args.n)
     sentence = sentence_datasets(SENTENCE, args.data_dir) if sentence_n else []
     found = head_report.head_report(m, args.n, sentence, sentence_n or 0, args.sequences, args.draws, args.seed,
-                                    args.data_dir, heads, lambda step: print(f"... {_clock(start)} {step}", flush=True))
-    report = {"model": args.model, "n": args.n, "sentence_n": sentence_n, "seed": args.seed,
+                                    args.data_dir, heads, lambda step: print(f"... {_clock(start)} {step}", flush=True),
+                                    task, setting)
+    report = {"model": args.model, **about_task, "n": args.n, "sentence_n": sentence_n, "seed": args.seed,
               **({"heads": heads_text(heads)} if heads else {}), **run_record(m, start), **found}
     write_output(out, json.dumps(report, indent=1))
     if md:
@@ -240,21 +237,22 @@ def main(argv: list[str] | None = None) -> int:
     model.add_argument("--device", type=_device, default=None, help="cpu, cuda, cuda:N, mps or auto (default: cuda if present)")
     model.add_argument("--dtype", choices=DTYPE_NAMES, default=None, help="float32 (default), bfloat16 or float16")
     model.add_argument("--json", required=True, help="where to write the results")
+    task = _Parser(add_help=False)  # report's and heads' own task
+    task.add_argument("--task", help="judge the claims on a task of your own instead of the paper's word datasets: a "
+                                     "JSON-lines file, one {\"input\": TEXT, \"class\": NAME} a line, or a folder of "
+                                     "<class>.txt files, one example a line (--n records of it)")
+    task.add_argument("--labels", help="the task's label words, TRUE,FALSE (default foo,bar, the paper's): the first "
+                                       "labels the demonstrations of the input's class on a balanced prompt, as foo "
+                                       f"does; or {CLASS_LABELS!r}: each demonstration labelled by its own class's name")
     p = sub.add_parser("locate", parents=[model], help="log-probability increase of every layer and head")
     p.add_argument("--prompt", action="append", help="a prompt; repeat for more")
     p.add_argument("--prompts", help="a UTF-8 text file, one prompt a line (a byte-order mark and Windows line ends are fine)")
     p.add_argument("--batch-size", type=_positive, default=32)
     p.set_defaults(run=cmd_locate)
-    r = sub.add_parser("report", parents=[model], help="test every claim of the paper: ours, its 95%% interval, a verdict")
+    r = sub.add_parser("report", parents=[model, task], help="test every claim of the paper: ours, its 95%% interval, a verdict")
     r.add_argument("--n", type=_positive, default=64, help="prompts a word dataset (the paper: 1000)")
     r.add_argument("--sentence-n", type=_positive, default=None, help=f"prompts a sentence dataset (default {SENTENCE_N}; "
                                                                       "the paper: 1000; at most 500, TREC's test inputs)")
-    r.add_argument("--task", help="judge the claims on a task of your own instead of the paper's word datasets: a "
-                                  "JSON-lines file, one {\"input\": TEXT, \"class\": NAME} a line, or a folder of "
-                                  "<class>.txt files, one example a line (--n records of it)")
-    r.add_argument("--labels", help="the task's label words, TRUE,FALSE (default foo,bar, the paper's): the first labels "
-                                    "the demonstrations of the input's class on a balanced prompt, as foo does; or "
-                                    f"{CLASS_LABELS!r}: each demonstration labelled by its own class's name")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--data-dir", default=None,
                    help="sentence datasets (default: $ICL_DATA_DIR, else the copy `data fetch` made, else the hub)")
@@ -270,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--robustness-sentence-n", type=_positive, default=50, help="sentence prompts a dataset for "
                                                                                 "--robustness (default 50, at most --sentence-n)")
     r.set_defaults(run=cmd_report)
-    h = sub.add_parser("heads", parents=[model], help="the head types beside the in-context heads, and the literature's "
+    h = sub.add_parser("heads", parents=[model, task], help="the head types beside the in-context heads, and the literature's "
                                                       "claims on which carry in-context learning")
     h.add_argument("--n", type=_positive, default=256, help="records a word dataset, split by input into the scores' "
                                                             "and the ablations' halves (default 256)")

@@ -13,7 +13,7 @@ from .data.datasets import check_sizes
 from .data.prompts import CLASS_NAMES
 from .data.sentences import unavailable
 from .data.setting import MAIN, Setting
-from .data.tasks import Task, drawn, read_task
+from .data.tasks import Task, check_label_words, drawn, read_task
 from .errors import UsageError
 from .outputs import check_output
 from .paths import absent, check_model_name, same_file
@@ -43,14 +43,14 @@ def check_run(args: argparse.Namespace, sentence: bool = True) -> tuple[Path, Pa
 
 
 def task_of(args: argparse.Namespace) -> tuple[Task | None, Setting]:
-    """`report`'s --task read and its --n records drawn, and the setting of its --labels, before torch loads:
+    """`report`'s and `heads`' --task read and its --n records drawn, and the setting of its --labels, before torch loads:
     (the task or None, the setting). A UsageError for a bad file, size or option."""
     if not args.task:
         if args.labels:
             raise UsageError("--labels sets a task's label words: give --task FILE too (--robustness varies the "
                              "paper's).")
         return None, MAIN
-    if args.robustness:
+    if getattr(args, "robustness", False):  # `report`'s alone
         raise UsageError("--robustness judges the paper's datasets: drop it with --task.")
     labels = label_words(args.labels)
     setting = replace(MAIN, labels=labels)
@@ -68,6 +68,19 @@ def label_words(given: str | None) -> tuple[str, str]:
         raise UsageError(f"--labels {given} is not two different words: give them as TRUE,FALSE, e.g. foo,bar, or "
                          f"{CLASS_LABELS} for the classes' own names.")
     return labels
+
+
+def task_entry(m: ICLModel, task: Task | None, setting: Setting, n: int) -> dict:
+    """What a file of n records of `task` records of it, {"task": `Task.described`} ({} without a task), once its
+    label words are checked against the model's tokenizer (`check_label_words`): before any study, so a bad
+    word stops the run in one line. Prints the task's size and notes."""
+    if task is None:
+        return {}
+    note = check_label_words(m.tokenizer, task.label_words(setting.labels), setting.sep)
+    entry = task.described(setting.labels, n, note)
+    print(f"the task {task.name}: {len(task.classes)} classes, {len(task.examples):,} examples"
+          + "".join(f"; {line}" for line in entry["notes"]), flush=True)
+    return {"task": entry}
 
 
 def run_record(m: ICLModel, start: float) -> dict:

@@ -187,3 +187,53 @@ def test_a_task_report_names_its_task_labels_and_size(model, tmp_path, task_file
                                 f"distinct examples, 40 drawn as the word datasets are. {said} It stands in "
                                 "for the paper's word datasets")
     assert "40 prompts of the task sentiments, seed 0." in header[1]
+
+
+def test_heads_on_a_task_studies_it_in_place_of_the_word_datasets(model, tmp_path, monkeypatch):
+    """`heads --task FILE --labels classes`: the head-set study and the signatures run on the task alone, in its
+    classes' names; the file and its page name the task and read no sentence dataset."""
+    import functools
+
+    from icl_helpers.studies import head_sets as hs
+    from icl_helpers.verdicts import head_report
+    from icl_helpers.verdicts.claims.literature import sources
+
+    monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(sources, "K", 3)  # sets of 2 and 3 of the small model's 12 heads
+    monkeypatch.setattr(head_report, "K", 3)
+    studied, study = [], hs.head_set_study
+    def study_at(m, word, *a, setting=MAIN, **k):
+        studied.append((word, setting.labels))
+        return study(m, word, *a, length=7, setting=setting, **k)  # random sequences within its 64 positions
+    monkeypatch.setattr(hs, "head_set_study", study_at)
+    signed, signatures = [], hs.signatures
+    def signatures_of(m, study, *a, setting=MAIN, **k):
+        signed.append((study.word, setting.labels))
+        return signatures(m, study, *a, setting=setting, **k)
+    monkeypatch.setattr(hs, "signatures", signatures_of)
+    model.model.save_pretrained(tmp_path / "m")
+    model.tokenizer.save_pretrained(tmp_path / "m")
+    task_file = Path(__file__).parents[1] / "data" / "tasks" / "fruit_tool.jsonl"
+    out, md = tmp_path / "out.json", tmp_path / "out.md"
+    assert main(["heads", "--model", str(tmp_path / "m"), "--device", "cpu", "--task", str(task_file), "--labels",
+                 "classes", "--n", "24", "--sequences", "2", "--draws", "2", "--json", str(out), "--markdown", str(md)]) == 0
+    assert studied == [(("fruit_tool",), CLASS_NAMES)] and signed == [(["fruit_tool"], CLASS_NAMES)]
+    r = json.loads(out.read_text())
+    assert r["task"]["name"] == "fruit_tool" and r["task"]["labels"] == list(CLASS_NAMES) and r["sentence_n"] is None
+    assert list(r["floors"]) == ["word"] and r["floors"]["word"]["N"] > 0
+    page = md.read_text()
+    assert page.startswith(f"# {tmp_path / 'm'}: which heads carry in-context learning on the task fruit_tool\n")
+    assert "24 records of the task fruit_tool (each split by input" in page and "sentence dataset (" not in page
+    assert "no sentence dataset is read" in page and "## The two-tower signature of each set of 3 (the task's" in page
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--task", "{tmp}/none.jsonl"], "No task file {tmp}/none.jsonl: pass a JSON-lines file"),
+    (["--labels", "classes"], "--labels sets a task's label words: give --task FILE too"),
+], ids=["no file", "labels alone"])
+def test_heads_refuses_a_bad_task_in_one_line_before_the_model_loads(tmp_path, capsys, extra, message):
+    out = tmp_path / "out.json"
+    args = [a.replace("{tmp}", str(tmp_path)) for a in extra]
+    assert main(["heads", "--model", str(tmp_path / "no-model"), "--json", str(out), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {message.replace('{tmp}', str(tmp_path))}") and err.count("\n") == 1

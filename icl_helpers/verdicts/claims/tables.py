@@ -73,13 +73,17 @@ def intro(n: int, sentence_n: int | None, seed: int, task: str | None = None) ->
             "the data it judges had been read then, is listed after the reasons.")
 
 
-def task_intro(task: dict) -> str:
-    """What a task's report opens with, from its `Task.described`: the task, its size and label words, and what is judged."""
+ON_TASK = ("the claims on them are judged on it, and the claims on the sentence datasets, or across datasets, are "
+           "not tested")  # what a task's report judges, as `task_intro` says it
+
+
+def task_intro(task: dict, judged: str = ON_TASK) -> str:
+    """What a task's file opens with, from its `Task.described`: the task, its size and label words, and what is
+    judged on it (`judged`)."""
     notes = "".join(f" {note}" + ("" if note.endswith(".") else ".") for note in task["notes"])
     return (f"The task {task['name']} ({task['digest']}): {len(task['classes'])} classes ({', '.join(task['classes'])}), "
             f"{task['examples']:,} distinct examples, {task['records']}. {label_words_text(task['labels'])}.{notes} "
-            "It stands in for the paper's word datasets: the claims on them are judged on it, and the claims on the "
-            "sentence datasets, or across datasets, are not tested.")
+            f"It stands in for the paper's word datasets: {judged}.")
 
 
 def label_words_text(labels: Sequence[str]) -> str:
