@@ -12,13 +12,15 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from .core.heads import Head, check_heads, heads_text, parse_heads
-from .data.sentences import missing_note, resolve_data_dir
+from .data.sentences import missing_note, resolve_data_dir, sentence_datasets
+from .data.tasks import Task, add_task, drawn, read_task
 from .errors import UsageError
 from .model.loading import ICLModel, check_device, check_dtype, load_model
 from .paths import REPO_ROOT
 from .studies.accuracy import prompt_accuracy
 from .studies.runner import PromptSet
 from .verdicts.claims import claims_of, fewest_prompts
+from .verdicts.common import WORD
 
 # parameter -> environment variable that overrides it
 ENV = {
@@ -30,6 +32,7 @@ ENV = {
     "data_dir": "ICL_DATA_DIR",
     "seed": "ICL_SEED",
     "heads": "ICL_HEADS",
+    "task": "ICL_TASK",
 }
 
 
@@ -37,7 +40,8 @@ ENV = {
 class Params:
     """What a notebook runs on: model, prompts a word dataset and a sentence dataset (whose
     prompts are some 20 times longer), device, dtype, data directory, seed, and the heads
-    to analyse (None: the top 20 located on each dataset)."""
+    to analyse (None: the top 20 located on each dataset), and a task of one's own read from its file (None: the
+    paper's datasets), which stands in for the word datasets (`word`) and leaves out the sentence datasets."""
 
     model: str
     n_prompts: int
@@ -47,6 +51,7 @@ class Params:
     data_dir: Path | None
     seed: int
     heads: tuple[Head, ...] | None = None
+    task: Task | None = None
     from_env: tuple[tuple[str, str], ...] = ()  # (parameter, its environment variable) for each value taken from it
 
     def __repr__(self) -> str:
@@ -60,11 +65,24 @@ class Params:
             del shown["heads"]
         else:
             shown["heads"] = heads_text(self.heads)
+        if self.task is None:
+            del shown["task"]
+        else:
+            shown["task"] = self.task.name
         values = f"Params({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
         if not self.from_env:
             return values
         set_by = ", ".join(f"{k.upper()} = {shown[k]!r} ({variable})" for k, variable in self.from_env)
         return f"{values}\nSet by the environment, not by this cell: {set_by}."
+
+    @property
+    def word(self) -> list[str]:
+        """The datasets the word datasets' claims read: the task's name alone (`tasks.add_task`), else the paper's."""
+        return [add_task(self.task)] if self.task else list(WORD)
+
+    def sentence(self, datasets: Sequence[str]) -> list[str]:
+        """The sentence datasets of `datasets` that can be had here (`sentence_datasets`); none with a task."""
+        return [] if self.task else sentence_datasets(datasets, self.data_dir)
 
     def load_model(self) -> ICLModel:
         """The model, on the device and in the dtype given, with the heads given checked against it
@@ -123,21 +141,25 @@ def notebook_params(
     data_dir: str | Path | None = None,
     seed: int = 0,
     heads: str | Sequence[Head] | None = None,
+    task: str | Path | None = None,
     env: dict[str, str] | None = None,
 ) -> Params:
     """The parameters cell's values, each replaced by its environment variable when set
     (ICL_MODEL, ICL_N_PROMPTS, ICL_N_SENTENCE_PROMPTS, ICL_DEVICE, ICL_DTYPE, ICL_DATA_DIR, ICL_SEED,
-    ICL_HEADS).
+    ICL_HEADS, ICL_TASK).
 
     heads: analyse these heads instead of the top 20 located, as "19-11,20-11" or (layer,
     head) pairs; checked against the model as soon as `Params.load_model` loads it.
+
+    task: a task file (`data.tasks.read_task`), read here, with n_prompts records of it drawn, so a bad file
+    stops the notebook at this cell.
 
     env renames variables, e.g. {"model": "ICL_LLAMA_MODEL"} for a notebook that needs a
     Llama-family model whatever ICL_MODEL says. A relative data directory is taken from
     the checkout (notebooks run in notebooks/, scripts in the checkout).
     """
     given = dict(model=model, n_prompts=n_prompts, n_sentence_prompts=n_sentence_prompts, device=device, dtype=dtype,
-                 data_dir=data_dir, seed=seed, heads=heads)
+                 data_dir=data_dir, seed=seed, heads=heads, task=task)
     names = ENV | (env or {})
     values = {k: os.environ.get(names[k]) or v for k, v in given.items()}
     for key in ("n_prompts", "n_sentence_prompts", "seed"):
@@ -151,6 +173,11 @@ def notebook_params(
     values["from_env"] = tuple((k, names[k]) for k in given if os.environ.get(names[k]))
     if values["data_dir"] is not None:  # relative: from the checkout, as in scripts/; checked before the model loads
         values["data_dir"] = resolve_data_dir(REPO_ROOT / Path(values["data_dir"]).expanduser())
+    if values["task"] is not None:  # relative: from the checkout, as the data directory
+        with set_in_the_cell("TASK"):
+            values["task"] = read_task(REPO_ROOT / Path(values["task"]).expanduser())
+        with set_in_the_cell("N_PROMPTS"):
+            drawn(values["task"], values["n_prompts"], values["seed"])  # n_prompts records can be drawn
     return Params(**values)
 
 
@@ -180,7 +207,7 @@ def verdict_sizes(p: Params, notebook: str) -> None:
     """Print the fewest prompts a dataset that the notebook's verdicts need (`verdicts.claims.fewest_prompts`
     of its claims) and, where p gives fewer, once, which of them will read "not tested: too few prompts"."""
     given = {"word": ("N_PROMPTS", p.n_prompts), "sentence": ("N_SENTENCE_PROMPTS", p.n_sentence_prompts)}
-    needs = {id: fewest_prompts(id, p.seed) for id in claims_of(notebook)}
+    needs = {id: fewest_prompts(id, p.seed, word=p.word) for id in claims_of(notebook)}
     ids = list(needs)
     most = {kind: max(need.get(kind, 0) for need in needs.values()) for kind in given}
     print("The verdicts at the end need at least " + " and ".join(

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from icl_helpers.verdicts.claims import claims_of, ids_of
+from icl_helpers.verdicts.claims.registry import TASK_NOTEBOOK
 from icl_helpers.verdicts.whose import LITERATURE as LITERATURE_CLAIMS
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9]*.ipynb"))
@@ -55,6 +56,7 @@ def test_each_notebook_links_its_neighbours_and_every_link_resolves():
 
 
 QUICK_REPORT = NOTEBOOKS[0].parents[1] / "results" / "report-smollm2-135m-n64.md"
+TASK_REPORT = QUICK_REPORT.with_name("task-fruit_tool-smollm2-135m-n64.md")  # the task notebook 10 runs, at its size
 
 
 def table_rows(markdown: str) -> dict[str, dict[str, str]]:
@@ -77,10 +79,11 @@ def test_every_notebook_closes_with_one_kind_of_verdict():
 @pytest.mark.parametrize("path", PAPER, ids=lambda p: p.stem)
 def test_a_committed_notebooks_verdicts_are_the_quick_reports_rows(path):
     """One number per claim: the committed outputs are run at the quick report's sizes, so each verdict row a
-    notebook ends with is that report's row, cell for cell, the numbers its title cell quotes."""
+    notebook ends with is that report's row, cell for cell, the numbers its title cell quotes (the task's report,
+    for the notebook on a task)."""
     tables = [o["data"]["text/plain"] for o in outputs(path) if "| id | claim |" in "".join(o.get("data", {}).get("text/plain", ""))]
     assert len(tables) == 1, "one verdict table"
-    report = table_rows(QUICK_REPORT.read_text())
+    report = table_rows((TASK_REPORT if path.name.startswith(TASK_NOTEBOOK) else QUICK_REPORT).read_text())
     shown = table_rows("".join(tables[0]))
     assert shown, "a verdict row"
     for claim, row in shown.items():

@@ -311,7 +311,8 @@ def notebook_parts(path: Path) -> dict[str, bool]:
     cells, number = nb["cells"], path.name[:2]
     code = [c for c in cells if c["cell_type"] == "code"]
     tagged = [i for i, c in enumerate(code) if "parameters" in c["metadata"].get("tags", [])]
-    verdict = squeezed(blocks(8)[1].replace('"10"', f'"{number}"'))
+    verdict = squeezed(blocks(8)[1].replace('"11"', f'"{number}"'))
+    on_task = verdict.replace(squeezed("))"), squeezed("), task=p.task)"))  # a notebook on a task (10) passes it
     title = source(cells[0]).splitlines()
     return {
         "title": cells[0]["cell_type"] == "markdown" and title[0].startswith(f"# {number} ")
@@ -319,8 +320,8 @@ def notebook_parts(path: Path) -> dict[str, bool]:
         "imports": source(code[0]).startswith("%matplotlib inline\n") and "from icl_helpers" in source(code[0]),
         "parameters": len(tagged) == 1 and parameters_cell(source(code[tagged[0]]), number),
         "model": len(tagged) == 1 and "m = p.load_model()" in source(code[tagged[0] + 1]),
-        "verdicts": any(verdict in squeezed(source(c)) or "VerdictTable(head_report.judged(study))" in source(c)
-                        for c in code),
+        "verdicts": any(verdict in squeezed(source(c)) or on_task in squeezed(source(c))
+                        or "VerdictTable(head_report.judged(study))" in source(c) for c in code),
         "next": cells[-1]["cell_type"] == "markdown" and source(cells[-1]).startswith("*"),
         "outputs": "widgets" not in nb["metadata"] and any(c["outputs"] for c in code),
         "kernel": nb["metadata"]["kernelspec"]["name"] == "python3",
@@ -341,18 +342,18 @@ def test_a_notebooks_parts_are_the_ones_its_tests_hold():
         assert [name for name, has in notebook_parts(path).items() if not has] == [], path.stem
     readme = (ROOT / "notebooks" / "README.md").read_text(encoding="utf-8")
     assert [path.stem for path in NOTEBOOKS if f"| `{path.stem}` |" not in readme] == []
-    assert parameters_cell(blocks(8)[0], "10")
+    assert parameters_cell(blocks(8)[0], "11")
 
 
 @pytest.mark.parametrize("small", ["gpt2"], indirect=True)
 def test_a_notebooks_parameters_and_verdict_cells_run_as_written(small, toy_section, tmp_path, monkeypatch,  # noqa: F811
                                                                  capsys):
-    """With the toy claim of recipe 1 naming notebook 10: the parameters cell gives its defaults and says the
+    """With the toy claim of recipe 1 naming notebook 11: the parameters cell gives its defaults and says the
     prompts its verdicts need; the verdict cell judges the toy claim as the report does, shown in its table."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path))
     for variable in ENV.values():
         monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setitem(claims.CLAIMS, "toy", replace(claims.CLAIMS["toy"], notebooks=("10",)))
+    monkeypatch.setitem(claims.CLAIMS, "toy", replace(claims.CLAIMS["toy"], notebooks=("11",)))
     parameters, verdict = blocks(8)
     scope = {"notebook_params": notebook_params, "verdict_sizes": verdict_sizes}  # the first cell imports them
     exec(parameters, scope)

@@ -132,3 +132,25 @@ def test_the_model_cell_checks_the_heads_against_the_model(monkeypatch):
     monkeypatch.setenv("ICL_HEADS", "2-3,3-0")
     with pytest.raises(UsageError, match=r"^Head 3-0 is not in this model: it has 3 layers x 4 heads"):
         notebook_params(model="tiny", device="cpu").load_model()
+
+
+def test_a_task_is_read_from_the_cell_or_the_environment_and_stands_in_for_the_word_datasets(tmp_path, monkeypatch):
+    """TASK (or ICL_TASK), from the checkout: read at once, echoed by its name, the one word dataset, no sentence
+    dataset; a bad file or too many records is one line naming the cell's parameter."""
+    p = notebook_params(task="data/tasks/fruit_tool.jsonl")
+    assert p.task.name == "fruit_tool" and p.word == ["fruit_tool"] and p.sentence(["sst2", "trec"]) == []
+    assert repr(p).endswith("seed=0, task='fruit_tool')")
+    assert "task=" not in repr(notebook_params()) and notebook_params().word == ["sentiment_number", "animal_country"]
+    other = tmp_path / "kinds.jsonl"
+    other.write_text("".join(f'{{"input": "{c} {i}", "class": "{c}"}}\n' for c in ("a", "b") for i in range(12)))
+    monkeypatch.setenv("ICL_TASK", str(other))
+    p = notebook_params(task="data/tasks/fruit_tool.jsonl")
+    assert p.task.name == "kinds" and p.from_env == (("task", "ICL_TASK"),)
+    monkeypatch.setenv("ICL_TASK", str(tmp_path / "none.jsonl"))
+    with pytest.raises(UsageError, match=r"^No task file .*none.jsonl: .* Set TASK in the parameters cell \(or ICL_TASK\)\.$"):
+        notebook_params()
+    three = tmp_path / "three.jsonl"
+    three.write_text("".join(f'{{"input": "{c} {i}", "class": "{c}"}}\n' for c in "abc" for i in range(10)))
+    monkeypatch.setenv("ICL_TASK", str(three))
+    with pytest.raises(UsageError, match=r"ask for at most 30 prompts, not 31\. Set N_PROMPTS in the parameters cell"):
+        notebook_params(n_prompts=31)

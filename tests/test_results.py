@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from icl_helpers.data.prompts import CLASS_NAMES
+from icl_helpers.data.setting import MAIN
 from icl_helpers.data.tasks import read_task
 from icl_helpers.model.offline import OFFLINE_MODELS
 from icl_helpers.verdicts import claims, head_report, robustness
@@ -83,7 +85,9 @@ def test_a_committed_task_report_names_its_task_and_its_file_and_judges_the_word
     claims, the others not tested for that reason; its header says so, and its table is its JSON."""
     report = json.loads(path.read_text())
     task = report["task"]
-    assert path.name == f"task-{task['name']}-{report['model']}-n{report['n']}.json" and report["sentence_n"] is None
+    labels = "" if task["labels"] == list(MAIN.labels) else "-classes" if task["labels"] == list(CLASS_NAMES) else (
+        "-" + "-".join(task["labels"]))  # the paper's labels, the classes' names, or the words given
+    assert path.name == f"task-{task['name']}-{report['model']}-n{report['n']}{labels}.json" and report["sentence_n"] is None
     assert report["model"] in OFFLINE_MODELS
     task_file = Path(__file__).parents[1] / "data" / "tasks" / f"{task['name']}.jsonl"
     assert read_task(task_file).digest == task["digest"]  # the committed task file it judged

@@ -20,8 +20,8 @@ from icl_helpers.stats import MIN_CLUSTERS
 from icl_helpers.studies.runner import prompt_set
 from icl_helpers.studies.towers import candidates, content_tokens
 from icl_helpers.verdicts import report
-from icl_helpers.verdicts.claims import CLAIMS, fewest_prompts, reported
-from icl_helpers.verdicts.claims.registry import MOST_PROMPTS
+from icl_helpers.verdicts.claims import CLAIMS, claims_of, fewest_prompts, reported
+from icl_helpers.verdicts.claims.registry import MOST_PROMPTS, TASK_NOTEBOOK
 from icl_helpers.verdicts.evidence import Evidence
 from icl_helpers.verdicts.findings import NOT_ON_TASK, judged, on_task
 
@@ -53,6 +53,7 @@ def test_a_word_dataset_written_as_a_task_file_gives_the_built_in_numbers(model,
     own, built_in = (Evidence(model, 24, 10, 0, None, task=name) for name in (task, "sentiment_number"))
     ids = [id for id in reported() if on_task(CLAIMS[id])]
     assert len(ids) == 27 and "causal_words" in ids and "majority_bias_words" in ids and "fig12_15" not in ids
+    assert claims_of(TASK_NOTEBOOK) == ids  # the task's notebook closes with them all
     tested = 0
     for id in ids:
         a, b = judged(id, own), judged(id, built_in)

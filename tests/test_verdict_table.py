@@ -89,3 +89,21 @@ def test_every_committed_reason_in_short_ends_where_a_clause_ends_and_holds_its_
                     ("no number", NUMBER.search(why) and not NUMBER.search(short))]
         bad += [f"{where}: {name}: {short!r}" for name, failed in problems if failed]
     assert not bad, "\n".join(bad)
+
+
+def test_two_runs_of_the_same_claims_sit_side_by_side_and_other_claims_are_refused():
+    import pytest
+
+    from icl_helpers.verdicts.claims import side_by_side
+
+    foo = [finding("table2", Judgement(0.59, (0.52, 0.66), 256, "partly", "pooled top-1 0.59")),
+           finding("fig2", not_tested("too few prompts: 4 word prompts a dataset"))]
+    named = [finding("table2", Judgement(0.961, (0.94, 0.98), 256, "replicates", "pooled top-1 0.961")),
+             finding("fig2", Judgement(0.33, (0.3, 0.36), 256, "does not replicate", "share 0.33"))]
+    table = side_by_side({"foo/bar": foo, "class names": named})
+    assert list(table.index) == ["table2", "fig2"] and table.loc["table2", ("", "claim")] == CLAIMS["table2"].claim
+    assert table.loc["table2", ("foo/bar", "ours (95% CI)")] == "0.59 (0.52 to 0.66)"
+    assert list(table.loc["table2", [("foo/bar", "verdict"), ("class names", "verdict")]]) == ["partly", "replicates"]
+    assert list(table.loc["fig2", [("foo/bar", "N"), ("class names", "N")]]) == ["-", "256"]
+    with pytest.raises(ValueError, match="these differ"):
+        side_by_side({"foo/bar": foo, "class names": named[::-1]})

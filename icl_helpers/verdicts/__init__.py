@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..lazy import lazy_exports
 
 _WHERE = {  # public name -> module that defines it
-    **dict.fromkeys(["CLAIMS", "Claim", "Finding", "claims_of", "intro", "markdown", "table"], "claims"),
+    **dict.fromkeys(["CLAIMS", "Claim", "Finding", "claims_of", "intro", "markdown", "side_by_side", "table"], "claims"),
     **dict.fromkeys(["Evidence", "FIRST"], "evidence"), **dict.fromkeys(["SENTENCE", "WORD"], "common"),
     "report": "findings", **dict.fromkeys(["K", "RANDOM_DRAWS", "TOP"], "rules"),
 }

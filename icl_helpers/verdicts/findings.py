@@ -15,7 +15,7 @@ from ..data.tasks import Task, add_task, read_task
 from ..errors import UsageError
 from ..model.loading import ICLModel
 from .claims import CLAIMS, Claim, Finding, fewest_prompts, reported
-from .claims.registry import WORD_ONLY
+from .claims.registry import on_task
 from .evidence import ALL, Evidence
 from .judgement import Judgement, judged_or_not, not_tested
 
@@ -58,11 +58,6 @@ def report(m: ICLModel, n: int, sentence_n: int, seed: int = 0, data_dir: str | 
 
 
 NOT_ON_TASK = "it reads the paper's sentence datasets or several datasets; a task stands in for the word datasets alone"
-
-
-def on_task(claim: Claim) -> bool:
-    """Whether a task's report judges the claim: it reads the word datasets alone (a task stands in for them)."""
-    return claim.reads == WORD_ONLY
 
 
 def judged(id: str, s: Evidence, headline_only: bool = False) -> Finding:

@@ -15,7 +15,7 @@ from . import accuracy, location, vocabulary, towers, label_ranks, attention, va
 from . import literature  # noqa: F401  isort: skip
 from .registry import CLAIMS, Claim, Finding, claims_of, fewest_prompts, ids_of, register, reported
 from .sources import EMNLP, V1
-from .tables import VIEWS, intro, markdown, table, view_text
+from .tables import VIEWS, intro, markdown, side_by_side, table, view_text
 
 __all__ = ["CLAIMS", "EMNLP", "V1", "VIEWS", "Claim", "Finding", "claims_of", "fewest_prompts", "ids_of",
-           "intro", "markdown", "register", "reported", "table", "view_text"]
+           "intro", "markdown", "register", "reported", "side_by_side", "table", "view_text"]

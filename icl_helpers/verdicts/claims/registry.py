@@ -88,8 +88,19 @@ def register(claim: Claim) -> Claim:
     return claim
 
 
+TASK_NOTEBOOK = "10"  # the notebook that judges a task of one's own: it ends with every claim `on_task`
+
+
+def on_task(claim: Claim) -> bool:
+    """Whether a task's report judges the claim: it reads the word datasets alone (a task stands in for them)."""
+    return claim.reads == WORD_ONLY
+
+
 def claims_of(notebook: str) -> list[str]:
-    """The ids of the claims notebook `notebook` ("01" ... "09") ends with, in registry order."""
+    """The ids of the claims notebook `notebook` ("01" ... "10") ends with, in registry order: those that name it,
+    or for TASK_NOTEBOOK the paper's claims and ours that a task's report judges."""
+    if notebook == TASK_NOTEBOOK:
+        return [id for id in reported() if on_task(CLAIMS[id])]
     return [c.id for c in CLAIMS.values() if notebook in c.notebooks]
 
 

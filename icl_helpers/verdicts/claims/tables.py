@@ -1,5 +1,5 @@
-"""Findings shown, of any claim (the paper's, ours, the literature's): `table` (a DataFrame, one row a claim)
-and `markdown` (the table, each tested claim's why and rule, then when each rule was set), with the view each
+"""Findings shown, of any claim (the paper's, ours, the literature's): `table` (a DataFrame, one row a claim),
+`side_by_side` (runs of the same claims, a column group each) and `markdown` (the table, each tested claim's why and rule, then when each rule was set), with the view each
 headline is judged on in a column of its own and the judgements in each claim's other views
 (`evidence.VIEWS`) beside it, where any finding is judged in a view besides all prompts."""
 from __future__ import annotations
@@ -49,6 +49,19 @@ def table(findings: Sequence[Finding]) -> pd.DataFrame:
                if shown else {})
             for f in findings]
     return pd.DataFrame(rows, index=[f.id for f in findings])
+
+
+def side_by_side(runs: dict[str, Sequence[Finding]]) -> pd.DataFrame:
+    """Runs of the same claims (e.g. a task in two label settings) as one table: a row a claim, and for each run
+    (its name a column level) our number with its interval, N and the verdict in the claim's headline view."""
+    first = next(iter(runs.values()))
+    if any([f.id for f in found] != [f.id for f in first] for found in runs.values()):
+        raise ValueError("side_by_side puts runs of the same claims side by side; these differ")
+    def cell(f: Finding, column: str) -> str:
+        return ours_text(f) if column == "ours (95% CI)" else ("-" if f.n is None else str(f.n)) if column == "N" else f.verdict
+    cells = {(name, column): [cell(f, column) for f in found]
+             for name, found in runs.items() for column in ("ours (95% CI)", "N", "verdict")}
+    return pd.DataFrame({("", "claim"): [f.claim for f in first], **cells}, index=[f.id for f in first])
 
 
 def view_text(j: Judgement | None) -> str:
