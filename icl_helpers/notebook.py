@@ -19,7 +19,8 @@ from .model.loading import ICLModel, check_device, check_dtype, load_model
 from .paths import REPO_ROOT
 from .studies.accuracy import prompt_accuracy
 from .studies.runner import PromptSet
-from .verdicts.claims import claims_of, fewest_prompts
+from .verdicts.claims import CLAIMS, claims_of, fewest_prompts
+from .verdicts.claims.registry import on_task
 from .verdicts.common import WORD
 
 # parameter -> environment variable that overrides it
@@ -76,8 +77,13 @@ class Params:
         return f"{values}\nSet by the environment, not by this cell: {set_by}."
 
     @property
+    def task_name(self) -> str | None:
+        """The task's name as a dataset's (`tasks.add_task`), or None without a task."""
+        return add_task(self.task) if self.task else None
+
+    @property
     def word(self) -> list[str]:
-        """The datasets the word datasets' claims read: the task's name alone (`tasks.add_task`), else the paper's."""
+        """The datasets the word datasets' claims read: the task's alone, else the paper's."""
         return [add_task(self.task)] if self.task else list(WORD)
 
     def sentence(self, datasets: Sequence[str]) -> list[str]:
@@ -197,17 +203,26 @@ def report_accuracy(m: ICLModel, sets: dict[str, PromptSet]) -> None:
                   "test of the paper.")
 
 
-def no_sentence_data(data_dir: Path | None) -> None:
-    """In place of a section on the sentence datasets where none can be had on this machine:
-    one line saying why it shows nothing, and how to get them."""
-    print(f"Nothing to show here: {missing_note(data_dir)}")
+def no_sentence_data(p: Params) -> None:
+    """In place of a section on the sentence datasets where the notebook reads none: one line saying why it
+    shows nothing (a task stands in for the paper's datasets, or none can be had here: then how to get them)."""
+    if p.task:
+        print(f"Nothing to show here: the task {p.task.name} stands in for the paper's word datasets, and no sentence "
+              "dataset is read (unset TASK to read them).")
+    else:
+        print(f"Nothing to show here: {missing_note(p.data_dir)}")
 
 
 def verdict_sizes(p: Params, notebook: str) -> None:
     """Print the fewest prompts a dataset that the notebook's verdicts need (`verdicts.claims.fewest_prompts`
-    of its claims) and, where p gives fewer, once, which of them will read "not tested: too few prompts"."""
+    of its claims; with a task, of those judged on it) and, where p gives fewer, once, which of them will read
+    "not tested: too few prompts"."""
     given = {"word": ("N_PROMPTS", p.n_prompts), "sentence": ("N_SENTENCE_PROMPTS", p.n_sentence_prompts)}
-    needs = {id: fewest_prompts(id, p.seed, word=p.word) for id in claims_of(notebook)}
+    needs = {id: fewest_prompts(id, p.seed, word=p.word) for id in claims_of(notebook)
+             if not p.task or on_task(CLAIMS[id])}
+    if not needs:  # a task, and none of its claims reads the word datasets alone
+        print("None of its verdicts is judged on a task: each will read 'not tested'.")
+        return
     ids = list(needs)
     most = {kind: max(need.get(kind, 0) for need in needs.values()) for kind in given}
     print("The verdicts at the end need at least " + " and ".join(

@@ -105,3 +105,33 @@ def test_notebook_runs_on_other_families(kind: str, path: Path, gpt2_tokenizer, 
     text = "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
                      for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert f"{kind}-small-random" in text and "heads='2-3,1-0'" in text  # it ran on this model and these heads
+
+
+TASK_NOTEBOOKS = [p for p in NOTEBOOKS if p.stem[:2] in ("01", "02", "03", "04", "05", "06", "08")]  # ICL_TASK's
+
+
+@pytest.mark.parametrize("path", TASK_NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_notebook_runs_on_a_task_in_place_of_the_word_datasets(path: Path, gpt2_tokenizer, tmp_path, monkeypatch) -> None:
+    """ICL_TASK: the notebook echoes the task, studies it where it studied the word datasets, reads no sentence
+    dataset (saying why), and its verdicts judge the task (a small random Llama-family model, 3 layers x 4 heads)."""
+    from tests.conftest import small_model
+
+    folder = tmp_path / "llama-gqa-small-random"
+    model = small_model("llama-gqa")
+    model.config.max_position_embeddings = 1024
+    model.save_pretrained(folder)
+    gpt2_tokenizer.save_pretrained(folder)
+    for var, value in {"ICL_MODEL": str(folder), "ICL_N_PROMPTS": "4", "ICL_N_SENTENCE_PROMPTS": "2",
+                       "ICL_TASK": "data/tasks/fruit_tool.jsonl", "TQDM_DISABLE": "1",
+                       "ICL_HELPERS_CACHE": str(tmp_path / "cache")}.items():
+        monkeypatch.setenv(var, value)
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    text = "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
+                     for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "task='fruit_tool')" in text and "TASK = 'fruit_tool' (ICL_TASK)" in text and "sentence prompts a" not in text
+    assert code.count("verdicts.report(") == code.count("task=p.task)")  # its verdicts judge the task
+    assert "sentiment_number" not in text.replace("on the word dataset sentiment_number", "")  # a claim's words aside
+    if "no_sentence_data(p)" in code:
+        assert "Nothing to show here: the task fruit_tool stands in for the paper's word datasets" in text

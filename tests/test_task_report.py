@@ -193,7 +193,6 @@ def test_a_task_report_names_its_task_labels_and_size(model, tmp_path, task_file
 def test_heads_on_a_task_studies_it_in_place_of_the_word_datasets(model, tmp_path, monkeypatch):
     """`heads --task FILE --labels classes`: the head-set study and the signatures run on the task alone, in its
     classes' names; the file and its page name the task and read no sentence dataset."""
-    import functools
 
     from icl_helpers.studies import head_sets as hs
     from icl_helpers.verdicts import head_report

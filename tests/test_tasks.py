@@ -15,7 +15,15 @@ from transformers import AutoTokenizer
 
 from icl_helpers import stats
 from icl_helpers.data import tasks
-from icl_helpers.data.prompts import CLASS_NAMES, Record, Variant, build_prompt, build_prompts, prompt_label_ids, variants
+from icl_helpers.data.prompts import (
+    CLASS_NAMES,
+    Record,
+    Variant,
+    build_prompt,
+    build_prompts,
+    prompt_label_ids,
+    variants,
+)
 from icl_helpers.data.sentences import sentence_records
 from icl_helpers.data.setting import MAIN, Setting
 from icl_helpers.data.sources import SOURCES

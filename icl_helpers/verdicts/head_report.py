@@ -22,13 +22,12 @@ from .claims import CLAIMS, Finding, ids_of
 from .claims import markdown as claims_markdown
 from .claims.literature import set_sizes
 from .claims.tables import task_intro
-
-ON_TASK = "the literature's claims are judged on it, and no sentence dataset is read"  # a task's heads file says so
 from .common import WORD
 from .judgement import judged_or_not
 from .rules import K
 from .whose import LITERATURE
 
+ON_TASK = "the literature's claims are judged on it, and no sentence dataset is read"  # a task's heads file says so
 KIND = "head-types"  # a report's "kind": what `compare` tells the paper's reports from these by
 CURVE = (1, 2, 4)  # more sizes ablated, for the curves
 

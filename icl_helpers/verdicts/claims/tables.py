@@ -1,7 +1,8 @@
 """Findings shown, of any claim (the paper's, ours, the literature's): `table` (a DataFrame, one row a claim),
-`side_by_side` (runs of the same claims, a column group each) and `markdown` (the table, each tested claim's why and rule, then when each rule was set), with the view each
-headline is judged on in a column of its own and the judgements in each claim's other views
-(`evidence.VIEWS`) beside it, where any finding is judged in a view besides all prompts."""
+`side_by_side` (runs of the same claims, a column group each) and `markdown` (the table, each tested claim's why
+and rule, then when each rule was set), with the view each headline is judged on in a column of its own and the
+judgements in each claim's other views (`evidence.VIEWS`) beside it, where any finding is judged in a view besides
+all prompts."""
 from __future__ import annotations
 
 from typing import Sequence
