@@ -84,7 +84,8 @@ class Params:
     @property
     def word(self) -> list[str]:
         """The datasets the word datasets' claims read: the task's alone, else the paper's."""
-        return [add_task(self.task)] if self.task else list(WORD)
+        name = self.task_name
+        return [name] if name else list(WORD)
 
     def sentence(self, datasets: Sequence[str]) -> list[str]:
         """The sentence datasets of `datasets` that can be had here (`sentence_datasets`); none with a task."""

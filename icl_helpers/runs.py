@@ -52,14 +52,14 @@ def task_of(args: argparse.Namespace) -> tuple[Task | None, Setting]:
         return None, MAIN
     if getattr(args, "robustness", False):  # `report`'s alone
         raise UsageError("--robustness judges the paper's datasets: drop it with --task.")
-    labels = label_words(args.labels)
+    labels = parsed_labels(args.labels)
     setting = replace(MAIN, labels=labels)
     task = read_task(args.task, setting.per_class)
     drawn(task, args.n, args.seed)  # n records can be drawn
     return task, setting
 
 
-def label_words(given: str | None) -> tuple[str, str]:
+def parsed_labels(given: str | None) -> tuple[str, str]:
     """--labels as a setting's labels: MAIN's where None, CLASS_NAMES for CLASS_LABELS, else the two words."""
     if given is not None and given.strip() == CLASS_LABELS:
         return CLASS_NAMES

@@ -27,7 +27,7 @@ from .judgement import judged_or_not
 from .rules import K
 from .whose import LITERATURE
 
-ON_TASK = "the literature's claims are judged on it, and no sentence dataset is read"  # a task's heads file says so
+HEADS_ON_TASK = "the literature's claims are judged on it, and no sentence dataset is read"  # a task's heads file says so
 KIND = "head-types"  # a report's "kind": what `compare` tells the paper's reports from these by
 CURVE = (1, 2, 4)  # more sizes ablated, for the curves
 
@@ -91,7 +91,7 @@ def markdown(report: dict) -> str:
     sentence = "" if task else (f", {report['sentence_n'] or 0} a sentence dataset (EVAL halves, tasks the scores "
                                 "never saw)")
     parts = [f"# {report['model']}: which heads carry in-context learning" + (f" on the task {task['name']}" if task else "")
-             + "\n", *([task_intro(task, ON_TASK) + "\n"] if task else []),
+             + "\n", *([task_intro(task, HEADS_ON_TASK) + "\n"] if task else []),
              f"{report['n']} records {where} (each split by input into SCORE, which the scores read, and EVAL, which "
              f"the ablations read){sentence}, seed {report['seed']}; {report['sequences']} random sequences for the "
              f"attention scores; {report['draws']} layer-matched random draws a set. Sets of {sizes} heads (the "

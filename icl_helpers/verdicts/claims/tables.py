@@ -87,11 +87,11 @@ def intro(n: int, sentence_n: int | None, seed: int, task: str | None = None) ->
             "the data it judges had been read then, is listed after the reasons.")
 
 
-ON_TASK = ("the claims on them are judged on it, and the claims on the sentence datasets, or across datasets, are "
+REPORT_ON_TASK = ("the claims on them are judged on it, and the claims on the sentence datasets, or across datasets, are "
            "not tested")  # what a task's report judges, as `task_intro` says it
 
 
-def task_intro(task: dict, judged: str = ON_TASK) -> str:
+def task_intro(task: dict, judged: str = REPORT_ON_TASK) -> str:
     """What a task's file opens with, from its `Task.described`: the task, its size and label words, and what is
     judged on it (`judged`)."""
     notes = "".join(f" {note}" + ("" if note.endswith(".") else ".") for note in task["notes"])
