@@ -8,6 +8,10 @@ key the second: the last position attends to the labels of the demonstrations of
 copies those labels' words to the output. The query and key are the paper's two towers; nothing else writes a logit
 (no MLP, every other head silent, the unembedding reads only that head's output).
 
+The head two back has no token to read at the second position, so it reads the first word there. Where the first
+demonstration is true (the re-ordered prompts), the second position's key then matches, and part of the in-context
+head's attention goes to that separator, which carries no label: the tests read no claim of those prompts.
+
 Every vector written to the residual stream has mean zero (a last coordinate takes the rest), so each LayerNorm
 only rescales it. Shapes: width D = 128, H = 4 heads of 32 dimensions, positions up to 64."""
 from __future__ import annotations
