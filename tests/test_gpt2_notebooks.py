@@ -122,15 +122,16 @@ def test_a_notebook_runs_on_a_task_in_place_of_the_word_datasets(path: Path, gpt
     model.save_pretrained(folder)
     gpt2_tokenizer.save_pretrained(folder)
     for var, value in {"ICL_MODEL": str(folder), "ICL_N_PROMPTS": "4", "ICL_N_SENTENCE_PROMPTS": "2",
-                       "ICL_TASK": "data/tasks/fruit_tool.jsonl", "TQDM_DISABLE": "1",
-                       "ICL_HELPERS_CACHE": str(tmp_path / "cache")}.items():
+                       "ICL_HEADS": "2-3,1-0", "ICL_TASK": "data/tasks/fruit_tool.jsonl", "TQDM_DISABLE": "1",
+                       "ICL_HELPERS_CACHE": str(tmp_path / "cache")}.items():  # each set: gpt2_env's may be in force
         monkeypatch.setenv(var, value)
     nb = nbformat.read(path, as_version=4)
     NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     text = "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
                      for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    assert "task='fruit_tool')" in text and "TASK = 'fruit_tool' (ICL_TASK)" in text and "sentence prompts a" not in text
+    assert "heads='2-3,1-0', task='fruit_tool')" in text and "TASK = 'fruit_tool' (ICL_TASK)" in text
+    assert "sentence prompts a" not in text  # its verdict sizes count the claims judged on the task
     assert code.count("verdicts.report(") == code.count("task=p.task)")  # its verdicts judge the task
     assert "sentiment_number" not in text.replace("on the word dataset sentiment_number", "")  # a claim's words aside
     if "no_sentence_data(p)" in code:
