@@ -48,6 +48,29 @@ def random_gpt2_small(tokenizer) -> Path:
     return folder
 
 
+def saved_small_model(kind: str, folder: Path, tokenizer) -> Path:
+    """`small_model(kind)` (3 layers x 4 heads) saved with `tokenizer` in folder/<kind>-small-random, with room for
+    the notebooks' prompts (RoPE computes any position)."""
+    from tests.conftest import small_model
+
+    saved = folder / f"{kind}-small-random"
+    model = small_model(kind)
+    model.config.max_position_embeddings = 1024
+    model.save_pretrained(saved)
+    tokenizer.save_pretrained(saved)
+    return saved
+
+
+def executed(path: Path) -> tuple[str, str]:
+    """The notebook at `path` run top to bottom in a kernel of this environment: (its code, its outputs' text)."""
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    text = "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
+                     for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    return code, text
+
+
 @pytest.fixture(scope="module")
 def gpt2_env(monkeypatch_module, gpt2_tokenizer) -> None:
     folder = random_gpt2_small(gpt2_tokenizer)
@@ -68,11 +91,7 @@ def monkeypatch_module():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_on_random_gpt2(path: Path, gpt2_env) -> None:
-    nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
-    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    text = "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
-                     for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    code, text = executed(path)
     assert "gpt2-small-random" in text  # the parameters echo: it ran on this model, not the default
     assert f"heads='{HEADS}'" in text and "p.heads" in code  # and on the heads given
     assert code.count("verdicts.report(") == code.count("heads=p.heads, announce=")  # its verdicts too
@@ -90,20 +109,11 @@ OTHER_NOTEBOOKS = [p for p in NOTEBOOKS if p.stem in ("01_locate", "08_intervent
 def test_notebook_runs_on_other_families(kind: str, path: Path, gpt2_tokenizer, tmp_path, monkeypatch) -> None:
     """Locate and the interventions, end to end, on a small random model of a parallel-residual
     family and of a post-norm family (3 layers x 4 heads, the GPT-2 tokenizer)."""
-    from tests.conftest import small_model
-
-    folder = tmp_path / f"{kind}-small-random"
-    model = small_model(kind)
-    model.config.max_position_embeddings = 1024  # the notebooks' prompts; RoPE computes any position
-    model.save_pretrained(folder)
-    gpt2_tokenizer.save_pretrained(folder)
+    folder = saved_small_model(kind, tmp_path, gpt2_tokenizer)
     for var, value in {"ICL_MODEL": str(folder), "ICL_LLAMA_MODEL": str(folder), "ICL_N_PROMPTS": "4",
                        "ICL_N_SENTENCE_PROMPTS": "2", "ICL_HEADS": "2-3,1-0", "TQDM_DISABLE": "1"}.items():
         monkeypatch.setenv(var, value)
-    nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
-    text = "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
-                     for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    _, text = executed(path)
     assert f"{kind}-small-random" in text and "heads='2-3,1-0'" in text  # it ran on this model and these heads
 
 
@@ -114,22 +124,12 @@ TASK_NOTEBOOKS = [p for p in NOTEBOOKS if p.stem[:2] in ("01", "02", "03", "04",
 def test_a_notebook_runs_on_a_task_in_place_of_the_word_datasets(path: Path, gpt2_tokenizer, tmp_path, monkeypatch) -> None:
     """ICL_TASK: the notebook echoes the task, studies it where it studied the word datasets, reads no sentence
     dataset (saying why), and its verdicts judge the task (a small random Llama-family model, 3 layers x 4 heads)."""
-    from tests.conftest import small_model
-
-    folder = tmp_path / "llama-gqa-small-random"
-    model = small_model("llama-gqa")
-    model.config.max_position_embeddings = 1024
-    model.save_pretrained(folder)
-    gpt2_tokenizer.save_pretrained(folder)
+    folder = saved_small_model("llama-gqa", tmp_path, gpt2_tokenizer)
     for var, value in {"ICL_MODEL": str(folder), "ICL_N_PROMPTS": "4", "ICL_N_SENTENCE_PROMPTS": "2",
                        "ICL_HEADS": "2-3,1-0", "ICL_TASK": "data/tasks/fruit_tool.jsonl", "TQDM_DISABLE": "1",
                        "ICL_HELPERS_CACHE": str(tmp_path / "cache")}.items():  # each set: gpt2_env's may be in force
         monkeypatch.setenv(var, value)
-    nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
-    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    text = "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
-                     for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    code, text = executed(path)
     assert "heads='2-3,1-0', task='fruit_tool')" in text and "TASK = 'fruit_tool' (ICL_TASK)" in text
     assert "sentence prompts a" not in text  # its verdict sizes count the claims judged on the task
     assert code.count("verdicts.report(") == code.count("task=p.task)")  # its verdicts judge the task

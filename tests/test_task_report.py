@@ -25,6 +25,9 @@ from icl_helpers.verdicts.claims.registry import MOST_PROMPTS, TASK_NOTEBOOK
 from icl_helpers.verdicts.evidence import Evidence
 from icl_helpers.verdicts.findings import NOT_ON_TASK, judged, on_task
 
+FRUIT = "apple pear plum grape lemon mango peach cherry melon kiwi berry fig".split()  # two small classes of words
+TOOL = "hammer saw drill wrench chisel file rasp plane clamp level ruler knife".split()
+
 
 def jsonl(path: Path, rows: list[tuple[str, str]]) -> Path:
     path.write_text("".join(json.dumps({"input": x, "class": c}) + "\n" for x, c in rows), encoding="utf-8")
@@ -68,15 +71,13 @@ def test_a_task_report_judges_the_word_claims_and_says_why_not_the_others(model,
     A task of other examples under the same name is judged afresh, not read from the results cache."""
     monkeypatch.setenv("ICL_HELPERS_CACHE", str(tmp_path / "cache"))
     ids = ["fig2", "fig6", "fig12_15", "causal"]
-    fruit = "apple pear plum grape lemon mango peach cherry melon kiwi berry fig".split()
-    tool = "hammer saw drill wrench chisel file rasp plane clamp level ruler knife".split()
-    first = read_task(jsonl(tmp_path / "mine.jsonl", [(w, "fruit") for w in fruit] + [(w, "tool") for w in tool]))
+    first = read_task(jsonl(tmp_path / "mine.jsonl", [(w, "fruit") for w in FRUIT] + [(w, "tool") for w in TOOL]))
     found = {f.id: f for f in report(model, 24, 10, ids=ids, task=first, announce=lambda line: None)}
     assert [found[id].verdict == "not tested" for id in ids] == [False, False, True, True]
     assert found["fig12_15"].why == found["causal"].why == NOT_ON_TASK
     assert Evidence(model, 24, 10, 0, None, task=add_task(first)).sentence == []  # no sentence data is looked for
     colour = "red blue green pink grey black white brown amber olive coral ivory".split()
-    second = read_task(jsonl(tmp_path / "mine.jsonl", [(w, "fruit") for w in fruit] + [(w, "colour") for w in colour]))
+    second = read_task(jsonl(tmp_path / "mine.jsonl", [(w, "fruit") for w in FRUIT] + [(w, "colour") for w in colour]))
     assert second.name == "mine"  # a file's path works as well as the task read from it
     again = {f.id: f for f in report(model, 24, 10, ids=ids[:2], task=tmp_path / "mine.jsonl", announce=lambda line: None)}
     assert first.digest != second.digest and again["fig6"].ours != found["fig6"].ours
@@ -86,9 +87,7 @@ def test_a_task_judged_in_its_classes_own_names_labels_each_prompt_by_its_record
     """`--labels classes`: every variant labels a demonstration by its class's name (swapped: the other's), each
     prompt is scored on its own record's class, and the claims that build their own prompts (Table 1's example,
     the bias runs) are judged, not refused."""
-    fruit = "apple pear plum grape lemon mango peach cherry melon kiwi berry fig".split()
-    tool = "hammer saw drill wrench chisel file rasp plane clamp level ruler knife".split()
-    task = read_task(jsonl(tmp_path / "kinds.jsonl", [(w, "fruit") for w in fruit] + [(w, "tool") for w in tool]))
+    task = read_task(jsonl(tmp_path / "kinds.jsonl", [(w, "fruit") for w in FRUIT] + [(w, "tool") for w in TOOL]))
     name = add_task(task)
     named = Setting(labels=CLASS_NAMES)
     records = named.records(name, 24)

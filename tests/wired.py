@@ -73,8 +73,8 @@ def wired_model(tokenizer, classes: dict[str, list[str]], labels: tuple[str, str
                 for form in (word, " " + word):
                     (token,) = tokenizer(form, add_special_tokens=False)["input_ids"]
                     tokens[token, CLASS] = sign
-        for word, at in zip(labels, (FOO, BAR)):
-            (token,) = tokenizer(" " + word, add_special_tokens=False)["input_ids"]
+        label_ids = [tokenizer(" " + word, add_special_tokens=False)["input_ids"] for word in labels]
+        for (token,), at in zip(label_ids, (FOO, BAR)):
             tokens[token, at] = 1.0
         model.transformer.wte.weight.copy_(zero_mean(tokens))
         angles = 2 * math.pi * torch.outer(torch.arange(POSITIONS).float(), torch.arange(1, FREQUENCIES + 1).float()) / POSITIONS
@@ -90,7 +90,6 @@ def wired_model(tokenizer, classes: dict[str, list[str]], labels: tuple[str, str
         w_qkv[FOO, 2 * D], w_qkv[BAR, 2 * D + 1] = 1.0, 1.0  # the value: the label's word
         w_out[0] = zero_mean(torch.nn.functional.one_hot(torch.tensor(OUT_FOO), D).float())
         w_out[1] = zero_mean(torch.nn.functional.one_hot(torch.tensor(OUT_BAR), D).float())
-        for word, at in zip(labels, (OUT_FOO, OUT_BAR)):
-            (token,) = tokenizer(" " + word, add_special_tokens=False)["input_ids"]
+        for (token,), at in zip(label_ids, (OUT_FOO, OUT_BAR)):
             model.lm_head.weight[token, at] = 1.0
     return ICLModel(model.eval(), tokenizer, name="wired")
